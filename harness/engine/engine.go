@@ -1,0 +1,160 @@
+// Package engine defines the contract between the GRPO harness and a model
+// engine: named LoRA adapters over one frozen base checkpoint, batched
+// sampling, and a policy-gradient train step that reports per-role gradient
+// statistics.
+//
+// Two engines implement it: native (a pure-Go CPU transformer, the default)
+// and torch (a Python server on a GPU node). Engines own tokenization; the
+// harness exchanges chat messages, token ids and log-probs with them.
+package engine
+
+import (
+	"context"
+	"math"
+)
+
+// Message is one chat message in the Qwen chat layout.
+type Message struct {
+	Role    string `json:"role"` // "system", "user" or "assistant"
+	Content string `json:"content"`
+}
+
+// AdapterConfig describes a LoRA adapter. A new adapter has B = 0, so it is
+// exactly the base policy until trained.
+type AdapterConfig struct {
+	Rank    int      // LoRA rank r
+	Alpha   float64  // scaling is Alpha / Rank
+	Targets []string // subset of q_proj k_proj v_proj o_proj gate_proj up_proj down_proj; empty = all
+	Seed    uint64   // seeds the initialisation of A
+}
+
+// Request asks for one completion.
+type Request struct {
+	Adapter      string // adapter name; "" samples from the base (reference) policy
+	Messages     []Message
+	MaxNewTokens int
+	Temperature  float64 // > 0
+	Seed         uint64  // keys this request's own random stream
+}
+
+// Finish reasons of a Completion.
+const (
+	FinishStop   = "stop"   // the model emitted the end-of-turn token
+	FinishLength = "length" // max new tokens reached
+)
+
+// Completion is the result of one Request.
+type Completion struct {
+	PromptIDs []int32   // token ids of the templated prompt (with the generation prompt)
+	IDs       []int32   // completion token ids, including the end-of-turn token when emitted
+	Text      string    // decoded completion without the end-of-turn token
+	LogProbs  []float32 // log-prob of each IDs[i] under softmax(logits / temperature)
+	Finish    string    // FinishStop or FinishLength
+}
+
+// Turn is one agent turn to train on.
+type Turn struct {
+	Adapter       string
+	Role          string // role type, e.g. "generator"
+	Agent         string // agent name, e.g. "generator1"
+	PromptIDs     []int32
+	CompletionIDs []int32
+	OldLogProbs   []float32 // log-probs the completion was sampled with
+	Advantage     float64
+}
+
+// Loss aggregation modes.
+const (
+	TokenMean        = "token-mean"
+	SeqMeanTokenMean = "seq-mean-token-mean"
+	SeqMeanTokenSum  = "seq-mean-token-sum"
+)
+
+// TrainOptions are the settings of one optimizer step.
+type TrainOptions struct {
+	ClipLow     float64 // ratio clipped below at 1 - ClipLow
+	ClipHigh    float64 // ratio clipped above at 1 + ClipHigh
+	LossAgg     string  // TokenMean, SeqMeanTokenMean or SeqMeanTokenSum
+	Temperature float64 // log-probs are computed under softmax(logits / Temperature)
+	LR          float64 // learning rate for this step (the harness applies the schedule)
+	Beta1       float64
+	Beta2       float64
+	Eps         float64
+	WeightDecay float64
+	GradClip    float64            // global L2 norm clip; 0 disables
+	KLCoef      map[string]float64 // optional per-role KL-to-base penalty coefficient
+}
+
+// RoleStats are the statistics of one role's share of a train step (or of
+// the whole step when Role is "*"). Undefined values are NaN.
+type RoleStats struct {
+	Role         string
+	Loss         float64            // this role's share of the aggregated loss
+	GradNorm     float64            // L2 norm of the gradient of the role's share alone
+	GradShare    float64            // |g_role|^2 / sum over roles of |g_role|^2
+	AgentCosMean float64            // mean pairwise cosine between same-role agents' gradients
+	AgentCosMin  float64            // min pairwise cosine between same-role agents' gradients
+	RoleCos      map[string]float64 // cosine to each other role's gradient in the same adapter
+	Tokens       int                // completion tokens
+	Seqs         int                // turns
+	MeanLen      float64            // mean completion length in tokens
+	Entropy      float64            // mean per-token entropy of the current policy
+	Perplexity   float64            // exp(mean per-token negative log-likelihood)
+	RatioMean    float64            // mean importance ratio
+	RatioMax     float64
+	ClipFrac     float64 // fraction of tokens whose ratio was clipped
+	KL           float64 // mean k3 estimate of KL(current || base)
+}
+
+// StepStats is the result of one TrainStep.
+type StepStats struct {
+	Adapter      string
+	Total        RoleStats   // Role "*"
+	Roles        []RoleStats // sorted by role
+	GradNormPre  float64     // global gradient norm before clipping
+	SkippedTurns int         // turns with zero advantage, not trained on
+}
+
+// Engine is a model engine. Implementations are not required to be safe for
+// concurrent use.
+type Engine interface {
+	// NewAdapter creates a named adapter over the base checkpoint, with its
+	// own optimizer state.
+	NewAdapter(name string, cfg AdapterConfig) error
+	// Generate samples one completion per request.
+	Generate(ctx context.Context, reqs []Request) ([]Completion, error)
+	// TrainStep takes one optimizer step of one adapter on the turns
+	// (all turns must name that adapter).
+	TrainStep(ctx context.Context, adapter string, turns []Turn, opt TrainOptions) (StepStats, error)
+	// Save writes every adapter and its optimizer state under dir.
+	Save(dir string) error
+	// Load restores what Save wrote, replacing adapters of the same name.
+	Load(dir string) error
+	// Close releases the engine's resources.
+	Close() error
+}
+
+// Schedule is a learning-rate schedule: linear warmup then cosine decay
+// (to MinRatio x peak) or constant.
+type Schedule struct {
+	Kind     string // "cosine" or "constant"
+	Warmup   int    // warmup steps
+	Total    int    // total steps
+	MinRatio float64
+}
+
+// LR returns the learning rate at step (0-based) for peak learning rate base.
+func (s Schedule) LR(base float64, step int) float64 {
+	if s.Warmup > 0 && step < s.Warmup {
+		return base * float64(step+1) / float64(s.Warmup)
+	}
+	if s.Kind != "cosine" || s.Total <= s.Warmup {
+		return base
+	}
+	p := float64(step-s.Warmup) / float64(s.Total-s.Warmup)
+	if p > 1 {
+		p = 1
+	}
+	c := 0.5 * (1 + math.Cos(math.Pi*p))
+	return base * (s.MinRatio + (1-s.MinRatio)*c)
+}

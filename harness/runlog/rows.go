@@ -1,0 +1,124 @@
+package runlog
+
+import "github.com/marlowlab/marlow/harness/pin"
+
+// The row types of the run tables. Their Arrow schemas, Parquet encoding and
+// column documentation live beside them in this package. Floating-point
+// values that are undefined (for example a same-role cosine for a role with
+// one agent) are NaN in Go and null in Parquet.
+
+// StepRow is one row of steps/: one per (step, policy, role), plus a total
+// row per (step, policy) with Role "*".
+type StepRow struct {
+	RunID        string
+	Step         int64
+	Policy       string // adapter name
+	Role         string // role type, or "*" for the policy's total
+	Loss         float64
+	GradNorm     float64
+	GradShare    float64 // share of the policy's summed squared gradient norm
+	AgentCosMean float64 // mean pairwise cosine between same-role agents' gradients
+	AgentCosMin  float64
+	RoleCos      map[string]float64 // cosine to each other role of the same policy
+	Tokens       int64
+	Seqs         int64
+	MeanLen      float64
+	Entropy      float64
+	Perplexity   float64
+	RatioMean    float64
+	RatioMax     float64
+	ClipFrac     float64
+	KL           float64
+	RewardMean   float64
+	RewardStd    float64
+	ZeroVarFrac  float64 // fraction of this role's groups whose rewards had zero variance
+	LR           float64
+}
+
+// TimingRow is one row of timing/: wall-clock seconds of a step. Wall time
+// is the one thing a run records that is not a function of commit, spec and
+// seed, so it lives in its own table and the determinism guarantee covers
+// steps/, evals/ and samples/ byte for byte.
+type TimingRow struct {
+	RunID      string
+	Step       int64
+	RolloutSec float64
+	TrainSec   float64
+	TotalSec   float64
+}
+
+// EvalRow is one row of evals/: one per (step, workflow, split, role), plus a
+// row with Role "*" for the workflow as a whole.
+type EvalRow struct {
+	RunID        string
+	Step         int64
+	Workflow     string // workflow evaluated (an sa-rl run is evaluated in several)
+	Split        string // "val"
+	Role         string
+	Accuracy     float64 // "*": final-answer accuracy; role: mean regraded correctness of its answers
+	AnyCorrect   float64 // fraction of problems where any agent of the role (any agent for "*") was correct
+	SelectionAcc float64 // aggregator/synthesizer: picked a correct candidate when one existed; else NaN
+	FormatRate   float64 // fraction of the role's turns whose output was compliant
+	MeanLen      float64 // mean output length in tokens
+	Problems     int64
+	Turns        int64
+}
+
+// SampleRow is one row of samples/: one agent turn.
+type SampleRow struct {
+	RunID      string
+	Step       int64
+	Workflow   string
+	Split      string // "train" or "val"
+	ProblemID  string
+	Rollout    int64
+	Agent      string // e.g. "generator1"
+	Role       string
+	Policy     string // adapter name, "" for the base policy
+	Prompt     string
+	Completion string
+	Parsed     string // parsed answer, verdict, selection or strategy list
+	Compliant  bool
+	Correct    bool // regraded correctness of the agent's own answer
+	Reward     float64
+	Advantage  float64
+	Tokens     int64
+	Finish     string
+}
+
+// Run states recorded in a manifest.
+const (
+	StatusRunning     = "running"
+	StatusDone        = "done"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+)
+
+// Manifest is a run's manifest.json: identity, provenance and status.
+type Manifest struct {
+	SchemaVersion int      `json:"schema_version"`
+	RunID         string   `json:"run_id"`
+	Experiment    string   `json:"experiment"`
+	Workflow      string   `json:"workflow"` // workflow trained in ("single" for sa-rl) or evaluated in (base)
+	EvalWorkflows []string `json:"eval_workflows"`
+	Task          string   `json:"task"`
+	Scale         string   `json:"scale"`
+	Condition     string   `json:"condition"` // base, sa-rl, sp, ip
+	Seed          uint64   `json:"seed"`      // the run's derived seed
+	MasterSeed    uint64   `json:"master_seed"`
+	SeedIndex     int      `json:"seed_index"` // the experiment seed this run belongs to (1-based as in run ids)
+	ConfigHash    string   `json:"config_hash"`
+	Config        any      `json:"config"` // fully resolved run config
+	// Analysis holds the analysis parameters of the spec (cliff_abs,
+	// cliff_rel, amp_k, amp_cos, ...) so a report can be rebuilt from logs.
+	Analysis      map[string]float64 `json:"analysis"`
+	Provenance    pin.Provenance     `json:"provenance"`
+	Engine        string             `json:"engine"`
+	EngineVersion string             `json:"engine_version"`
+	Status        string             `json:"status"`
+	Error         string             `json:"error,omitempty"`
+	Created       string             `json:"created"` // RFC 3339, UTC
+	Updated       string             `json:"updated"`
+	LastStep      int64              `json:"last_step"`   // last committed step; -1 before the first commit
+	TotalSteps    int64              `json:"total_steps"` // planned training steps (0 for base)
+}
