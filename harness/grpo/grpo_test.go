@@ -1,0 +1,231 @@
+package grpo
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/workflow"
+)
+
+func TestRoute(t *testing.T) {
+	cases := []struct {
+		cond, role, want string
+		err              string
+	}{
+		{Base, workflow.RoleGenerator, "", ""},
+		{Base, workflow.RoleAggregator, "", ""},
+		{SARL, workflow.RoleGenerator, PolicyAdapter, ""},
+		{SARL, workflow.RoleEvaluator, PolicyAdapter, ""},
+		{SP, workflow.RoleGenerator, SharedAdapter, ""},
+		{SP, workflow.RoleSynthesizer, SharedAdapter, ""},
+		{IP, workflow.RoleGenerator, "generator", ""},
+		{IP, workflow.RoleWorker, "worker", ""},
+		{IP, workflow.RoleOrchestrator, "orchestrator", ""},
+		{"marl", workflow.RoleGenerator, "", "unknown condition"},
+		{SP, "critic", "", "unknown role"},
+	}
+	for _, c := range cases {
+		got, err := Route(c.cond, c.role)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("Route(%q, %q) err = %v, want %q", c.cond, c.role, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("Route(%q, %q) = %q, %v; want %q", c.cond, c.role, got, err, c.want)
+		}
+	}
+	adapters := []struct {
+		cond string
+		wfs  []string
+		want []string
+	}{
+		{Base, []string{workflow.Voting}, nil},
+		{SARL, []string{workflow.Single, workflow.Voting, workflow.OrchWorkers}, []string{"policy"}},
+		{SP, []string{workflow.OrchWorkers}, []string{"shared"}},
+		{IP, []string{workflow.Voting}, []string{"aggregator", "generator"}},
+		{IP, []string{workflow.OrchWorkers}, []string{"orchestrator", "synthesizer", "worker"}},
+		{IP, []string{workflow.EvalOpt, workflow.Voting}, []string{"aggregator", "evaluator", "generator"}},
+	}
+	for _, c := range adapters {
+		got, err := Adapters(c.cond, c.wfs...)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Adapters(%s, %v) = %v, %v; want %v", c.cond, c.wfs, got, err, c.want)
+		}
+	}
+	if _, err := Adapters(SP, "debate"); err == nil {
+		t.Error("Adapters accepted an unknown workflow")
+	}
+}
+
+// ep builds an episode of agents (all correct or all wrong as the reward).
+func ep(problem int64, rollout int, reward float64, agents ...string) *workflow.Episode {
+	e := &workflow.Episode{ProblemIndex: problem, Rollout: rollout, FinalVerdict: datasets.Verdict{Correct: reward == 1}}
+	for _, a := range agents {
+		role := strings.TrimRight(a, "0123456789")
+		e.Turns = append(e.Turns, workflow.Turn{Agent: a, Role: role})
+	}
+	return e
+}
+
+func TestAdvantages(t *testing.T) {
+	// Problem 0: rewards 1, 0, 0, 1 over four rollouts of a voting episode;
+	// problem 1: all 0 (zero variance); problem 2: one rollout reaches a
+	// second eval-opt round (a group of one).
+	eps := []*workflow.Episode{
+		ep(0, 0, 1, "generator0", "generator1", "aggregator"),
+		ep(0, 1, 0, "generator0", "generator1", "aggregator"),
+		ep(0, 2, 0, "generator0", "generator1", "aggregator"),
+		ep(0, 3, 1, "generator0", "generator1", "aggregator"),
+		ep(1, 0, 0, "generator0", "generator1", "aggregator"),
+		ep(1, 1, 0, "generator0", "generator1", "aggregator"),
+	}
+	const e = 1e-6
+	adv, stats := Advantages(eps, e)
+	// mean 0.5, sample std sqrt(1/3).
+	a := 0.5 / (math.Sqrt(1.0/3) + e)
+	want := [][]float64{{a, a, a}, {-a, -a, -a}, {-a, -a, -a}, {a, a, a}, {0, 0, 0}, {0, 0, 0}}
+	for i := range want {
+		for k := range want[i] {
+			if math.Abs(adv[i][k]-want[i][k]) > 1e-12 {
+				t.Errorf("adv[%d][%d] = %v, want %v", i, k, adv[i][k], want[i][k])
+			}
+		}
+	}
+	wantStats := []GroupStats{{Role: "aggregator", Groups: 2, ZeroVar: 1}, {Role: "generator", Groups: 4, ZeroVar: 2}}
+	if !reflect.DeepEqual(stats, wantStats) {
+		t.Errorf("stats = %+v, want %+v", stats, wantStats)
+	}
+	if f := wantStats[1].ZeroVarFrac(); f != 0.5 {
+		t.Errorf("ZeroVarFrac = %v", f)
+	}
+
+	// Groups are keyed by agent name: generator1 of rollout 1 only exists
+	// once, so it is a zero-variance group of one.
+	eps = []*workflow.Episode{
+		ep(5, 0, 1, "generator0", "evaluator0"),
+		ep(5, 1, 0, "generator0", "evaluator0", "generator1", "evaluator1"),
+	}
+	adv, stats = Advantages(eps, e)
+	b := 0.5 / (math.Sqrt(0.5) + e)
+	if math.Abs(adv[0][0]-b) > 1e-12 || math.Abs(adv[1][1]+b) > 1e-12 || adv[1][2] != 0 || adv[1][3] != 0 {
+		t.Errorf("eval-opt advantages %v, want ±%v on round 0 and 0 on the lone round 1", adv, b)
+	}
+	wantStats = []GroupStats{{Role: "evaluator", Groups: 2, ZeroVar: 1}, {Role: "generator", Groups: 2, ZeroVar: 1}}
+	if !reflect.DeepEqual(stats, wantStats) {
+		t.Errorf("stats = %+v, want %+v", stats, wantStats)
+	}
+	if f := (GroupStats{}).ZeroVarFrac(); !math.IsNaN(f) {
+		t.Errorf("ZeroVarFrac without groups = %v, want NaN", f)
+	}
+}
+
+func TestEvalRows(t *testing.T) {
+	turn := func(agent string, graded, correct, compliant bool, tokens int) workflow.Turn {
+		return workflow.Turn{Agent: agent, Role: strings.TrimRight(agent, "0123456789"), Graded: graded,
+			Verdict: datasets.Verdict{Correct: correct}, Compliant: compliant,
+			Completion: engine.Completion{IDs: make([]int32, tokens)}}
+	}
+	eps := []*workflow.Episode{
+		// one correct candidate, aggregator picked it
+		{Turns: []workflow.Turn{turn("generator0", true, false, true, 4), turn("generator1", true, true, true, 6), turn("aggregator", true, true, true, 2)},
+			FinalVerdict: datasets.Verdict{Correct: true}},
+		// one correct candidate, aggregator missed it (and was not compliant)
+		{Turns: []workflow.Turn{turn("generator0", true, true, true, 4), turn("generator1", true, false, false, 2), turn("aggregator", true, false, false, 2)}},
+		// no correct candidate
+		{Turns: []workflow.Turn{turn("generator0", true, false, true, 4), turn("generator1", true, false, true, 4), turn("aggregator", true, false, true, 2)}},
+	}
+	rows := EvalRows("r", 3, workflow.Voting, eps)
+	if len(rows) != 3 || rows[0].Role != "aggregator" || rows[1].Role != "generator" || rows[2].Role != "*" {
+		t.Fatalf("rows %+v", rows)
+	}
+	check := func(name string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-12 && !(math.IsNaN(got) && math.IsNaN(want)) {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	agg, gen, all := rows[0], rows[1], rows[2]
+	check("aggregator accuracy", agg.Accuracy, 1.0/3)
+	check("aggregator selection", agg.SelectionAcc, 0.5)
+	check("aggregator format", agg.FormatRate, 2.0/3)
+	check("generator accuracy", gen.Accuracy, 2.0/6)
+	check("generator any-correct", gen.AnyCorrect, 2.0/3)
+	check("generator selection", gen.SelectionAcc, math.NaN())
+	check("generator mean len", gen.MeanLen, 24.0/6)
+	check("workflow accuracy", all.Accuracy, 1.0/3)
+	check("workflow any-correct", all.AnyCorrect, 2.0/3)
+	check("workflow format", all.FormatRate, 7.0/9)
+	if all.Problems != 3 || all.Turns != 9 || gen.Turns != 6 || gen.Problems != 3 || all.Step != 3 || all.Workflow != workflow.Voting {
+		t.Errorf("counts: %+v", all)
+	}
+	// An orchestrator gives no answer: its accuracy is undefined.
+	orch := EvalRows("r", 0, workflow.OrchWorkers, []*workflow.Episode{{Turns: []workflow.Turn{turn("orchestrator", false, false, false, 3)}}})
+	check("orchestrator accuracy", orch[0].Accuracy, math.NaN())
+	check("orchestrator any-correct", orch[0].AnyCorrect, math.NaN())
+	check("orchestrator format", orch[0].FormatRate, 0)
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := testConfig(SP, workflow.Voting)
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"no run id", func(c *Config) { c.RunID = "" }, "run_id"},
+		{"condition", func(c *Config) { c.Condition = "marl" }, "unknown condition"},
+		{"sa-rl on voting", func(c *Config) { c.Condition = SARL }, "single"},
+		{"eval workflow", func(c *Config) { c.EvalWorkflows = []string{"debate"} }, "unknown workflow"},
+		{"one rollout", func(c *Config) { c.Rollouts = 1 }, "rollouts"},
+		{"loss agg", func(c *Config) { c.LossAgg = "sum" }, "loss_agg"},
+		{"lr", func(c *Config) { c.LR = 0 }, "lr"},
+		{"schedule", func(c *Config) { c.Schedule.Kind = "step" }, "schedule"},
+		{"kl role", func(c *Config) { c.KLCoef = map[string]float64{"critic": 0.1} }, "kl_coef"},
+		{"adapter", func(c *Config) { c.Adapter.Rank = 0 }, "adapter rank"},
+		{"tokens", func(c *Config) { c.DefaultMaxNewTokens = 0 }, "max new tokens"},
+	}
+	for _, c := range cases {
+		cfg := testConfig(SP, workflow.Voting)
+		c.mod(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+	}
+	// base trains nothing, so training settings are not checked.
+	b := testConfig(Base, workflow.Voting)
+	b.Rollouts, b.LR = 0, 0
+	if err := b.Validate(); err != nil {
+		t.Errorf("base config: %v", err)
+	}
+	if good.Hash() == b.Hash() || good.Hash() != testConfig(SP, workflow.Voting).Hash() {
+		t.Error("config hash is not a function of the config")
+	}
+}
+
+func TestTrainOptionsSchedule(t *testing.T) {
+	c := testConfig(SP, workflow.Single)
+	c.LR, c.Steps = 1, 10
+	c.Schedule = engine.Schedule{Kind: "cosine", Warmup: 2, MinRatio: 0}
+	cases := []struct {
+		step int
+		want float64
+	}{{1, 0.5}, {2, 1}, {3, 1}, {10, 0.5 * (1 + math.Cos(math.Pi*7/8))}}
+	for _, cs := range cases {
+		if got := c.trainOptions(cs.step).LR; math.Abs(got-cs.want) > 1e-12 {
+			t.Errorf("step %d lr %v, want %v (schedule spans Steps when Total is 0)", cs.step, got, cs.want)
+		}
+	}
+	o := c.trainOptions(3)
+	if o.ClipLow != 0.2 || o.ClipHigh != 0.28 || o.LossAgg != engine.SeqMeanTokenMean || o.Temperature != 0.7 {
+		t.Errorf("options %+v", o)
+	}
+}

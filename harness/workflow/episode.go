@@ -1,0 +1,156 @@
+package workflow
+
+import (
+	"fmt"
+	"hash/fnv"
+	"sort"
+
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/harness/engine"
+)
+
+// Workflow names.
+const (
+	Single      = "single"
+	EvalOpt     = "eval-opt"
+	Voting      = "voting"
+	OrchWorkers = "orch-workers"
+)
+
+// Names lists the workflows, in the design's order.
+var Names = []string{Single, EvalOpt, Voting, OrchWorkers}
+
+// Roles returns the role types of a workflow, sorted.
+func Roles(workflow string) ([]string, error) {
+	switch workflow {
+	case Single:
+		return []string{RoleGenerator}, nil
+	case EvalOpt:
+		return []string{RoleEvaluator, RoleGenerator}, nil
+	case Voting:
+		return []string{RoleAggregator, RoleGenerator}, nil
+	case OrchWorkers:
+		return []string{RoleOrchestrator, RoleSynthesizer, RoleWorker}, nil
+	}
+	return nil, fmt.Errorf("workflow: unknown workflow %q (want one of %v)", workflow, Names)
+}
+
+// Turn is one agent call of an episode.
+type Turn struct {
+	Agent      string // agent name: generator, generator1, evaluator0, worker2, ...
+	Role       string // role type
+	Iteration  int    // eval-opt round (0-based); 0 elsewhere
+	Adapter    string // adapter the turn was sampled with ("" = base policy)
+	Seed       uint64 // the request's seed
+	Prompt     []engine.Message
+	Completion engine.Completion
+	// Parsed is the turn's parsed output: the answer the verifier found
+	// (answering roles), "Correct"/"Incorrect" (evaluator), the selected
+	// candidate number (aggregator) or the strategies, one per line
+	// (orchestrator).
+	Parsed    string
+	Compliant bool   // the output met its role's format
+	Reason    string // "ok", or why the output is not compliant
+	// Graded is true when the turn has an answer of its own to regrade:
+	// generator, worker and synthesizer answers (graded by the task's
+	// verifier), the aggregator's selected candidate, and the evaluator's
+	// verdict (correct when it matches the judged solution's true grade and
+	// parsed).
+	Graded  bool
+	Verdict datasets.Verdict
+}
+
+// Episode is one rollout of a workflow on one problem.
+type Episode struct {
+	Workflow     string
+	Problem      datasets.Problem
+	ProblemIndex int64 // train-stream cursor or validation index; keys groups and seeds
+	Rollout      int
+	Turns        []Turn
+	Final        string           // the final answer text ("" when the episode ended without one)
+	FinalVerdict datasets.Verdict // the verifier's grade of Final
+	// Ended says why the episode ended early ("" when it ran to its end),
+	// e.g. the orchestrator proposed too many strategies.
+	Ended string
+}
+
+// Reward is the outcome reward: 1 when the final answer is correct, else 0.
+func (e *Episode) Reward() float64 {
+	if e.FinalVerdict.Correct {
+		return 1
+	}
+	return 0
+}
+
+// Compliance is one role's format compliance within an episode.
+type Compliance struct {
+	Role      string
+	Turns     int
+	Compliant int
+}
+
+// Compliance returns per-role format compliance, sorted by role.
+func (e *Episode) Compliance() []Compliance {
+	m := map[string]*Compliance{}
+	for _, t := range e.Turns {
+		c := m[t.Role]
+		if c == nil {
+			c = &Compliance{Role: t.Role}
+			m[t.Role] = c
+		}
+		c.Turns++
+		if t.Compliant {
+			c.Compliant++
+		}
+	}
+	out := make([]Compliance, 0, len(m))
+	for _, c := range m {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Role < out[j].Role })
+	return out
+}
+
+// SeedKey identifies one agent call of a batch.
+type SeedKey struct {
+	RunSeed   uint64
+	Purpose   string // "train" or "val"
+	Step      int64
+	Problem   int64 // train-stream cursor or validation index
+	Rollout   int
+	Agent     string
+	Iteration int
+}
+
+// Seed derives the request seed of a call. The hash is documented so that
+// other tools can reproduce it: with splitmix64(x) the finaliser of
+// SplitMix64 (x += 0x9e3779b97f4a7c15; x = (x ^ x>>30) * 0xbf58476d1ce4e5b9;
+// x = (x ^ x>>27) * 0x94d049bb133111eb; x ^= x>>31) and fnv(s) the 64-bit
+// FNV-1a hash of a string's bytes, the seed is
+//
+//	h = 0x6d61726c6f77 ("marlow")
+//	for w in [RunSeed, fnv(Purpose), Step, Problem, Rollout, fnv(Agent), Iteration]:
+//	    h = splitmix64(h ^ w)
+//
+// with integers taken as their two's-complement uint64.
+func (k SeedKey) Seed() uint64 {
+	h := uint64(0x6d61726c6f77)
+	for _, w := range []uint64{k.RunSeed, fnv64(k.Purpose), uint64(k.Step), uint64(k.Problem), uint64(int64(k.Rollout)), fnv64(k.Agent), uint64(int64(k.Iteration))} {
+		h = SplitMix64(h ^ w)
+	}
+	return h
+}
+
+// SplitMix64 is the SplitMix64 output function applied to x.
+func SplitMix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+func fnv64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}

@@ -1,0 +1,168 @@
+// Package workflow runs the study's four role graphs — single, eval-opt,
+// voting and orch-workers — as batched, deterministic episodes over an
+// engine.Engine.
+//
+// It owns everything about what agents see and say: one prompt builder per
+// role (marlow's own short wording, parameterised by the task's
+// instructions), the output formats of the roles that do not answer the
+// problem directly (verdicts, selections, strategy lists) together with
+// tolerant parsers that are strict about compliance, and the per-request
+// seed derivation. The pretraining teacher renders its transcripts with these
+// same builders and formatting functions, so a format is written down once.
+//
+// Execution is stage-synchronous: every agent call of one stage, across all
+// (problem, rollout) episodes of a batch, goes to the engine in a single
+// Generate call. Every agent's own answer is regraded with the task's
+// verifier, so per-agent correctness is known as well as the broadcast
+// outcome.
+package workflow
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/harness/engine"
+)
+
+// Role types. An agent is one call of a role; agent names add an index
+// (generator0, worker2) where a workflow has several agents of a role.
+const (
+	RoleGenerator    = "generator"
+	RoleEvaluator    = "evaluator"
+	RoleAggregator   = "aggregator"
+	RoleOrchestrator = "orchestrator"
+	RoleWorker       = "worker"
+	RoleSynthesizer  = "synthesizer"
+)
+
+// AllRoles lists every role type, sorted.
+var AllRoles = []string{RoleAggregator, RoleEvaluator, RoleGenerator, RoleOrchestrator, RoleSynthesizer, RoleWorker}
+
+// SystemPrompt is the fixed system message of a role. instructions are the
+// task's answer-format instructions (datasets.Task.Instructions) and are
+// appended for the roles that write an answer; maxSubtasks is used by the
+// orchestrator only. The text is deliberately short: the tiny CPU models read
+// it with a context of about a thousand characters.
+func SystemPrompt(role, instructions string, maxSubtasks int) string {
+	var s string
+	switch role {
+	case RoleGenerator:
+		s = "You are the generator. Solve the problem."
+	case RoleEvaluator:
+		return "You are the evaluator. Check the solution. Reply `Verdict: Correct` or `Verdict: Incorrect`, then `Feedback:` and one line."
+	case RoleAggregator:
+		return "You are the aggregator. Pick the best candidate. End with `Selected: K`."
+	case RoleOrchestrator:
+		return fmt.Sprintf("You are the orchestrator. Do not solve. Give at most %d distinct strategies, one per line: `Strategy K: ...`.", maxSubtasks)
+	case RoleWorker:
+		s = "You are a worker. Solve the problem with the given strategy."
+	case RoleSynthesizer:
+		s = "You are the synthesizer. Compare the solutions and give the final answer."
+	default:
+		return ""
+	}
+	if instructions = strings.TrimSpace(instructions); instructions != "" {
+		s += " " + instructions
+	}
+	return s
+}
+
+func chat(system, user string) []engine.Message {
+	return []engine.Message{{Role: "system", Content: system}, {Role: "user", Content: user}}
+}
+
+func problemLine(p datasets.Problem) string {
+	return "Problem: " + strings.TrimSpace(p.Prompt)
+}
+
+// GeneratorPrompt is the first (or only) generator turn: the problem and the
+// task's answer instructions. The single workflow's generator, eval-opt's
+// first turn and every voting generator use it.
+func GeneratorPrompt(instructions string, p datasets.Problem) []engine.Message {
+	return chat(SystemPrompt(RoleGenerator, instructions, 0), problemLine(p))
+}
+
+// RevisionPrompt is an eval-opt generator turn after an Incorrect or
+// unparsable verdict: the problem, the generator's previous solution and the
+// evaluator's feedback, with a request for a different approach.
+func RevisionPrompt(instructions string, p datasets.Problem, previous, feedback string) []engine.Message {
+	var b strings.Builder
+	b.WriteString(problemLine(p))
+	b.WriteString("\nPrevious solution:\n")
+	b.WriteString(strings.TrimSpace(previous))
+	b.WriteString("\nFeedback: ")
+	if f := strings.TrimSpace(feedback); f != "" {
+		b.WriteString(f)
+	} else {
+		b.WriteString("none")
+	}
+	b.WriteString("\nIt was judged wrong. Try a different approach.")
+	return chat(SystemPrompt(RoleGenerator, instructions, 0), b.String())
+}
+
+// EvaluatorPrompt asks the evaluator to judge one solution. Its expected
+// output is FormatVerdict's.
+func EvaluatorPrompt(p datasets.Problem, solution string) []engine.Message {
+	return chat(SystemPrompt(RoleEvaluator, "", 0), problemLine(p)+"\nSolution:\n"+strings.TrimSpace(solution))
+}
+
+// numbered renders candidates as "<label> 1:\n...\n<label> 2:\n...".
+func numbered(label string, texts []string) string {
+	var b strings.Builder
+	for i, t := range texts {
+		b.WriteString("\n")
+		b.WriteString(label)
+		b.WriteString(" ")
+		b.WriteString(strconv.Itoa(i + 1))
+		b.WriteString(":\n")
+		b.WriteString(strings.TrimSpace(t))
+	}
+	return b.String()
+}
+
+// AggregatorPrompt shows the aggregator every candidate, numbered from 1.
+// Its expected output is FormatSelection's.
+func AggregatorPrompt(p datasets.Problem, candidates []string) []engine.Message {
+	return chat(SystemPrompt(RoleAggregator, "", 0), problemLine(p)+numbered("Candidate", candidates))
+}
+
+// OrchestratorPrompt asks for at most maxSubtasks strategies. Its expected
+// output is FormatStrategies'.
+func OrchestratorPrompt(p datasets.Problem, maxSubtasks int) []engine.Message {
+	return chat(SystemPrompt(RoleOrchestrator, "", maxSubtasks), problemLine(p))
+}
+
+// WorkerPrompt asks a worker to solve the whole problem with one strategy.
+// An empty strategy (the orchestrator proposed none) leaves the method to
+// the worker.
+func WorkerPrompt(instructions string, p datasets.Problem, strategy string) []engine.Message {
+	s := strings.TrimSpace(strategy)
+	if s == "" {
+		s = "any"
+	}
+	return chat(SystemPrompt(RoleWorker, instructions, 0), problemLine(p)+"\nStrategy: "+s)
+}
+
+// SynthesizerPrompt shows the synthesizer the workers' solutions, numbered
+// from 1; it answers in the task's format.
+func SynthesizerPrompt(instructions string, p datasets.Problem, solutions []string) []engine.Message {
+	return chat(SystemPrompt(RoleSynthesizer, instructions, 0), problemLine(p)+numbered("Solution", solutions))
+}
+
+// RenderPrompt renders chat messages as plain text for logs: each message
+// as "[role]" on its own line followed by its content.
+func RenderPrompt(msgs []engine.Message) string {
+	var b strings.Builder
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString("[")
+		b.WriteString(m.Role)
+		b.WriteString("]\n")
+		b.WriteString(m.Content)
+	}
+	return b.String()
+}
