@@ -1,0 +1,363 @@
+package analysis
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/marlowlab/marlow/analysis/analysistest"
+	"github.com/marlowlab/marlow/harness/runlog"
+)
+
+func pts(acc ...float64) []Point {
+	out := make([]Point, len(acc))
+	for i, a := range acc {
+		out[i] = Point{Step: int64(i * 10), Acc: a}
+	}
+	return out
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 || (math.IsNaN(a) && math.IsNaN(b)) }
+
+func TestMetricsAndCliff(t *testing.T) {
+	p := DefaultParams()
+	tests := []struct {
+		name                       string
+		curve                      []Point
+		ceiling, final, floor, auc float64
+		ceilStep                   int64
+		cliff                      bool
+		fallStep                   int64
+	}{
+		{"clean rise", pts(0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0), 1.0, 0.9, 0.8, 0.6, 80, false, -1},
+		{"plateau", pts(0.5, 0.5, 0.5, 0.5, 0.5), 0.5, 0.5, 0.5, 0.5, 0, false, -1},
+		{"noisy plateau", pts(0.5, 0.55, 0.48, 0.53, 0.47, 0.52, 0.49, 0.54, 0.5), 0.55, 0.51, 0.49, 0.51, 10, false, -1},
+		{"early dip that recovers", pts(0.5, 0.3, 0.25, 0.4, 0.55, 0.6, 0.62, 0.62, 0.61), 0.62, 0.6166666666666667, 0.61, 0.486875, 60, false, -1},
+		{"late cliff", pts(0.3, 0.4, 0.5, 0.6, 0.7, 0.7, 0.4, 0.3, 0.2), 0.7, 0.3, 0.2, 0.48125, 40, true, 60},
+		{"early fall stays low", pts(0.3, 0.7, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3), 0.7, 0.3, 0.3, 0.35, 10, false, 20},
+		{"single point (base)", pts(0.42), 0.42, 0.42, 0.42, 0.42, 0, false, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := ComputeMetrics(tc.curve, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !near(m.Ceiling, tc.ceiling) || m.CeilingStep != tc.ceilStep || !near(m.Final, tc.final) || !near(m.Floor, tc.floor) || !near(m.AUC, tc.auc) {
+				t.Errorf("got ceiling %v@%d final %v floor %v auc %v; want %v@%d %v %v %v", m.Ceiling, m.CeilingStep, m.Final, m.Floor, m.AUC, tc.ceiling, tc.ceilStep, tc.final, tc.floor, tc.auc)
+			}
+			if !near(m.Drop, m.Ceiling-m.Final) || m.Base != tc.curve[0].Acc {
+				t.Errorf("drop %v base %v inconsistent", m.Drop, m.Base)
+			}
+			if m.Cliff.Cliff != tc.cliff || m.Cliff.FallStep != tc.fallStep {
+				t.Errorf("cliff %v fall step %d (threshold %v), want %v %d", m.Cliff.Cliff, m.Cliff.FallStep, m.Cliff.Threshold, tc.cliff, tc.fallStep)
+			}
+		})
+	}
+}
+
+func TestComputeMetricsErrors(t *testing.T) {
+	if _, err := ComputeMetrics(nil, DefaultParams()); err == nil {
+		t.Error("empty curve: no error")
+	}
+	if _, err := ComputeMetrics([]Point{{5, 0.1}, {5, 0.2}}, DefaultParams()); err == nil || !strings.Contains(err.Error(), "step 5") {
+		t.Errorf("repeated step: error %v", err)
+	}
+}
+
+func TestParams(t *testing.T) {
+	tests := []struct {
+		name string
+		in   map[string]float64
+		want func(*Params)
+		err  string
+	}{
+		{"defaults", nil, func(*Params) {}, ""},
+		{"override", map[string]float64{"cliff_abs": 0.2, "ngram": 4, "bootstrap_seed": 9}, func(p *Params) { p.CliffAbs, p.NGram, p.BootstrapSeed = 0.2, 4, 9 }, ""},
+		{"unknown key", map[string]float64{"cliff": 1}, nil, `unknown analysis parameter "cliff"`},
+		{"fractional ngram", map[string]float64{"ngram": 2.5}, nil, "ngram"},
+		{"ci out of range", map[string]float64{"ci": 1.5}, nil, "ci"},
+		{"nan", map[string]float64{"amp_k": math.NaN()}, nil, "amp_k"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParamsFromMap(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := DefaultParams()
+			tc.want(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestAmplification(t *testing.T) {
+	p := DefaultParams()
+	nan := func(int) float64 { return math.NaN() }
+	ramp := func(s int) float64 {
+		if s >= 60 {
+			return 1 + 0.5*float64(s-59)
+		}
+		return 1
+	}
+	cliff := Cliff{Cliff: true, FallStep: 80}
+	tests := []struct {
+		name        string
+		norm, cos   func(int) float64
+		cliff       Cliff
+		amplified   bool
+		before      bool
+		firstStep   int64
+		earlyMedian float64
+	}{
+		{"amplification before a cliff", ramp, analysistest.Const(0.8), cliff, true, true, 64, 1},
+		{"amplification after the cliff", func(s int) float64 {
+			if s >= 90 {
+				return 10
+			}
+			return 1
+		}, analysistest.Const(0.8), cliff, true, false, 90, 1},
+		{"norm rises but agents disagree", ramp, analysistest.Const(0.1), cliff, false, false, -1, 1},
+		{"single-agent role has no cosine", ramp, nan, cliff, false, false, -1, 1},
+		{"steady norm", analysistest.Const(2), analysistest.Const(0.9), cliff, false, false, -1, 2},
+		{"amplified without a cliff", ramp, analysistest.Const(0.8), Cliff{FallStep: -1}, true, false, 64, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := analysistest.RoleSteps("r", "pol", "generator", 100, tc.norm, tc.cos, analysistest.Const(1))
+			got := DetectAmplification(rows, tc.cliff, p)
+			if len(got) != 1 {
+				t.Fatalf("%d results, want 1", len(got))
+			}
+			a := got[0]
+			if a.Amplified != tc.amplified || a.BeforeCliff != tc.before || a.EarlyMedian != tc.earlyMedian {
+				t.Fatalf("amplified %v before %v median %v; want %v %v %v", a.Amplified, a.BeforeCliff, a.EarlyMedian, tc.amplified, tc.before, tc.earlyMedian)
+			}
+			if tc.amplified {
+				if a.Steps[0] != tc.firstStep || a.Norms[0] <= p.AmpK*a.EarlyMedian || a.Cos[0] <= p.AmpCos {
+					t.Errorf("evidence step %d norm %v cos %v; want first step %d", a.Steps[0], a.Norms[0], a.Cos[0], tc.firstStep)
+				}
+			} else if len(a.Steps) != 0 {
+				t.Errorf("evidence steps %v for a non-amplified role", a.Steps)
+			}
+			if a.EarlyUntil != 20 {
+				t.Errorf("early until %d, want 20", a.EarlyUntil)
+			}
+		})
+	}
+}
+
+func TestDominance(t *testing.T) {
+	rows := append(analysistest.RoleSteps("r", "shared", "generator", 10, analysistest.Const(2), analysistest.Const(0.5), func(s int) float64 {
+		if s <= 3 {
+			return 0.4
+		}
+		return 0.9
+	}), analysistest.RoleSteps("r", "shared", "aggregator", 10, analysistest.Const(1), analysistest.Const(0.5), func(s int) float64 {
+		if s <= 3 {
+			return 0.6
+		}
+		return 0.1
+	})...)
+	rows = append(rows, analysistest.RoleSteps("r", "solo", "evaluator", 10, analysistest.Const(1), analysistest.Const(1), analysistest.Const(1))...)
+	got := DetectDominance(rows)
+	if len(got) != 1 || got[0].Policy != "shared" {
+		t.Fatalf("got %d dominance results (%+v), want one for policy shared", len(got), got)
+	}
+	d := got[0]
+	if d.DominantRole != "generator" || !near(d.DominantFrac, 0.7) {
+		t.Errorf("dominant %s frac %v, want generator 0.7", d.DominantRole, d.DominantFrac)
+	}
+	if !reflect.DeepEqual(d.Roles, []string{"aggregator", "generator"}) || !near(d.MeanShare[1], 0.75) || !near(d.MeanShare[0], 0.25) {
+		t.Errorf("roles %v mean shares %v", d.Roles, d.MeanShare)
+	}
+	if d.Dominant[0] != "aggregator" || d.Dominant[9] != "generator" {
+		t.Errorf("per-step dominant %v", d.Dominant)
+	}
+}
+
+func TestCapture(t *testing.T) {
+	p := DefaultParams()
+	dom := Dominance{Policy: "shared", Roles: []string{"aggregator", "generator"}, DominantRole: "generator"}
+	st := []int64{0, 50, 100}
+	captured := func(j int) string {
+		return strings.Replace(analysistest.Generator(j+1), "Answer:", "Selected answer:", 1)
+	}
+	tests := []struct {
+		name                 string
+		formatEnd            float64
+		endText              func(int) string
+		collapse, conv, capt bool
+	}{
+		{"capture with format collapse", 0.3, captured, true, true, true},
+		{"outputs converge without format collapse", 0.9, captured, false, true, false},
+		{"format collapse without converging outputs", 0.3, func(j int) string { return "Selected: ?" }, true, false, false},
+		{"no change", 0.95, analysistest.Aggregator, false, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runlog.Run{Manifest: analysistest.Manifest("r", "voting", "sp", "t", "s", 1)}
+			r.Evals = analysistest.RoleEvals("r", "voting", "aggregator", st, func(i int) float64 {
+				if i == 2 {
+					return tc.formatEnd
+				}
+				return 0.95
+			}, analysistest.Const(10))
+			r.Samples = append(r.Samples, analysistest.RoleSamples("r", "voting", "generator", "shared", 0, 5, analysistest.Generator)...)
+			r.Samples = append(r.Samples, analysistest.RoleSamples("r", "voting", "generator", "shared", 100, 5, analysistest.Generator)...)
+			r.Samples = append(r.Samples, analysistest.RoleSamples("r", "voting", "aggregator", "shared", 0, 5, analysistest.Aggregator)...)
+			r.Samples = append(r.Samples, analysistest.RoleSamples("r", "voting", "aggregator", "shared", 100, 5, tc.endText)...)
+			got := DetectCapture(r, "voting", dom, p)
+			if len(got) != 1 {
+				t.Fatalf("%d results, want 1", len(got))
+			}
+			c := got[0]
+			if c.FormatCollapse != tc.collapse || c.Converging != tc.conv || c.Captured != tc.capt {
+				t.Errorf("collapse %v converging %v captured %v (sim %v->%v, len ratio %v->%v); want %v %v %v",
+					c.FormatCollapse, c.Converging, c.Captured, c.SimBase, c.SimEnd, c.LenRatioBase, c.LenRatioEnd, tc.collapse, tc.conv, tc.capt)
+			}
+			if c.BaseStep != 0 || c.EndStep != 100 || c.ExampleBase != analysistest.Aggregator(0) || c.ExampleEnd != tc.endText(0) || c.DominantExampleEnd != analysistest.Generator(0) {
+				t.Errorf("evidence steps %d..%d examples %q %q %q", c.BaseStep, c.EndStep, c.ExampleBase, c.ExampleEnd, c.DominantExampleEnd)
+			}
+		})
+	}
+}
+
+func TestNGramSimilarity(t *testing.T) {
+	tests := []struct {
+		a, b []string
+		want float64
+	}{
+		{[]string{"abcabc"}, []string{"abcabc"}, 1},
+		{[]string{"aaaa"}, []string{"bbbb"}, 0},
+		{[]string{"ab"}, []string{"ab"}, 1}, // shorter than n
+		{nil, []string{"abc"}, math.NaN()},
+	}
+	for _, tc := range tests {
+		if got := NGramSimilarity(tc.a, tc.b, 3); !near(got, tc.want) {
+			t.Errorf("NGramSimilarity(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestAnalyzeFixture(t *testing.T) {
+	st, err := Analyze(analysistest.Fixture())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, c := range st.Cells {
+		keys = append(keys, c.Key.String())
+	}
+	want := []string{"single/synth-math/m", "single/synth-math/s", "voting/synth-math/m", "voting/synth-math/s"}
+	if !reflect.DeepEqual(keys, want) {
+		t.Fatalf("cells %v, want %v", keys, want)
+	}
+	cell := st.Cells[2]
+	var conds []string
+	for _, c := range cell.Conditions {
+		conds = append(conds, c.Condition)
+	}
+	if !reflect.DeepEqual(conds, []string{"base", "sa-rl", "sp", "ip"}) {
+		t.Fatalf("conditions %v", conds)
+	}
+	ip := cell.Cond(CondIP)
+	if ip.Seeds != 2 || ip.CIMethod != "seeds" || ip.CliffRuns != 1 {
+		t.Errorf("ip seeds %d method %s cliffs %d", ip.Seeds, ip.CIMethod, ip.CliffRuns)
+	}
+	base, sa := cell.Cond(CondBase), cell.Cond(CondSARL)
+	if base.CIMethod != "problems" || sa.CIMethod != "problems" {
+		t.Errorf("base/sa-rl CI methods %s %s, want problems", base.CIMethod, sa.CIMethod)
+	}
+	if !near(ip.GainBaseFinal.Value, ip.Final.Value-base.Final.Value) || !near(ip.GainSARLFinal.Value, ip.Final.Value-sa.Final.Value) {
+		t.Errorf("gains %+v %+v", ip.GainBaseFinal, ip.GainSARLFinal)
+	}
+	for _, e := range []Estimate{ip.Final, ip.Ceiling, base.Base, sa.Final, ip.GainBaseFinal} {
+		if !(e.Lo <= e.Value+1e-9 && e.Value <= e.Hi+1e-9) {
+			t.Errorf("estimate %+v: value outside its interval", e)
+		}
+	}
+	// the ip seed-2 run at scale m has amplification before its cliff
+	var found bool
+	for _, r := range st.Runs {
+		if r.RunID == "voting-ip-m-math-seed2" {
+			for _, a := range r.Amplification {
+				if a.Role == "generator" && a.BeforeCliff {
+					found = true
+				}
+			}
+		}
+		if r.Condition == CondSP && r.Cell.Workflow == "voting" {
+			if len(r.Capture) != 1 || !r.Capture[0].Captured || r.Capture[0].Role != "aggregator" {
+				t.Errorf("%s: capture %+v, want aggregator captured", r.RunID, r.Capture)
+			}
+		}
+	}
+	if !found {
+		t.Error("no amplification before the cliff of voting-ip-m-math-seed2")
+	}
+	// determinism: a second analysis gives identical intervals
+	st2, err := Analyze(analysistest.Fixture())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st.Cells[2].Conditions[3].Final, st2.Cells[2].Conditions[3].Final) {
+		t.Error("bootstrap not deterministic")
+	}
+}
+
+func TestAnalyzeErrors(t *testing.T) {
+	mk := func(mut func([]*runlog.Run) []*runlog.Run) []*runlog.Run { return mut(analysistest.Fixture()) }
+	tests := []struct {
+		name string
+		runs []*runlog.Run
+		err  string
+	}{
+		{"no runs", nil, "no runs"},
+		{"duplicate run id", mk(func(r []*runlog.Run) []*runlog.Run { return append(r, r[0]) }), "appears twice"},
+		{"mixed experiments", mk(func(r []*runlog.Run) []*runlog.Run { r[1].Manifest.Experiment = "other"; return r }), "experiment"},
+		{"empty task", mk(func(r []*runlog.Run) []*runlog.Run { r[0].Manifest.Task = ""; return r }), "task is empty"},
+		{"conflicting params", mk(func(r []*runlog.Run) []*runlog.Run { r[3].Manifest.Analysis = map[string]float64{"amp_k": 5}; return r }), "analysis parameters"},
+		{"same seed twice", mk(func(r []*runlog.Run) []*runlog.Run { r[3].Manifest.SeedIndex = 2; return r }), "both condition ip seed 2"},
+		{"accuracy out of range", mk(func(r []*runlog.Run) []*runlog.Run { r[0].Evals[0].Accuracy = 1.5; return r }), "not in [0,1]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Analyze(tc.runs)
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("error %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
+}
+
+func TestPercentileCI(t *testing.T) {
+	reps := make([]float64, 101)
+	for i := range reps {
+		reps[100-i] = float64(i)
+	}
+	lo, hi := percentileCI(reps, 0.9)
+	if !near(lo, 5) || !near(hi, 95) {
+		t.Errorf("CI [%v, %v], want [5, 95]", lo, hi)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	_, err := Load("/nonexistent/runs/x")
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/runs/x") {
+		t.Errorf("missing source: error %v, want one naming the path", err)
+	}
+	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no runs") {
+		t.Errorf("empty folder: error %v, want no runs", err)
+	}
+}

@@ -1,0 +1,312 @@
+package analysis
+
+import (
+	"math"
+	"sort"
+
+	"github.com/marlowlab/marlow/harness/runlog"
+)
+
+// Amplification is the gradient-amplification evidence of one role of one
+// policy: the steps where the role's gradient norm exceeded amp_k times its
+// early-training median while the mean cosine between its same-role agents'
+// gradients exceeded amp_cos.
+type Amplification struct {
+	Policy      string
+	Role        string
+	EarlyUntil  int64   // last step counted as early training
+	EarlyMedian float64 // median gradient norm over the early steps
+	Steps       []int64 // steps meeting both conditions
+	Norms       []float64
+	Cos         []float64
+	PeakStep    int64 // step of the largest gradient norm (any step)
+	PeakNorm    float64
+	Amplified   bool  // at least one step met both conditions
+	CliffStep   int64 // fall step of the run's terminal cliff, -1 when none
+	BeforeCliff bool  // amplified and the first such step is at or before the cliff's fall
+}
+
+// DetectAmplification checks every (policy, role) of a run's step rows.
+// cliff is the terminal-cliff evidence of the run's curve.
+func DetectAmplification(steps []runlog.StepRow, cliff Cliff, p Params) []Amplification {
+	type key struct{ pol, role string }
+	groups := map[key][]runlog.StepRow{}
+	for _, s := range steps {
+		if s.Role == "*" {
+			continue
+		}
+		k := key{s.Policy, s.Role}
+		groups[k] = append(groups[k], s)
+	}
+	keys := make([]key, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].pol != keys[j].pol {
+			return keys[i].pol < keys[j].pol
+		}
+		return keys[i].role < keys[j].role
+	})
+	var out []Amplification
+	for _, k := range keys {
+		rows := groups[k]
+		sort.SliceStable(rows, func(i, j int) bool { return rows[i].Step < rows[j].Step })
+		first, last := rows[0].Step, rows[len(rows)-1].Step
+		a := Amplification{Policy: k.pol, Role: k.role, CliffStep: -1, PeakStep: -1, PeakNorm: math.NaN()}
+		a.EarlyUntil = first + int64(math.Floor(p.EarlyFrac*float64(last-first)))
+		var early []float64
+		for _, r := range rows {
+			if r.Step <= a.EarlyUntil && !math.IsNaN(r.GradNorm) {
+				early = append(early, r.GradNorm)
+			}
+			if !math.IsNaN(r.GradNorm) && (math.IsNaN(a.PeakNorm) || r.GradNorm > a.PeakNorm) {
+				a.PeakNorm, a.PeakStep = r.GradNorm, r.Step
+			}
+		}
+		a.EarlyMedian = median(early)
+		if !math.IsNaN(a.EarlyMedian) {
+			for _, r := range rows {
+				if r.Step <= a.EarlyUntil || math.IsNaN(r.GradNorm) || math.IsNaN(r.AgentCosMean) {
+					continue
+				}
+				if r.GradNorm > p.AmpK*a.EarlyMedian && r.AgentCosMean > p.AmpCos {
+					a.Steps = append(a.Steps, r.Step)
+					a.Norms = append(a.Norms, r.GradNorm)
+					a.Cos = append(a.Cos, r.AgentCosMean)
+				}
+			}
+		}
+		a.Amplified = len(a.Steps) > 0
+		if cliff.Cliff {
+			a.CliffStep = cliff.FallStep
+			a.BeforeCliff = a.Amplified && a.Steps[0] <= cliff.FallStep
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Dominance is the gradient-mass evidence of one policy trained on several
+// roles: each role's share of the summed gradient per step.
+type Dominance struct {
+	Policy       string
+	Roles        []string    // sorted
+	Steps        []int64     // sorted
+	Shares       [][]float64 // Shares[i][j]: role Roles[j] at step Steps[i] (NaN when absent)
+	Dominant     []string    // role with the largest share at each step
+	MeanShare    []float64   // per role, over steps where it is present
+	DominantRole string      // role with the largest mean share
+	DominantFrac float64     // fraction of steps at which DominantRole had the largest share
+}
+
+// DetectDominance returns the evidence for every policy of the step rows
+// that trains two or more roles (the shared policy); single-role policies
+// are skipped.
+func DetectDominance(steps []runlog.StepRow) []Dominance {
+	type cell struct {
+		step int64
+		role string
+	}
+	pols := map[string]map[cell]float64{}
+	for _, s := range steps {
+		if s.Role == "*" {
+			continue
+		}
+		m := pols[s.Policy]
+		if m == nil {
+			m = map[cell]float64{}
+			pols[s.Policy] = m
+		}
+		m[cell{s.Step, s.Role}] = s.GradShare
+	}
+	names := make([]string, 0, len(pols))
+	for k := range pols {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var out []Dominance
+	for _, pol := range names {
+		m := pols[pol]
+		roleSet, stepSet := map[string]bool{}, map[int64]bool{}
+		for c := range m {
+			roleSet[c.role] = true
+			stepSet[c.step] = true
+		}
+		if len(roleSet) < 2 {
+			continue
+		}
+		d := Dominance{Policy: pol}
+		for r := range roleSet {
+			d.Roles = append(d.Roles, r)
+		}
+		sort.Strings(d.Roles)
+		for s := range stepSet {
+			d.Steps = append(d.Steps, s)
+		}
+		sort.Slice(d.Steps, func(i, j int) bool { return d.Steps[i] < d.Steps[j] })
+		sum := make([]float64, len(d.Roles))
+		cnt := make([]float64, len(d.Roles))
+		wins := map[string]int{}
+		for _, st := range d.Steps {
+			row := make([]float64, len(d.Roles))
+			best, bestV := "", math.Inf(-1)
+			for j, r := range d.Roles {
+				v, ok := m[cell{st, r}]
+				if !ok || math.IsNaN(v) {
+					row[j] = math.NaN()
+					continue
+				}
+				row[j] = v
+				sum[j] += v
+				cnt[j]++
+				if v > bestV {
+					best, bestV = r, v
+				}
+			}
+			d.Shares = append(d.Shares, row)
+			d.Dominant = append(d.Dominant, best)
+			if best != "" {
+				wins[best]++
+			}
+		}
+		bestMean := math.Inf(-1)
+		for j, r := range d.Roles {
+			d.MeanShare = append(d.MeanShare, math.NaN())
+			if cnt[j] > 0 {
+				d.MeanShare[j] = sum[j] / cnt[j]
+				if d.MeanShare[j] > bestMean {
+					bestMean, d.DominantRole = d.MeanShare[j], r
+				}
+			}
+		}
+		if len(d.Steps) > 0 {
+			d.DominantFrac = float64(wins[d.DominantRole]) / float64(len(d.Steps))
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// Capture is the role-capture evidence of one role against the dominant
+// role of its policy, comparing the first validation (base) with the last.
+type Capture struct {
+	Role, Dominant     string
+	BaseStep, EndStep  int64
+	FormatBase         float64 // format compliance at BaseStep (evals rows)
+	FormatEnd          float64
+	FormatCollapse     bool    // FormatBase - FormatEnd >= capture_format_drop
+	LenRatioBase       float64 // mean output length (characters) of Role / of Dominant, at base
+	LenRatioEnd        float64
+	SimBase            float64 // character n-gram cosine similarity of Role's outputs to Dominant's, at base
+	SimEnd             float64
+	Converging         bool // SimEnd > SimBase and the length ratio moved no further from 1
+	Captured           bool // FormatCollapse and Converging
+	ExampleBase        string
+	ExampleEnd         string
+	DominantExampleEnd string
+}
+
+// DetectCapture compares each non-dominant role of a dominance result with
+// the dominant role in the run's validation samples and evals of workflow.
+func DetectCapture(r *runlog.Run, workflow string, d Dominance, p Params) []Capture {
+	if d.DominantRole == "" {
+		return nil
+	}
+	// validation samples per (step, role), in a fixed order
+	samples := map[int64]map[string][]runlog.SampleRow{}
+	var stepList []int64
+	for _, s := range r.Samples {
+		if s.Split != "val" || s.Workflow != workflow {
+			continue
+		}
+		if s.Policy != "" && s.Policy != d.Policy {
+			continue
+		}
+		m := samples[s.Step]
+		if m == nil {
+			m = map[string][]runlog.SampleRow{}
+			samples[s.Step] = m
+			stepList = append(stepList, s.Step)
+		}
+		m[s.Role] = append(m[s.Role], s)
+	}
+	if len(stepList) < 2 {
+		return nil
+	}
+	sort.Slice(stepList, func(i, j int) bool { return stepList[i] < stepList[j] })
+	for _, m := range samples {
+		for _, rows := range m {
+			sort.SliceStable(rows, func(i, j int) bool {
+				if rows[i].ProblemID != rows[j].ProblemID {
+					return rows[i].ProblemID < rows[j].ProblemID
+				}
+				if rows[i].Rollout != rows[j].Rollout {
+					return rows[i].Rollout < rows[j].Rollout
+				}
+				return rows[i].Agent < rows[j].Agent
+			})
+		}
+	}
+	format := map[int64]map[string]float64{}
+	for _, e := range r.Evals {
+		if e.Split != "val" || e.Workflow != workflow || e.Role == "*" {
+			continue
+		}
+		if format[e.Step] == nil {
+			format[e.Step] = map[string]float64{}
+		}
+		format[e.Step][e.Role] = e.FormatRate
+	}
+	texts := func(rows []runlog.SampleRow) []string {
+		out := make([]string, len(rows))
+		for i, s := range rows {
+			out[i] = s.Completion
+		}
+		return out
+	}
+	fmtAt := func(step int64, role string) float64 {
+		if v, ok := format[step][role]; ok {
+			return v
+		}
+		return math.NaN()
+	}
+	b, e := stepList[0], stepList[len(stepList)-1]
+	var out []Capture
+	for _, role := range d.Roles {
+		if role == d.DominantRole {
+			continue
+		}
+		rb, re := samples[b][role], samples[e][role]
+		db, de := samples[b][d.DominantRole], samples[e][d.DominantRole]
+		if len(rb) == 0 || len(re) == 0 || len(db) == 0 || len(de) == 0 {
+			continue
+		}
+		c := Capture{Role: role, Dominant: d.DominantRole, BaseStep: b, EndStep: e}
+		c.FormatBase, c.FormatEnd = fmtAt(b, role), fmtAt(e, role)
+		c.FormatCollapse = c.FormatBase-c.FormatEnd >= p.CaptureFormatDrop-1e-12
+		c.LenRatioBase = meanRunes(texts(rb)) / meanRunes(texts(db))
+		c.LenRatioEnd = meanRunes(texts(re)) / meanRunes(texts(de))
+		c.SimBase = NGramSimilarity(texts(rb), texts(db), p.NGram)
+		c.SimEnd = NGramSimilarity(texts(re), texts(de), p.NGram)
+		distB, distE := math.Abs(math.Log(c.LenRatioBase)), math.Abs(math.Log(c.LenRatioEnd))
+		c.Converging = c.SimEnd > c.SimBase && distE <= distB+1e-12
+		c.Captured = c.FormatCollapse && c.Converging
+		c.ExampleBase, c.ExampleEnd, c.DominantExampleEnd = rb[0].Completion, re[0].Completion, de[0].Completion
+		out = append(out, c)
+	}
+	return out
+}

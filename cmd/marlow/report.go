@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/harness/spec"
+	"github.com/marlowlab/marlow/reports"
+)
+
+var reportOut string
+
+var reportCmd = &cobra.Command{
+	Use:   "report SPEC|RUNS_DIR|ARCHIVE",
+	Short: "Write an experiment's report (README.md, figures/, summary.parquet) from its run logs",
+	Long: "report analyses the runs of one experiment and writes a report folder: README.md (matrix\n" +
+		"table, findings, figures, failure-mode evidence, definitions, parameters, provenance and the\n" +
+		"command that rebuilds it), figures/ (PNG and SVG) and summary.parquet. The source is a spec\n" +
+		"file (its runs are read from runs/<experiment>), a runs folder, or a .tar.zst archive written\n" +
+		"by marlow archive. The same logs give byte-identical output. --out defaults to\n" +
+		"reports/<experiment>.",
+	Args: cobra.ExactArgs(1),
+	RunE: func(cmd *cobra.Command, args []string) error {
+		src, err := runsSource(args[0])
+		if err != nil {
+			return err
+		}
+		st, err := analysis.Load(src)
+		if err != nil {
+			return err
+		}
+		out := reportOut
+		if out == "" {
+			out = filepath.Join("reports", st.Experiment)
+		}
+		files, err := reports.Write(st, out, reports.Options{Source: args[0], Out: filepath.ToSlash(out)})
+		if err != nil {
+			return fmt.Errorf("report %s: %w", out, err)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "report %s: %d files from %d run views in %d cells\n", out, len(files), len(st.Runs), len(st.Cells))
+		return nil
+	},
+}
+
+// runsSource maps a report argument to the runs it reads: a spec file
+// (.yaml or .yml) names runs/<experiment>; anything else is a runs folder
+// or an archive.
+func runsSource(arg string) (string, error) {
+	fi, err := os.Stat(arg)
+	if err != nil {
+		return "", fmt.Errorf("source %s: %w", arg, err)
+	}
+	if fi.IsDir() || !(strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml")) {
+		return arg, nil
+	}
+	s, err := spec.Load(arg)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join("runs", s.Experiment)
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("spec %s: runs of experiment %q: %w", arg, s.Experiment, err)
+	}
+	return dir, nil
+}
+
+func init() {
+	reportCmd.Flags().StringVar(&reportOut, "out", "", "report folder (default reports/<experiment>)")
+	rootCmd.AddCommand(reportCmd)
+}

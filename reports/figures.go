@@ -1,0 +1,540 @@
+package reports
+
+import (
+	"bytes"
+	"fmt"
+	"hash/fnv"
+	"image/color"
+	"math"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/harness/runlog"
+)
+
+// Figure is one rendered figure: its file stem (files are Name+".png" and
+// Name+".svg" under figures/), a title for the report and its images.
+type Figure struct {
+	Name    string
+	Title   string
+	Caption string
+	Cell    string // cell key ("" for study-wide figures)
+	PNG     []byte
+	SVG     []byte
+}
+
+const (
+	figW       = 8 * vg.Inch
+	figH       = 4.5 * vg.Inch
+	legendFrac = 0.27 // share of the width given to the legend panel
+	pngDPI     = 110
+)
+
+// condColor gives each condition a fixed colour.
+func condColor(c string) color.Color {
+	switch c {
+	case analysis.CondBase:
+		return color.RGBA{R: 110, G: 110, B: 110, A: 255}
+	case analysis.CondSARL:
+		return color.RGBA{R: 0, G: 140, B: 70, A: 255}
+	case analysis.CondSP:
+		return color.RGBA{R: 30, G: 90, B: 200, A: 255}
+	case analysis.CondIP:
+		return color.RGBA{R: 210, G: 50, B: 40, A: 255}
+	}
+	return color.RGBA{R: 140, G: 80, B: 160, A: 255}
+}
+
+// condDash gives each condition a line dash so lines differ without colour.
+func condDash(c string) []vg.Length {
+	switch c {
+	case analysis.CondBase:
+		return []vg.Length{vg.Points(2), vg.Points(3)}
+	case analysis.CondIP:
+		return []vg.Length{vg.Points(6), vg.Points(3)}
+	case analysis.CondSARL:
+		return []vg.Length{vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}
+	}
+	return nil
+}
+
+// render draws a plot with its legend in a panel to the right of the data
+// (so the legend never covers data) as PNG and SVG. Fonts are the
+// embedded defaults of gonum/plot and nothing time-dependent is written,
+// so identical inputs give identical bytes.
+func render(p *plot.Plot, leg *plot.Legend) (pngB, svgB []byte, err error) {
+	draws := func(c vg.CanvasSizer) {
+		dc := draw.New(c)
+		if leg == nil {
+			p.Draw(dc)
+			return
+		}
+		w := dc.Max.X - dc.Min.X
+		split := dc.Max.X - vg.Length(legendFrac)*w
+		left := draw.Crop(dc, 0, split-dc.Max.X, 0, 0)
+		right := draw.Crop(dc, split-dc.Min.X+vg.Points(6), 0, 0, -vg.Points(24))
+		p.Draw(left)
+		leg.Left, leg.Top = true, true
+		leg.Draw(right)
+	}
+	ic := vgimg.NewWith(vgimg.UseWH(figW, figH), vgimg.UseDPI(pngDPI))
+	draws(ic)
+	var pb bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: ic}).WriteTo(&pb); err != nil {
+		return nil, nil, fmt.Errorf("encoding PNG: %w", err)
+	}
+	sc := vgsvg.New(figW, figH)
+	draws(sc)
+	var sb bytes.Buffer
+	if _, err := sc.WriteTo(&sb); err != nil {
+		return nil, nil, fmt.Errorf("encoding SVG: %w", err)
+	}
+	return pb.Bytes(), sb.Bytes(), nil
+}
+
+func newPlot(title, xl, yl string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(13)
+	p.X.Label.Text = xl
+	p.Y.Label.Text = yl
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+func newLegend() *plot.Legend {
+	l := plot.NewLegend()
+	l.TextStyle.Font.Size = vg.Points(10)
+	l.Padding = vg.Points(3)
+	l.ThumbnailWidth = vg.Points(28)
+	return &l
+}
+
+// fileStem turns a cell key into a file-name fragment.
+func fileStem(k analysis.CellKey) string {
+	s := strings.ToLower(k.Workflow + "_" + k.Task + "_" + k.Scale)
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	return b.String()
+}
+
+// series is one line: a label and points sorted by x.
+type series struct {
+	cond, role string
+	xy         plotter.XYs
+}
+
+// meanByStep averages values per step over the given (step, value) samples,
+// ignoring NaN, and returns them sorted by step.
+func meanByStep(samples map[int64][]float64) plotter.XYs {
+	steps := make([]int64, 0, len(samples))
+	for s := range samples {
+		steps = append(steps, s)
+	}
+	sort.Slice(steps, func(i, j int) bool { return steps[i] < steps[j] })
+	var xy plotter.XYs
+	for _, s := range steps {
+		var sum, n float64
+		for _, v := range samples[s] {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				sum += v
+				n++
+			}
+		}
+		if n > 0 {
+			xy = append(xy, plotter.XY{X: float64(s), Y: sum / n})
+		}
+	}
+	return xy
+}
+
+func addLine(p *plot.Plot, leg *plot.Legend, xy plotter.XYs, label string, clr color.Color, dash []vg.Length, width vg.Length, points bool) error {
+	if len(xy) == 0 {
+		return nil
+	}
+	l, err := plotter.NewLine(xy)
+	if err != nil {
+		return fmt.Errorf("line %s: %w", label, err)
+	}
+	l.Color, l.Dashes, l.Width = clr, dash, width
+	p.Add(l)
+	if points {
+		s, err := plotter.NewScatter(xy)
+		if err != nil {
+			return fmt.Errorf("points %s: %w", label, err)
+		}
+		s.Color, s.Radius = clr, vg.Points(2)
+		p.Add(s)
+	}
+	leg.Add(label, l)
+	return nil
+}
+
+// Figures renders every figure of a study, in a fixed order.
+func Figures(st *analysis.Study) ([]Figure, error) {
+	var figs []Figure
+	add := func(f Figure, p *plot.Plot, leg *plot.Legend) error {
+		pb, sb, err := render(p, leg)
+		if err != nil {
+			return fmt.Errorf("figure %s: %w", f.Name, err)
+		}
+		f.PNG, f.SVG = pb, sb
+		figs = append(figs, f)
+		return nil
+	}
+	byCell := map[analysis.CellKey][]*analysis.RunResult{}
+	for _, r := range st.Runs {
+		byCell[r.Cell] = append(byCell[r.Cell], r)
+	}
+	for _, cell := range st.Cells {
+		runs := byCell[cell.Key]
+		stem := fileStem(cell.Key)
+		if p, leg, err := accuracyFigure(cell, runs); err != nil {
+			return nil, err
+		} else if err := add(Figure{Name: "accuracy_" + stem, Cell: cell.Key.String(), Title: "Validation accuracy, " + cell.Key.String(),
+			Caption: "Workflow accuracy on the validation split over training steps, mean over seeds; base is the untrained model (horizontal line)."}, p, leg); err != nil {
+			return nil, err
+		}
+		type stepFig struct {
+			name, title, ylabel, caption string
+			value                        func(runlog.StepRow) float64
+			log                          bool
+		}
+		for _, sf := range []stepFig{
+			{"gradnorm_", "Per-role gradient norm", "gradient norm (L2, log scale)",
+				"L2 norm of each role's share of the loss gradient per step (SP solid, IP dashed), mean over seeds.",
+				func(s runlog.StepRow) float64 { return s.GradNorm }, true},
+			{"cosine_", "Same-role gradient cosine", "mean pairwise cosine",
+				"Mean pairwise cosine between the gradients of agents of the same role (e.g. generator0 vs generator1); roles with one agent have none.",
+				func(s runlog.StepRow) float64 { return s.AgentCosMean }, false},
+		} {
+			p, leg, n, err := roleStepFigure(cell, runs, sf.title+", "+cell.Key.String(), sf.ylabel, sf.value, sf.log)
+			if err != nil {
+				return nil, fmt.Errorf("figure %s%s: %w", sf.name, stem, err)
+			}
+			if n == 0 {
+				continue
+			}
+			if err := add(Figure{Name: sf.name + stem, Cell: cell.Key.String(), Title: sf.title + ", " + cell.Key.String(), Caption: sf.caption}, p, leg); err != nil {
+				return nil, err
+			}
+		}
+		type evalFig struct {
+			name, title, ylabel, caption string
+			value                        func(runlog.EvalRow) float64
+		}
+		for _, ef := range []evalFig{
+			{"format_", "Per-role format compliance", "compliant turns (fraction)",
+				"Fraction of each role's validation turns whose output followed the role's format.",
+				func(e runlog.EvalRow) float64 { return e.FormatRate }},
+			{"length_", "Per-role output length", "mean output length (tokens)",
+				"Mean length of each role's validation outputs in tokens.",
+				func(e runlog.EvalRow) float64 { return e.MeanLen }},
+		} {
+			p, leg, n, err := roleEvalFigure(runs, ef.title+", "+cell.Key.String(), ef.ylabel, ef.value)
+			if err != nil {
+				return nil, fmt.Errorf("figure %s%s: %w", ef.name, stem, err)
+			}
+			if n == 0 {
+				continue
+			}
+			if ef.name == "length_" {
+				p.Y.Min = 0
+			}
+			if ef.name == "format_" {
+				p.Y.Min, p.Y.Max = 0, 1
+				p.Y.Tick.Marker = fracTicks(0, 1, 0.1)
+			}
+			if err := add(Figure{Name: ef.name + stem, Cell: cell.Key.String(), Title: ef.title + ", " + cell.Key.String(), Caption: ef.caption}, p, leg); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if p, leg, n, err := ceilingFinalFigure(st); err != nil {
+		return nil, err
+	} else if n > 0 {
+		if err := add(Figure{Name: "ceiling_final", Title: "Ceiling vs final accuracy",
+			Caption: "Each point is one condition of one cell (mean over seeds); SP and IP of the same cell are joined. Points below the diagonal lost accuracy after their peak."}, p, leg); err != nil {
+			return nil, err
+		}
+	}
+	for _, cond := range []string{analysis.CondSARL, analysis.CondSP, analysis.CondIP} {
+		f, ok, err := gainsFigure(st, cond)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			figs = append(figs, f)
+		}
+	}
+	return figs, nil
+}
+
+func accuracyFigure(cell *analysis.CellResult, runs []*analysis.RunResult) (*plot.Plot, *plot.Legend, error) {
+	p := newPlot("Validation accuracy, "+cell.Key.String(), "training step", "validation accuracy (fraction correct)")
+	leg := newLegend()
+	byCond := map[string]map[int64][]float64{}
+	var conds []string
+	xmin, xmax := math.Inf(1), math.Inf(-1)
+	for _, r := range runs {
+		m := byCond[r.Condition]
+		if m == nil {
+			m = map[int64][]float64{}
+			byCond[r.Condition] = m
+			conds = append(conds, r.Condition)
+		}
+		for _, pt := range r.Curve {
+			m[pt.Step] = append(m[pt.Step], pt.Acc)
+			xmin, xmax = math.Min(xmin, float64(pt.Step)), math.Max(xmax, float64(pt.Step))
+		}
+	}
+	if xmax <= xmin {
+		xmax = xmin + 1
+	}
+	for _, c := range conds {
+		cs := cell.Cond(c)
+		label := fmt.Sprintf("%s (n=%d)", c, cs.Seeds)
+		if c == analysis.CondBase {
+			xy := plotter.XYs{{X: xmin, Y: cs.Final.Value}, {X: xmax, Y: cs.Final.Value}}
+			if err := addLine(p, leg, xy, label, condColor(c), condDash(c), vg.Points(2), false); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if err := addLine(p, leg, meanByStep(byCond[c]), label, condColor(c), condDash(c), vg.Points(2), true); err != nil {
+			return nil, nil, err
+		}
+	}
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Y.Tick.Marker = fracTicks(0, 1, 0.1)
+	return p, leg, nil
+}
+
+func roleStepFigure(cell *analysis.CellResult, runs []*analysis.RunResult, title, ylabel string, value func(runlog.StepRow) float64, logY bool) (*plot.Plot, *plot.Legend, int, error) {
+	type key struct{ cond, role string }
+	data := map[key]map[int64][]float64{}
+	for _, r := range runs {
+		if r.Condition != analysis.CondSP && r.Condition != analysis.CondIP {
+			continue
+		}
+		for _, s := range r.Steps() {
+			if s.Role == "*" {
+				continue
+			}
+			v := value(s)
+			if math.IsNaN(v) || (logY && v <= 0) {
+				continue
+			}
+			k := key{r.Condition, s.Role}
+			if data[k] == nil {
+				data[k] = map[int64][]float64{}
+			}
+			data[k][s.Step] = append(data[k][s.Step], v)
+		}
+	}
+	keys := make([]key, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].cond != keys[j].cond {
+			return analysis.CondOrder(keys[i].cond) < analysis.CondOrder(keys[j].cond)
+		}
+		return keys[i].role < keys[j].role
+	})
+	p := newPlot(title, "training step", ylabel)
+	leg := newLegend()
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = logTicks{}
+	}
+	for _, k := range keys {
+		dash := []vg.Length(nil)
+		if k.cond == analysis.CondIP {
+			dash = []vg.Length{vg.Points(6), vg.Points(3)}
+		}
+		if err := addLine(p, leg, meanByStep(data[k]), k.cond+" "+k.role, roleColor(k.role), dash, vg.Points(1.5), false); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	if logY {
+		// a flat log axis has no extent: widen it around the value
+		if lo, hi := yRange(p); lo > 0 && hi/lo < 1.5 {
+			p.Y.Min, p.Y.Max = lo/2, hi*2
+		}
+	} else {
+		p.Y.Min, p.Y.Max = -1, 1
+		p.Y.Tick.Marker = fracTicks(-1, 1, 0.25)
+	}
+	return p, leg, len(keys), nil
+}
+
+// knownRoles fixes the colour of each workflow role across figures.
+var knownRoles = []string{"generator", "evaluator", "aggregator", "orchestrator", "worker", "synthesizer"}
+
+// roleColor gives a role the same colour in every figure.
+func roleColor(role string) color.Color {
+	for i, r := range knownRoles {
+		if r == role {
+			return plotutil.Color(i)
+		}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(role))
+	return plotutil.Color(len(knownRoles) + int(h.Sum32()%3))
+}
+
+func roleEvalFigure(runs []*analysis.RunResult, title, ylabel string, value func(runlog.EvalRow) float64) (*plot.Plot, *plot.Legend, int, error) {
+	type key struct{ cond, role string }
+	data := map[key]map[int64][]float64{}
+	for _, r := range runs {
+		if r.Condition == analysis.CondBase {
+			continue
+		}
+		for _, e := range r.Evals() {
+			if e.Role == "*" {
+				continue
+			}
+			v := value(e)
+			if math.IsNaN(v) {
+				continue
+			}
+			k := key{r.Condition, e.Role}
+			if data[k] == nil {
+				data[k] = map[int64][]float64{}
+			}
+			data[k][e.Step] = append(data[k][e.Step], v)
+		}
+	}
+	keys := make([]key, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].cond != keys[j].cond {
+			return analysis.CondOrder(keys[i].cond) < analysis.CondOrder(keys[j].cond)
+		}
+		return keys[i].role < keys[j].role
+	})
+	p := newPlot(title, "training step", ylabel)
+	leg := newLegend()
+	for _, k := range keys {
+		if err := addLine(p, leg, meanByStep(data[k]), k.cond+" "+k.role, roleColor(k.role), condDash(k.cond), vg.Points(1.5), true); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	return p, leg, len(keys), nil
+}
+
+func ceilingFinalFigure(st *analysis.Study) (*plot.Plot, *plot.Legend, int, error) {
+	p := newPlot("Ceiling vs final validation accuracy", "ceiling: best validation accuracy", "final: mean of last 3 validations")
+	leg := newLegend()
+	diag, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	diag.Color, diag.Dashes = color.Gray{Y: 160}, []vg.Length{vg.Points(3), vg.Points(3)}
+	p.Add(diag)
+	leg.Add("final = ceiling", diag)
+	pts := map[string]plotter.XYs{}
+	n := 0
+	for _, c := range st.Cells {
+		sp, ip := c.Cond(analysis.CondSP), c.Cond(analysis.CondIP)
+		if sp != nil && ip != nil {
+			l, err := plotter.NewLine(plotter.XYs{{X: sp.Ceiling.Value, Y: sp.Final.Value}, {X: ip.Ceiling.Value, Y: ip.Final.Value}})
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			l.Color, l.Width = color.Gray{Y: 120}, vg.Points(0.8)
+			p.Add(l)
+		}
+		for _, cs := range c.Conditions {
+			if cs.Condition == analysis.CondBase {
+				continue
+			}
+			pts[cs.Condition] = append(pts[cs.Condition], plotter.XY{X: cs.Ceiling.Value, Y: cs.Final.Value})
+			n++
+		}
+	}
+	conds := make([]string, 0, len(pts))
+	for c := range pts {
+		conds = append(conds, c)
+	}
+	sort.Slice(conds, func(i, j int) bool {
+		if analysis.CondOrder(conds[i]) != analysis.CondOrder(conds[j]) {
+			return analysis.CondOrder(conds[i]) < analysis.CondOrder(conds[j])
+		}
+		return conds[i] < conds[j]
+	})
+	for i, c := range conds {
+		s, err := plotter.NewScatter(pts[c])
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		s.Color, s.Radius, s.Shape = condColor(c), vg.Points(4), plotutil.Shape(i)
+		p.Add(s)
+		leg.Add(c, s)
+	}
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 1, 0, 1
+	p.X.Tick.Marker, p.Y.Tick.Marker = fracTicks(0, 1, 0.1), fracTicks(0, 1, 0.1)
+	return p, leg, n, nil
+}
+
+// fracTicks are ticks from lo to hi every step, labelled every 2 steps.
+func fracTicks(lo, hi, step float64) plot.ConstantTicks {
+	var t plot.ConstantTicks
+	n := int(math.Round((hi - lo) / step))
+	for i := 0; i <= n; i++ {
+		v := lo + float64(i)*step
+		lbl := ""
+		if i%2 == 0 {
+			lbl = fmt.Sprintf("%.1f", v)
+		}
+		t = append(t, plot.Tick{Value: v, Label: lbl})
+	}
+	return t
+}
+
+// logTicks labels 1, 2 and 5 times each power of ten and marks the other
+// integer multiples, so a log axis always shows several values.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if lo <= 0 || hi <= 0 || math.IsNaN(lo) || math.IsNaN(hi) {
+		return nil
+	}
+	var out []plot.Tick
+	for k := int(math.Floor(math.Log10(lo))); k <= int(math.Ceil(math.Log10(hi))); k++ {
+		for m := 1; m <= 9; m++ {
+			v := float64(m) * math.Pow(10, float64(k))
+			if v < lo*(1-1e-9) || v > hi*(1+1e-9) {
+				continue
+			}
+			lbl := ""
+			if m == 1 || m == 2 || m == 5 {
+				lbl = fmt.Sprintf("%g", v)
+			}
+			out = append(out, plot.Tick{Value: v, Label: lbl})
+		}
+	}
+	return out
+}
+
+// yRange is the data range of a plot's y axis (after p.Add).
+func yRange(p *plot.Plot) (lo, hi float64) { return p.Y.Min, p.Y.Max }

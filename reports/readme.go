@@ -1,0 +1,380 @@
+package reports
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/marlowlab/marlow/analysis"
+)
+
+func f3(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func sf3(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return fmt.Sprintf("%+.3f", v)
+}
+
+func est(e analysis.Estimate, signed bool) string {
+	v := f3(e.Value)
+	if signed {
+		v = sf3(e.Value)
+	}
+	if math.IsNaN(e.Lo) || math.IsNaN(e.Hi) {
+		return v
+	}
+	return fmt.Sprintf("%s [%s, %s]", v, f3(e.Lo), f3(e.Hi))
+}
+
+// fenced returns text in a fenced block that its content cannot close.
+func fenced(s string, limit int) string {
+	r := []rune(s)
+	if len(r) > limit {
+		s = string(r[:limit]) + " …"
+	}
+	fence := "```"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	return fence + "text\n" + s + "\n" + fence + "\n"
+}
+
+func cellEsc(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ")
+}
+
+// readme renders README.md.
+func readme(st *analysis.Study, figs []Figure, opts Options) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p := st.Params
+	ciPct := fmt.Sprintf("%g%%", p.CI*100)
+	w("# Report: %s\n\n", st.Experiment)
+	w("Built by `marlow report` from the stored logs of %d runs (%d run views: an SA-RL run is viewed once per workflow it was evaluated in) in %d cells. Every number, figure and `summary.parquet` is recomputed from the logs; the same logs give byte-identical output.\n\n",
+		countRuns(st), len(st.Runs), len(st.Cells))
+
+	w("## Matrix\n\n")
+	w("Validation accuracy of the workflow's final answer. Cells show the mean over seeds with the %s bootstrap interval in brackets (see *Definitions*). Gains are on final accuracy.\n\n", ciPct)
+	w("| task | workflow | scale | condition | seeds | base | ceiling | ceiling step | final | floor | drop | AUC | cliffs | gain vs base | gain vs SA-RL | CI over |\n")
+	w("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, c := range st.Cells {
+		for _, cs := range c.Conditions {
+			w("| %s | %s | %s | %s | %d | %s | %s | %.0f | %s | %s | %s | %s | %d/%d | %s | %s | %s |\n",
+				cellEsc(c.Key.Task), cellEsc(c.Key.Workflow), cellEsc(c.Key.Scale), cellEsc(cs.Condition), cs.Seeds,
+				est(cs.Base, false), est(cs.Ceiling, false), cs.CeilingStep, est(cs.Final, false), est(cs.Floor, false),
+				est(cs.Drop, false), est(cs.AUC, false), cs.CliffRuns, cs.Seeds,
+				est(cs.GainBaseFinal, true), est(cs.GainSARLFinal, true), cs.CIMethod)
+		}
+	}
+	w("\n## Findings\n\n")
+	for _, s := range findings(st) {
+		w("- %s\n", s)
+	}
+
+	w("\n## Figures\n\n")
+	for _, f := range figs {
+		w("### %s\n\n![%s](figures/%s.png)\n\n%s ([SVG](figures/%s.svg))\n\n", f.Title, f.Title, f.Name, f.Caption, f.Name)
+	}
+
+	w("## Failure-mode evidence\n\n### Terminal cliffs\n\n")
+	cliffRows := 0
+	for _, r := range st.Runs {
+		if !r.Metrics.Cliff.Cliff {
+			continue
+		}
+		if cliffRows == 0 {
+			w("| run | workflow | ceiling @ step | fell to @ step | final | drop | threshold |\n|---|---|---:|---:|---:|---:|---:|\n")
+		}
+		cliffRows++
+		m := r.Metrics
+		w("| %s | %s | %s @ %d | %s @ %d | %s | %s | %s |\n", r.RunID, r.Cell.Workflow, f3(m.Ceiling), m.CeilingStep, f3(m.Cliff.FallAcc), m.Cliff.FallStep, f3(m.Final), f3(m.Drop), f3(m.Cliff.Threshold))
+	}
+	if cliffRows == 0 {
+		w("No run met the terminal-cliff test.\n")
+	}
+	w("\n### Gradient amplification\n\n")
+	ampRows := 0
+	for _, r := range st.Runs {
+		for _, a := range r.Amplification {
+			if !a.Amplified {
+				continue
+			}
+			if ampRows == 0 {
+				w("| run | policy | role | early median | first step | norm | cosine | peak norm @ step | cliff fall step | before cliff |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+			}
+			ampRows++
+			cliff := "–"
+			if a.CliffStep >= 0 {
+				cliff = fmt.Sprint(a.CliffStep)
+			}
+			w("| %s | %s | %s | %.4g | %d | %.4g | %s | %.4g @ %d | %s | %v |\n", r.RunID, a.Policy, a.Role, a.EarlyMedian, a.Steps[0], a.Norms[0], f3(a.Cos[0]), a.PeakNorm, a.PeakStep, cliff, a.BeforeCliff)
+		}
+	}
+	if ampRows == 0 {
+		w("No role's gradient norm rose above %g x its early median with same-role cosine above %g.\n", p.AmpK, p.AmpCos)
+	}
+	w("\n### Gradient-mass dominance\n\n")
+	domRows := 0
+	for _, r := range st.Runs {
+		for _, d := range r.Dominance {
+			if domRows == 0 {
+				w("| run | policy | dominant role | steps dominated | mean share per role |\n|---|---|---|---:|---|\n")
+			}
+			domRows++
+			var parts []string
+			for j, role := range d.Roles {
+				parts = append(parts, fmt.Sprintf("%s %s", role, f3(d.MeanShare[j])))
+			}
+			w("| %s | %s | %s | %.0f%% | %s |\n", r.RunID, d.Policy, d.DominantRole, 100*d.DominantFrac, strings.Join(parts, ", "))
+		}
+	}
+	if domRows == 0 {
+		w("No policy trained two or more roles.\n")
+	}
+	w("\n### Role capture\n\n")
+	var caps []struct {
+		run string
+		c   analysis.Capture
+	}
+	for _, r := range st.Runs {
+		for _, c := range r.Capture {
+			caps = append(caps, struct {
+				run string
+				c   analysis.Capture
+			}{r.RunID, c})
+		}
+	}
+	if len(caps) == 0 {
+		w("No shared-policy run had validation samples of two roles at two steps.\n")
+	} else {
+		w("| run | role | dominant | format base → end | length ratio base → end | n-gram similarity base → end | converging | captured |\n|---|---|---|---|---|---|---|---|\n")
+		for _, x := range caps {
+			c := x.c
+			w("| %s | %s | %s | %s → %s | %s → %s | %s → %s | %v | %v |\n", x.run, c.Role, c.Dominant, f3(c.FormatBase), f3(c.FormatEnd),
+				f3(c.LenRatioBase), f3(c.LenRatioEnd), f3(c.SimBase), f3(c.SimEnd), c.Converging, c.Captured)
+		}
+		w("\n")
+		shown := 0
+		for _, x := range caps {
+			if !x.c.Captured || shown >= 6 {
+				continue
+			}
+			shown++
+			c := x.c
+			w("#### %s: %s captured by %s\n\n%s output at step %d (base):\n\n%s\n%s output at step %d:\n\n%s\n%s output at step %d:\n\n%s\n",
+				x.run, c.Role, c.Dominant, c.Role, c.BaseStep, fenced(c.ExampleBase, 600), c.Role, c.EndStep, fenced(c.ExampleEnd, 600),
+				c.Dominant, c.EndStep, fenced(c.DominantExampleEnd, 600))
+		}
+		if shown == 0 {
+			w("No role met both capture conditions, so no examples are shown.\n")
+		}
+	}
+
+	w("\n## Definitions and parameters\n\n")
+	w("- **Validation accuracy**: fraction of validation problems whose final answer was correct (evals rows with role `*`, split `val`). An SA-RL run's curve in a cell is its evals rows for the cell's workflow.\n")
+	w("- **base**: accuracy at the first validation (step 0). **ceiling**: highest validation accuracy, at its first step. **final**: mean of the last 3 validations. **floor**: lowest validation accuracy over the last 25%% of the step span. **drop** = ceiling − final. **AUC**: trapezoidal area under the validation curve divided by the step span (a mean accuracy).\n")
+	w("- **Terminal cliff**: drop ≥ max(cliff_abs, cliff_rel × (ceiling − base)), and the first validation after the ceiling at or below ceiling − that threshold comes after the midpoint of the step span.\n")
+	w("- **Gradient amplification**: a role's gradient norm above amp_k × its median over the first early_frac of the steps while the mean pairwise cosine of its same-role agents' gradients is above amp_cos; it is *before a cliff* when the first such step is at or before the cliff's fall.\n")
+	w("- **Gradient-mass dominance**: each role's share of its policy's summed squared gradient norm per step; the dominant role has the largest mean share.\n")
+	w("- **Role capture**: in a policy shared by several roles, a role's format compliance falls by at least capture_format_drop from the first to the last validation, while its outputs converge on the dominant role's: the character %d-gram cosine similarity to the dominant role's outputs rises and the ratio of mean output lengths (characters) moves no further from 1.\n", p.NGram)
+	w("- **Intervals**: percentile bootstrap, %d replicates, level %g, seeded with bootstrap_seed and the cell key (PCG streams), so they are reproducible. With several seeds a condition's metrics are averaged over seeds resampled with replacement; with one seed the validation problems are resampled and every metric recomputed from the resampled curve (per-problem correctness from the samples rows of role `final`, or the generator's rows in the single workflow). Each condition of a cell draws from a fresh copy of the cell's stream, so two conditions resampled the same way (same number of seeds, or the same problems) share the resampled indices and their gain is a paired bootstrap; otherwise the replicates of the two conditions are subtracted as independent draws. `none`: no interval (one seed and no per-problem samples).\n\n", p.Bootstrap, p.CI)
+	w("| parameter | value |\n|---|---|\n")
+	for _, e := range p.Entries() {
+		w("| %s | %s |\n", e[0], e[1])
+	}
+
+	pv := st.Provenance
+	w("\n## Provenance\n\n")
+	w("- Commits: %s\n", codeList(pv.Commits))
+	w("- Engines: %s\n", codeList(pv.Engines))
+	if len(pv.GoVersions) > 0 {
+		w("- Go: %s\n", codeList(pv.GoVersions))
+	}
+	var ms []string
+	for _, s := range pv.MasterSeeds {
+		ms = append(ms, fmt.Sprint(s))
+	}
+	w("- Master seeds: %s\n", codeList(ms))
+	var stt []string
+	for _, s := range pv.Status {
+		stt = append(stt, s[0]+" "+s[1])
+	}
+	w("- Run status: %s\n", strings.Join(stt, ", "))
+	w("- Run seeds: %s\n", codeList(pv.Seeds))
+	if len(st.Skipped) > 0 {
+		w("- Skipped: %s\n", strings.Join(st.Skipped, "; "))
+	}
+	if len(pv.Files) > 0 {
+		w("\n| data or checkpoint | sha256 |\n|---|---|\n")
+		for _, f := range pv.Files {
+			w("| %s | `%s` |\n", cellEsc(f[0]), f[1])
+		}
+	}
+	w("\n## Rebuild\n\n```sh\nmarlow report %s --out %s\n```\n", opts.Source, opts.Out)
+	return b.String()
+}
+
+func codeList(xs []string) string {
+	if len(xs) == 0 {
+		return "(none recorded)"
+	}
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = "`" + x + "`"
+	}
+	return strings.Join(out, ", ")
+}
+
+func countRuns(st *analysis.Study) int {
+	ids := map[string]bool{}
+	for _, r := range st.Runs {
+		ids[r.RunID] = true
+	}
+	return len(ids)
+}
+
+// findings computes the report's headline sentences from the data.
+func findings(st *analysis.Study) []string {
+	var out []string
+	var both, ipPeak, ipFinal, withBase, marlBase, withSARL, marlSARL, marlSARLsig int
+	for _, c := range st.Cells {
+		sp, ip, base, sarl := c.Cond(analysis.CondSP), c.Cond(analysis.CondIP), c.Cond(analysis.CondBase), c.Cond(analysis.CondSARL)
+		if sp != nil && ip != nil {
+			both++
+			if ip.Ceiling.Value > sp.Ceiling.Value {
+				ipPeak++
+			}
+			if ip.Final.Value > sp.Final.Value {
+				ipFinal++
+			}
+		}
+		best := bestMARL(sp, ip)
+		if best != nil && base != nil {
+			withBase++
+			if best.Final.Value > base.Final.Value {
+				marlBase++
+			}
+		}
+		if best != nil && sarl != nil {
+			withSARL++
+			if best.GainSARLFinal.Value > 0 {
+				marlSARL++
+				if best.GainSARLFinal.Lo > 0 {
+					marlSARLsig++
+				}
+			}
+		}
+	}
+	if both > 0 {
+		out = append(out, fmt.Sprintf("IP peaked above SP in %d of %d cells with both conditions (ceiling, mean over seeds), and ended above SP in %d of %d (final).", ipPeak, both, ipFinal, both))
+	}
+	if withBase > 0 {
+		out = append(out, fmt.Sprintf("The better multi-agent condition (SP or IP, by final accuracy) ended above base in %d of %d cells.", marlBase, withBase))
+	}
+	if withSARL > 0 {
+		out = append(out, fmt.Sprintf("It ended above SA-RL evaluated in the same workflow in %d of %d cells; in %d of those the %g%% interval of the gain excludes zero.", marlSARL, withSARL, marlSARLsig, st.Params.CI*100))
+	}
+	cliffs := map[string][2]int{}
+	var conds []string
+	for _, r := range st.Runs {
+		if r.Condition == analysis.CondBase {
+			continue
+		}
+		v, ok := cliffs[r.Condition]
+		if !ok {
+			conds = append(conds, r.Condition)
+		}
+		v[1]++
+		if r.Metrics.Cliff.Cliff {
+			v[0]++
+		}
+		cliffs[r.Condition] = v
+	}
+	sort.Slice(conds, func(i, j int) bool { return analysis.CondOrder(conds[i]) < analysis.CondOrder(conds[j]) })
+	if len(conds) > 0 {
+		var parts []string
+		for _, c := range conds {
+			parts = append(parts, fmt.Sprintf("%d of %d %s runs", cliffs[c][0], cliffs[c][1], c))
+		}
+		out = append(out, "Terminal cliffs: "+strings.Join(parts, ", ")+" fell off a cliff (SA-RL counted once per workflow it was evaluated in).")
+	}
+	var cliffRuns, ampBefore int
+	for _, r := range st.Runs {
+		if !r.Metrics.Cliff.Cliff || len(r.Amplification) == 0 {
+			continue
+		}
+		cliffRuns++
+		for _, a := range r.Amplification {
+			if a.BeforeCliff {
+				ampBefore++
+				break
+			}
+		}
+	}
+	if cliffRuns > 0 {
+		out = append(out, fmt.Sprintf("Gradient amplification preceded the cliff in %d of %d trained runs with a cliff.", ampBefore, cliffRuns))
+	}
+	domBy := map[string]int{}
+	var domTotal int
+	for _, r := range st.Runs {
+		for _, d := range r.Dominance {
+			domBy[d.DominantRole]++
+			domTotal++
+		}
+	}
+	if domTotal > 0 {
+		roles := make([]string, 0, len(domBy))
+		for r := range domBy {
+			roles = append(roles, r)
+		}
+		sort.Slice(roles, func(i, j int) bool {
+			if domBy[roles[i]] != domBy[roles[j]] {
+				return domBy[roles[i]] > domBy[roles[j]]
+			}
+			return roles[i] < roles[j]
+		})
+		var parts []string
+		for _, r := range roles {
+			parts = append(parts, fmt.Sprintf("%s in %d", r, domBy[r]))
+		}
+		out = append(out, fmt.Sprintf("In the %d shared-policy run views the role with the largest mean gradient share was %s.", domTotal, strings.Join(parts, ", ")))
+	}
+	var capN, capYes, capFmtOnly int
+	for _, r := range st.Runs {
+		for _, c := range r.Capture {
+			capN++
+			if c.Captured {
+				capYes++
+			} else if c.FormatCollapse {
+				capFmtOnly++
+			}
+		}
+	}
+	if capN > 0 {
+		out = append(out, fmt.Sprintf("Role capture (format collapse with outputs converging on the dominant role's) in %d of %d role comparisons; format collapse without convergence in %d.", capYes, capN, capFmtOnly))
+	}
+	if len(out) == 0 {
+		out = append(out, "No comparison could be made: the runs hold no trained condition next to another.")
+	}
+	return out
+}
+
+func bestMARL(sp, ip *analysis.CondSummary) *analysis.CondSummary {
+	switch {
+	case sp == nil:
+		return ip
+	case ip == nil:
+		return sp
+	case ip.Final.Value > sp.Final.Value:
+		return ip
+	}
+	return sp
+}

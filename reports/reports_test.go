@@ -1,0 +1,201 @@
+package reports
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/analysis/analysistest"
+	"github.com/marlowlab/marlow/harness/runlog"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+func fixtureStudy(t *testing.T) *analysis.Study {
+	t.Helper()
+	st, err := analysis.Analyze(analysistest.Fixture())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+var fixtureOpts = Options{Source: "runs/fixture", Out: "reports/fixture"}
+
+// TestByteIdentical renders the same logs twice (from two independent
+// analyses) into two folders and compares every file byte for byte.
+func TestByteIdentical(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	var lists [][]File
+	for _, d := range dirs {
+		files, err := Write(fixtureStudy(t), d, fixtureOpts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lists = append(lists, files)
+	}
+	if len(lists[0]) != len(lists[1]) || len(lists[0]) < 10 {
+		t.Fatalf("file counts %d and %d", len(lists[0]), len(lists[1]))
+	}
+	for _, f := range lists[0] {
+		a, err := os.ReadFile(filepath.Join(dirs[0], f.Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dirs[1], f.Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs between two builds", f.Path)
+		}
+	}
+	if dir := os.Getenv("MARLOW_REPORT_DIR"); dir != "" { // for looking at the figures by hand
+		if _, err := Write(fixtureStudy(t), dir, fixtureOpts); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestGolden compares the fixture's README.md and the digest of every file
+// with testdata/golden; run with -update to rewrite them.
+func TestGolden(t *testing.T) {
+	files, err := Render(fixtureStudy(t), fixtureOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var digest strings.Builder
+	var readmeText []byte
+	for _, f := range files {
+		fmt.Fprintf(&digest, "%x  %s\n", sha256.Sum256(f.Data), f.Path)
+		if f.Path == "README.md" {
+			readmeText = f.Data
+		}
+	}
+	for _, g := range []struct {
+		name string
+		data []byte
+	}{{"README.md", readmeText}, {"files.sha256", []byte(digest.String())}} {
+		path := filepath.Join("testdata", "golden", g.name)
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, g.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test ./reports -run TestGolden -update)", err)
+		}
+		if !bytes.Equal(want, g.data) {
+			t.Errorf("%s differs from %s (run with -update after checking the change)\n%s", g.name, path, firstDiff(string(want), string(g.data)))
+		}
+	}
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, x, y)
+		}
+	}
+	return ""
+}
+
+func TestSummaryRoundTrip(t *testing.T) {
+	st := fixtureStudy(t)
+	rows := SummaryRows(st)
+	data, err := EncodeSummary(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeSummary("summary.parquet", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != len(rows) {
+		t.Fatalf("%d rows back, wrote %d", len(back), len(rows))
+	}
+	var runs, cells int
+	for i := range rows {
+		if rows[i].Key() != back[i].Key() || rows[i].RunID != back[i].RunID || rows[i].CIMethod != back[i].CIMethod {
+			t.Errorf("row %d: %s vs %s", i, rows[i].Key(), back[i].Key())
+		}
+		for j, m := range SummaryMetrics {
+			a, b := rows[i].Values[j], back[i].Values[j]
+			if a != b && !(a != a && b != b) {
+				t.Errorf("row %d %s: %v vs %v", i, m, a, b)
+			}
+		}
+		if rows[i].Kind == "run" {
+			runs++
+		} else {
+			cells++
+		}
+	}
+	// 2 scales x (base + sa-rl in 2 workflows + 2 sp + 2 ip) run views; cells: 2 voting x 4 conditions + 2 single x 1
+	if runs != 14 || cells != 10 {
+		t.Errorf("%d run rows and %d cell rows, want 14 and 10", runs, cells)
+	}
+	if _, err := DecodeSummary("x.parquet", []byte("not parquet")); err == nil || !strings.Contains(err.Error(), "x.parquet") {
+		t.Errorf("bad file: error %v", err)
+	}
+}
+
+// TestRenderEdgeCases renders studies with degenerate logs: a base run
+// alone, a run with one validation, constant gradient norms and NaN
+// statistics. They must render without error.
+func TestRenderEdgeCases(t *testing.T) {
+	nan := func(int) float64 { return math.NaN() }
+	tests := []struct {
+		name string
+		runs func() []*runlog.Run
+	}{
+		{"base only", func() []*runlog.Run {
+			r := &runlog.Run{Manifest: analysistest.Manifest("b", "voting", "base", "t", "s", 1)}
+			r.Evals = analysistest.Evals("b", "voting", []int64{0}, []float64{0.5})
+			return []*runlog.Run{r}
+		}},
+		{"one validation, flat and NaN statistics", func() []*runlog.Run {
+			r := &runlog.Run{Manifest: analysistest.Manifest("x", "voting", "sp", "t", "s", 1)}
+			r.Evals = append(analysistest.Evals("x", "voting", []int64{0}, []float64{0.5}),
+				analysistest.RoleEvals("x", "voting", "aggregator", []int64{0}, nan, nan)...)
+			r.Steps = append(analysistest.RoleSteps("x", "shared", "generator", 3, analysistest.Const(1), nan, nan),
+				analysistest.RoleSteps("x", "shared", "aggregator", 3, analysistest.Const(0), nan, nan)...)
+			return []*runlog.Run{r}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := analysis.Analyze(tc.runs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			files, err := Render(st, fixtureOpts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(files) < 3 || files[0].Path != "README.md" {
+				t.Errorf("files %d, first %s", len(files), files[0].Path)
+			}
+		})
+	}
+}
