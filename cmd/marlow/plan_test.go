@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// When MARLOW_TEST_RUN_MAIN is set, the test binary acts as the marlow CLI,
+// so the tests can check exit status and stderr without building it.
+func init() {
+	if os.Getenv("MARLOW_TEST_RUN_MAIN") == "1" {
+		var args []string
+		if err := json.Unmarshal([]byte(os.Getenv("MARLOW_TEST_ARGS")), &args); err != nil {
+			panic(err)
+		}
+		os.Args = append([]string{"marlow"}, args...)
+		main()
+		os.Exit(0)
+	}
+}
+
+func runCLI(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	a, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), "MARLOW_TEST_RUN_MAIN=1", "MARLOW_TEST_ARGS="+string(a)), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+func TestPlanCLI(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("experiment: x\nseeds: [1, 1]\nbogus: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paper := filepath.Join("..", "..", "seeds", "paper.yaml")
+	env := []string{"MARLOW_MODELS=/m", "MARLOW_DATA=/d"}
+	cases := []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     []string
+		stderr     []string
+		wantNoJSON bool
+	}{
+		{name: "paper table", args: []string{"plan", paper}, stdout: []string{
+			"voting-ip-s-dapo-math-seed1", "sa-rl-l-deepcoder-seed3", "180 runs: base 54, sa-rl 18, sp 54, ip 54", "commit: "}},
+		{name: "only glob", args: []string{"plan", "--only", "sa-rl-*-seed2", paper}, stdout: []string{"6 runs: sa-rl 6"}},
+		{name: "resolved", args: []string{"plan", "--resolved", paper}, stdout: []string{"clip_high: 0.28", "checkpoint: /m/Qwen3-0.6B"}},
+		{name: "malformed spec", args: []string{"plan", bad}, code: 1, stderr: []string{
+			bad + ":2: seeds[1]: duplicate seed 1", bad + ":3: bogus: unknown key", "matrix: required key is missing"}},
+		{name: "missing file", args: []string{"plan", "/nonexistent/spec.yaml"}, code: 1, stderr: []string{"no such file"}},
+		{name: "no args", args: []string{"plan"}, code: 1, stderr: []string{"accepts 1 arg"}},
+		{name: "bad glob", args: []string{"plan", "--only", "[", paper}, code: 1, stderr: []string{"--only"}},
+		{name: "version", args: []string{"version"}, stdout: []string{"marlow ", "go1."}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, env, c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, c.code, errOut)
+			}
+			for _, w := range c.stdout {
+				if !strings.Contains(out, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range c.stderr {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+			if strings.Contains(errOut, "panic") {
+				t.Errorf("panic: %s", errOut)
+			}
+		})
+	}
+}
+
+func TestPlanJSON(t *testing.T) {
+	out, errOut, code := runCLI(t, []string{"MARLOW_MODELS=/m", "MARLOW_DATA=/d"}, "plan", "--json", filepath.Join("..", "..", "seeds", "paper.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var p struct {
+		Commit string `json:"commit"`
+		Runs   []struct {
+			ID, Condition, Workflow, Task, Scale string
+			ConfigHash                           string `json:"config_hash"`
+			Seed                                 uint64
+			SeedIndex                            int `json:"seed_index"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("invalid JSON: %v", err)
+	}
+	if len(p.Runs) != 180 {
+		t.Fatalf("%d runs, want 180", len(p.Runs))
+	}
+	for _, r := range p.Runs {
+		if r.ID == "" || r.Condition == "" || r.Workflow == "" || r.Task == "" || r.Scale == "" || len(r.ConfigHash) != 64 || r.Seed == 0 || r.SeedIndex == 0 {
+			t.Fatalf("incomplete run %+v", r)
+		}
+	}
+}

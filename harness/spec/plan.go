@@ -1,0 +1,240 @@
+package spec
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// SeedVersion names the seed derivation function. Changing DeriveSeed
+// requires a new version string, and new test vectors.
+const SeedVersion = "marlow/seed/v1"
+
+// DeriveSeed returns the seed of a run: the first 8 bytes, read as a
+// big-endian uint64, of SHA-256("marlow/seed/v1" 0x00 <master in decimal>
+// 0x00 <run key>). The run key is the run ID.
+func DeriveSeed(master uint64, key string) uint64 {
+	h := sha256.New()
+	h.Write([]byte(SeedVersion))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.FormatUint(master, 10)))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return binary.BigEndian.Uint64(h.Sum(nil)[:8])
+}
+
+// ModelConfig is the resolved base model of a run.
+type ModelConfig struct {
+	Scale      string `json:"scale"`
+	Engine     string `json:"engine"`
+	Checkpoint string `json:"checkpoint,omitempty"` // absolute path of a Hugging Face folder
+	Tiny       *Tiny  `json:"tiny,omitempty"`
+}
+
+// DataConfig is the resolved data of a run.
+type DataConfig struct {
+	Task       string     `json:"task"`
+	Source     string     `json:"source"`
+	Kind       string     `json:"kind"` // "math" or "code"
+	Path       string     `json:"path,omitempty"`
+	TrainSize  int        `json:"train_size"`         // 0 = unbounded (synth) or the whole file
+	ValSize    int        `json:"val_size"`           // synth: validation problems; files: cap (0 = none)
+	ValFrac    float64    `json:"val_frac,omitempty"` // files: validation share
+	SplitSeed  uint64     `json:"split_seed"`
+	AnswerMode string     `json:"answer_mode,omitempty"`
+	SynthMath  *SynthMath `json:"synth_math,omitempty"`
+	SynthCode  *SynthCode `json:"synth_code,omitempty"`
+}
+
+// RunConfig is the fully resolved configuration of one run. Its canonical
+// JSON (sorted keys, no insignificant whitespace) is hashed into the run's
+// ConfigHash.
+type RunConfig struct {
+	ID            string           `json:"id"`
+	Workflow      string           `json:"workflow"`       // the workflow trained in ("single" for sa-rl)
+	EvalWorkflows []string         `json:"eval_workflows"` // sorted
+	Condition     string           `json:"condition"`
+	Train         bool             `json:"train"` // false for base (evaluation only)
+	Task          string           `json:"task"`
+	Scale         string           `json:"scale"`
+	SeedIndex     int              `json:"seed_index"`
+	Seed          uint64           `json:"seed"`
+	SeedVersion   string           `json:"seed_version"`
+	Model         ModelConfig      `json:"model"`
+	Data          DataConfig       `json:"data"`
+	GRPO          GRPO             `json:"grpo"`
+	WorkflowSet   WorkflowSettings `json:"workflow_settings"` // MaxIterations resolved by task kind
+	Eval          Eval             `json:"eval"`
+	Checkpoint    Checkpoint       `json:"checkpoint"`
+	Analysis      Analysis         `json:"analysis"`
+}
+
+// Run is one planned run.
+type Run struct {
+	ID            string    `json:"id"`
+	Workflow      string    `json:"workflow"`
+	EvalWorkflows []string  `json:"eval_workflows"`
+	Condition     string    `json:"condition"`
+	Task          string    `json:"task"`
+	Scale         string    `json:"scale"`
+	SeedIndex     int       `json:"seed_index"`
+	Seed          uint64    `json:"seed"`
+	ConfigHash    string    `json:"config_hash"`
+	Config        RunConfig `json:"config"`
+}
+
+// RunID returns the ID of a run: "sa-rl-<scale>-<task>-seed<N>" for sa-rl
+// and "<workflow>-<condition>-<scale>-<task>-seed<N>" otherwise.
+func RunID(workflow, condition, task, scale string, seed int) string {
+	if condition == "sa-rl" {
+		return fmt.Sprintf("sa-rl-%s-%s-seed%d", scale, task, seed)
+	}
+	return fmt.Sprintf("%s-%s-%s-%s-seed%d", workflow, condition, scale, task, seed)
+}
+
+// Plan expands the matrix into runs, ordered by seed, task, scale (in the
+// spec's order), then the sa-rl run of the cell, then workflow and
+// condition in the spec's order. sa-rl is trained once per (task, scale,
+// seed) on the single workflow and evaluated in single and in every matrix
+// workflow. For the single workflow, sp and ip would train exactly what
+// sa-rl trains, so they are not planned; base runs are evaluation-only.
+func Plan(s *Spec) ([]Run, error) {
+	if s == nil {
+		return nil, fmt.Errorf("spec: plan: nil spec")
+	}
+	errs := &errList{file: s.File}
+	var runs []Run
+	evalAll := append([]string{"single"}, s.Matrix.Workflows...)
+	slices.Sort(evalAll)
+	evalAll = slices.Compact(evalAll)
+	for _, seed := range s.Seeds {
+		for _, task := range s.Matrix.Tasks {
+			t, ok := s.Tasks[task]
+			if !ok {
+				return nil, fmt.Errorf("spec %s: plan: task %q has no definition (was the spec loaded with spec.Load?)", s.File, task)
+			}
+			for _, scale := range s.Matrix.Scales {
+				m, ok := s.Models[scale]
+				if !ok {
+					return nil, fmt.Errorf("spec %s: plan: scale %q has no model", s.File, scale)
+				}
+				g, w, _, _ := s.cell(task, scale, t, m, errs)
+				if err := errs.err(); err != nil {
+					return nil, err
+				}
+				if w.MaxIterations == 0 {
+					w.MaxIterations = 3
+					if SourceKind[t.Source] == "code" {
+						w.MaxIterations = 2
+					}
+				}
+				add := func(workflow, cond string, eval []string) error {
+					id := RunID(workflow, cond, task, scale, seed)
+					rc := RunConfig{
+						ID: id, Workflow: workflow, EvalWorkflows: eval, Condition: cond,
+						Train: cond != "base", Task: task, Scale: scale, SeedIndex: seed,
+						Seed: DeriveSeed(s.MasterSeed, id), SeedVersion: SeedVersion,
+						Model: ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny},
+						Data: DataConfig{Task: task, Source: t.Source, Kind: SourceKind[t.Source], Path: t.Path,
+							TrainSize: t.TrainSize, ValSize: t.ValSize, ValFrac: t.ValFrac, SplitSeed: t.SplitSeed, AnswerMode: t.AnswerMode,
+							SynthMath: t.SynthMath, SynthCode: t.SynthCode},
+						GRPO: g.clone(), WorkflowSet: w, Eval: s.Eval, Checkpoint: s.Checkpoint, Analysis: s.Analysis,
+					}
+					h, err := ConfigHash(rc)
+					if err != nil {
+						return fmt.Errorf("spec %s: plan %s: %w", s.File, id, err)
+					}
+					runs = append(runs, Run{ID: id, Workflow: workflow, EvalWorkflows: eval, Condition: cond,
+						Task: task, Scale: scale, SeedIndex: seed, Seed: rc.Seed, ConfigHash: h, Config: rc})
+					return nil
+				}
+				if slices.Contains(s.Matrix.Conditions, "sa-rl") {
+					if err := add("single", "sa-rl", evalAll); err != nil {
+						return nil, err
+					}
+				}
+				for _, wf := range s.Matrix.Workflows {
+					for _, cond := range s.Matrix.Conditions {
+						if cond == "sa-rl" || (wf == "single" && cond != "base") {
+							continue
+						}
+						if err := add(wf, cond, []string{wf}); err != nil {
+							return nil, err
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("spec %s: plan: the matrix plans no runs (workflows %v, conditions %v)",
+			s.File, s.Matrix.Workflows, s.Matrix.Conditions)
+	}
+	seen := map[string]bool{}
+	for _, r := range runs {
+		if seen[r.ID] {
+			return nil, fmt.Errorf("spec %s: plan: two runs share the ID %s", s.File, r.ID)
+		}
+		seen[r.ID] = true
+	}
+	return runs, nil
+}
+
+// ConfigHash is the hex SHA-256 of the canonical JSON of a run config.
+func ConfigHash(rc RunConfig) (string, error) {
+	b, err := CanonicalJSON(rc)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// CanonicalJSON encodes v as JSON with object keys sorted, no
+// insignificant whitespace and no HTML escaping. Numbers keep the text
+// encoding/json gives them.
+func CanonicalJSON(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("canonical json: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var generic any
+	if err := dec.Decode(&generic); err != nil {
+		return nil, fmt.Errorf("canonical json: %w", err)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(generic); err != nil {
+		return nil, fmt.Errorf("canonical json: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// Counts returns the number of runs per condition, in Conditions order.
+func Counts(runs []Run) []ConditionCount {
+	n := map[string]int{}
+	for _, r := range runs {
+		n[r.Condition]++
+	}
+	var out []ConditionCount
+	for _, c := range Conditions {
+		if n[c] > 0 {
+			out = append(out, ConditionCount{Condition: c, Runs: n[c]})
+		}
+	}
+	return out
+}
+
+// ConditionCount is the number of runs of one condition.
+type ConditionCount struct {
+	Condition string `json:"condition"`
+	Runs      int    `json:"runs"`
+}
