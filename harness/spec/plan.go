@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 )
@@ -185,8 +186,21 @@ func Plan(s *Spec) ([]Run, error) {
 	return runs, nil
 }
 
-// ConfigHash is the hex SHA-256 of the canonical JSON of a run config.
+// ConfigHash is the hex SHA-256 of the canonical JSON of the part of a run
+// config that determines the run's logs. Two things are left out so that a
+// finished run stays reusable when they change: the analysis parameters
+// (they only affect reports) and the directories of the data and checkpoint
+// files (only their base names are hashed; their contents are pinned by
+// SHA-256 in the manifest's provenance), so moving a checkout does not
+// invalidate its runs.
 func ConfigHash(rc RunConfig) (string, error) {
+	rc.Analysis = Analysis{}
+	if rc.Model.Checkpoint != "" {
+		rc.Model.Checkpoint = filepath.Base(rc.Model.Checkpoint)
+	}
+	if rc.Data.Path != "" {
+		rc.Data.Path = filepath.Base(rc.Data.Path)
+	}
 	b, err := CanonicalJSON(rc)
 	if err != nil {
 		return "", err

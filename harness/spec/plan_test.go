@@ -280,3 +280,36 @@ func TestResolvedRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigHashIgnoresAnalysisAndDirectories(t *testing.T) {
+	base := RunConfig{ID: "x", Model: ModelConfig{Checkpoint: "/a/models/Qwen3-0.6B"}, Data: DataConfig{Path: "/a/data/dapo.parquet"}}
+	h0, err := ConfigHash(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		edit func(*RunConfig)
+		same bool
+	}{
+		{"analysis threshold", func(c *RunConfig) { c.Analysis.CliffAbs = 0.3 }, true},
+		{"moved checkout", func(c *RunConfig) {
+			c.Model.Checkpoint = "/b/models/Qwen3-0.6B"
+			c.Data.Path = "/b/data/dapo.parquet"
+		}, true},
+		{"other checkpoint", func(c *RunConfig) { c.Model.Checkpoint = "/a/models/Qwen3-1.7B" }, false},
+		{"other data file", func(c *RunConfig) { c.Data.Path = "/a/data/aime.parquet" }, false},
+		{"seed", func(c *RunConfig) { c.Seed = 7 }, false},
+	}
+	for _, tc := range cases {
+		c := base
+		tc.edit(&c)
+		h, err := ConfigHash(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (h == h0) != tc.same {
+			t.Errorf("%s: hash equal = %v, want %v", tc.name, h == h0, tc.same)
+		}
+	}
+}
