@@ -1,0 +1,175 @@
+package runlog
+
+import (
+	"archive/tar"
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing/fstest"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// archiveTime is the modification time of every archive entry.
+var archiveTime = time.Unix(0, 0).UTC()
+
+// maxArchiveFile bounds one file unpacked from an archive into memory.
+const maxArchiveFile = 4 << 30
+
+// Archive packs the runs under runsDir into a .tar.zst file at out: for
+// every run folder (one holding manifest.json), its manifest and committed
+// segments, with paths relative to runsDir. Uncommitted temporaries,
+// checkpoints (ckpt/) and other files are left out: the archive holds what
+// the readers and reports use. Entries are sorted by path and have fixed
+// times, owners and modes, and the zstd encoder is single-threaded, so the
+// same runs give the same archive bytes. out is written to a temporary name
+// and renamed.
+func Archive(runsDir, out string) (err error) {
+	s := source{fsys: os.DirFS(runsDir), label: runsDir}
+	if st, err := os.Stat(runsDir); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("archive: %s is not a folder", runsDir)
+	}
+	runs, _, err := findRuns(s)
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", runsDir, err)
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("archive %s: %w", runsDir, ErrNoRuns)
+	}
+	var files []string
+	for _, d := range runs {
+		m, err := readManifestFS(s, d)
+		if err != nil {
+			return fmt.Errorf("archive: %w", err)
+		}
+		files = append(files, path.Join(d, ManifestFile))
+		for _, tb := range Tables {
+			segs, err := committedSegments(s, d, tb, m.LastStep)
+			if err != nil {
+				return fmt.Errorf("archive: %w", err)
+			}
+			for _, sg := range segs {
+				files = append(files, sg.path)
+			}
+		}
+	}
+
+	tmp := out + tmpSuffix
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriter(f)
+	zw, err := zstd.NewWriter(bw, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	if err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	tw := tar.NewWriter(zw)
+	dirs := map[string]bool{".": true}
+	var addDir func(d string) error
+	addDir = func(d string) error {
+		if dirs[d] {
+			return nil
+		}
+		if err := addDir(path.Dir(d)); err != nil {
+			return err
+		}
+		dirs[d] = true
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: archiveTime})
+	}
+	for _, p := range files {
+		if err := addDir(path.Dir(p)); err != nil {
+			return fmt.Errorf("archive: %w", err)
+		}
+		data, err := fs.ReadFile(s.fsys, p)
+		if err != nil {
+			return fmt.Errorf("archive: %s: %w", s.name(p), err)
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: p, Size: int64(len(data)), Mode: 0o644, ModTime: archiveTime}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("archive: %s: %w", s.name(p), err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			return fmt.Errorf("archive: %s: %w", s.name(p), err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	return syncDir(filepath.Dir(out))
+}
+
+// readArchive unpacks a .tar.zst archive into memory.
+func readArchive(name string) (fs.FS, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := zstd.NewReader(bufio.NewReader(f), zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a zstd archive: %w", name, err)
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	mfs := fstest.MapFS{}
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: not a .tar.zst archive: %w", name, err)
+		}
+		p := strings.TrimSuffix(hdr.Name, "/")
+		if !fs.ValidPath(p) || p == "." {
+			return nil, fmt.Errorf("%s: archive entry %q has an invalid path", name, hdr.Name)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			mfs[p] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
+		case tar.TypeReg:
+			if hdr.Size > maxArchiveFile {
+				return nil, fmt.Errorf("%s: archive entry %s is %d bytes, over the %d limit", name, p, hdr.Size, int64(maxArchiveFile))
+			}
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				return nil, fmt.Errorf("%s: archive entry %s: %w", name, p, err)
+			}
+			mfs[p] = &fstest.MapFile{Data: data, Mode: 0o644}
+		default:
+			return nil, fmt.Errorf("%s: archive entry %s has unsupported type %q", name, p, hdr.Typeflag)
+		}
+	}
+	return mfs, nil
+}

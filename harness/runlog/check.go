@@ -1,0 +1,134 @@
+package runlog
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Problem is one thing wrong in a runs tree: the file (or folder) and what
+// is wrong with it. Err wraps one of the named errors (ErrTruncated,
+// ErrBadMagic, ErrForeignSchema, ...) where one applies.
+type Problem struct {
+	Path string
+	Err  error
+}
+
+func (p Problem) String() string { return fmt.Sprintf("%s: %v", p.Path, p.Err) }
+
+// Check inspects every run under src (a runs tree, one run folder or a
+// .tar.zst archive) and returns every problem found, in path order: folders
+// with table data but no manifest, unreadable manifests, segments that are
+// truncated, not Parquet, of a foreign schema or version, or corrupt, and
+// rows that belong to another run, lie outside their segment's steps or
+// repeat a key. Uncommitted temporaries and segments past the last
+// committed step are not problems: they are what a crash leaves, and
+// reopening the run removes them. An empty result means the tree is sound.
+func Check(src string) []Problem {
+	s, err := openSource(src)
+	if err != nil {
+		return []Problem{{Path: src, Err: err}}
+	}
+	runs, orphans, err := findRuns(s)
+	if err != nil {
+		return []Problem{{Path: src, Err: err}}
+	}
+	var probs []Problem
+	for _, o := range orphans {
+		probs = append(probs, Problem{s.name(o), fmt.Errorf("%w: folder holds run tables", ErrMissingManifest)})
+	}
+	if len(runs) == 0 && len(orphans) == 0 {
+		return []Problem{{Path: src, Err: ErrNoRuns}}
+	}
+	for _, d := range runs {
+		probs = append(probs, checkRun(s, d)...)
+	}
+	slices.SortStableFunc(probs, func(a, b Problem) int { return strings.Compare(a.Path, b.Path) })
+	return probs
+}
+
+func checkRun(s source, dir string) []Problem {
+	m, err := parseManifest(s, dir)
+	if err != nil {
+		return []Problem{{s.name(path.Join(dir, ManifestFile)), err}}
+	}
+	var probs []Problem
+	probs = append(probs, checkTable(s, dir, stepsDef, m)...)
+	probs = append(probs, checkTable(s, dir, evalsDef, m)...)
+	probs = append(probs, checkTable(s, dir, samplesDef, m)...)
+	probs = append(probs, checkTable(s, dir, timingDef, m)...)
+	return probs
+}
+
+func checkTable[R any](s source, dir string, t *tableDef[R], m Manifest) []Problem {
+	segs, err := committedSegments(s, dir, t.name, m.LastStep)
+	if err != nil {
+		return []Problem{{s.name(path.Join(dir, t.name)), err}}
+	}
+	var probs []Problem
+	seen := map[string]string{} // row key -> segment holding it
+	prev := int64(-1)
+	for _, sg := range segs {
+		name := s.name(sg.path)
+		data, err := fs.ReadFile(s.fsys, sg.path)
+		if err != nil {
+			probs = append(probs, Problem{name, err})
+			continue
+		}
+		rows, err := t.decode(data)
+		if err != nil {
+			probs = append(probs, Problem{name, err})
+			continue
+		}
+		var badRun, badStep, dups rowIssue
+		for i := range rows {
+			r := &rows[i]
+			if id := *t.run(r); id != m.RunID {
+				badRun.add(i, fmt.Sprintf("run id %q, manifest says %q", id, m.RunID))
+			}
+			if st := t.step(r); st <= prev || st > sg.step {
+				badStep.add(i, fmt.Sprintf("step %d, outside this segment's steps %d..%d", st, prev+1, sg.step))
+			}
+			if t.key == nil {
+				continue
+			}
+			k := t.key(r)
+			if first, dup := seen[k]; dup {
+				dups.add(i, fmt.Sprintf("repeats a row of %s (step %d)", first, t.step(r)))
+			} else {
+				seen[k] = path.Join(t.name, path.Base(sg.path))
+			}
+		}
+		probs = badRun.problem(probs, name, ErrBadRow)
+		probs = badStep.problem(probs, name, ErrBadRow)
+		probs = dups.problem(probs, name, ErrDuplicateRow)
+		prev = sg.step
+	}
+	return probs
+}
+
+// rowIssue counts the rows of a segment with one kind of fault and keeps
+// the first, so a bad file gives one line per fault, not one per row.
+type rowIssue struct {
+	n, first int
+	what     string
+}
+
+func (ri *rowIssue) add(row int, what string) {
+	if ri.n == 0 {
+		ri.first, ri.what = row, what
+	}
+	ri.n++
+}
+
+func (ri *rowIssue) problem(probs []Problem, name string, kind error) []Problem {
+	switch ri.n {
+	case 0:
+		return probs
+	case 1:
+		return append(probs, Problem{name, fmt.Errorf("%w: row %d: %s", kind, ri.first, ri.what)})
+	}
+	return append(probs, Problem{name, fmt.Errorf("%w: %d rows, the first row %d: %s", kind, ri.n, ri.first, ri.what)})
+}

@@ -1,0 +1,323 @@
+package runlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// Named errors of the readers; problems wrap them, so test with errors.Is.
+var (
+	ErrMissingManifest = errors.New("missing manifest.json")
+	ErrBadManifest     = errors.New("unreadable manifest")
+	ErrTruncated       = errors.New("truncated Parquet file")
+	ErrBadMagic        = errors.New("not a Parquet file (wrong magic)")
+	ErrCorrupt         = errors.New("corrupt Parquet file")
+	ErrForeignSchema   = errors.New("foreign schema")
+	ErrSchemaVersion   = errors.New("unsupported schema version")
+	ErrBadRow          = errors.New("bad row")
+	ErrDuplicateRow    = errors.New("duplicate row")
+	ErrNoRuns          = errors.New("no runs found")
+)
+
+// createdBy is the Parquet "created_by" string. It names the library
+// version, which is fixed by go.mod, and nothing that varies between runs.
+var createdBy = "marlow runlog schema v" + strconv.Itoa(SchemaVersion) + " (" + parquet.DefaultCreatedBy + ")"
+
+// writerProps are the Parquet writer settings of a table: zstd, statistics,
+// one row group, and dictionary encoding for string columns only (role and
+// policy names and repeated prompts compress well that way; metrics do not).
+func writerProps(cols []colInfo) *parquet.WriterProperties {
+	opts := []parquet.WriterProperty{
+		parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithCreatedBy(createdBy),
+		parquet.WithStats(true),
+		parquet.WithDictionaryDefault(false),
+		parquet.WithMaxRowGroupLength(math.MaxInt32),
+	}
+	for _, c := range cols {
+		switch c.kind {
+		case kString:
+			opts = append(opts, parquet.WithDictionaryFor(c.name, true))
+		case kFloatMap:
+			opts = append(opts, parquet.WithDictionaryFor(c.name+".key_value.key", true))
+		}
+	}
+	return parquet.NewWriterProperties(opts...)
+}
+
+// encode writes rows as one Parquet file with one row group. Identical rows
+// give identical bytes.
+func (t *tableDef[R]) encode(rows []R) ([]byte, error) {
+	rec := t.record(rows)
+	defer rec.Release()
+	var buf bytes.Buffer
+	fw, err := pqarrow.NewFileWriter(rec.Schema(), &buf, writerProps(t.info().cols), pqarrow.NewArrowWriterProperties())
+	if err != nil {
+		return nil, fmt.Errorf("%s: parquet writer: %w", t.name, err)
+	}
+	if err := fw.Write(rec); err != nil {
+		fw.Close()
+		return nil, fmt.Errorf("%s: write rows: %w", t.name, err)
+	}
+	if err := fw.Close(); err != nil {
+		return nil, fmt.Errorf("%s: close parquet writer: %w", t.name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// record converts rows to an Arrow record of the table's schema.
+func (t *tableDef[R]) record(rows []R) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, t.schema())
+	defer b.Release()
+	b.Reserve(len(rows))
+	for i := range rows {
+		r := &rows[i]
+		for j, c := range t.cols {
+			fb := b.Field(j)
+			switch p := c.ref(r).(type) {
+			case *string:
+				fb.(*array.StringBuilder).Append(*p)
+			case *int64:
+				fb.(*array.Int64Builder).Append(*p)
+			case *bool:
+				fb.(*array.BooleanBuilder).Append(*p)
+			case *float64:
+				appendFloat(fb.(*array.Float64Builder), *p)
+			case *map[string]float64:
+				mb := fb.(*array.MapBuilder)
+				if *p == nil {
+					mb.AppendNull()
+					continue
+				}
+				mb.Append(true)
+				kb := mb.KeyBuilder().(*array.StringBuilder)
+				ib := mb.ItemBuilder().(*array.Float64Builder)
+				keys := make([]string, 0, len(*p))
+				for k := range *p {
+					keys = append(keys, k)
+				}
+				slices.Sort(keys)
+				for _, k := range keys {
+					kb.Append(k)
+					appendFloat(ib, (*p)[k])
+				}
+			}
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+func appendFloat(b *array.Float64Builder, v float64) {
+	if math.IsNaN(v) {
+		b.AppendNull()
+	} else {
+		b.Append(v)
+	}
+}
+
+// checkFrame looks at the Parquet framing: leading and trailing magic and
+// the footer length.
+func checkFrame(data []byte) error {
+	const magic = "PAR1"
+	if len(data) < 4 || string(data[:4]) != magic {
+		if len(data) >= 4 && string(data[:4]) == "PARE" {
+			return fmt.Errorf("%w: encrypted footer", ErrForeignSchema)
+		}
+		if len(data) < 4 {
+			return fmt.Errorf("%w: %d bytes", ErrTruncated, len(data))
+		}
+		return fmt.Errorf("%w: starts with %q", ErrBadMagic, data[:4])
+	}
+	if len(data) < 12 {
+		return fmt.Errorf("%w: %d bytes, too short for a footer", ErrTruncated, len(data))
+	}
+	if string(data[len(data)-4:]) != magic {
+		return fmt.Errorf("%w: no trailing magic (footer missing or cut)", ErrTruncated)
+	}
+	n := binary.LittleEndian.Uint32(data[len(data)-8:])
+	if int64(n) > int64(len(data)-12) {
+		return fmt.Errorf("%w: footer claims %d bytes, file has %d", ErrTruncated, n, len(data))
+	}
+	return nil
+}
+
+// openTable parses a segment file and checks its table name, schema version
+// and columns against t. It never panics on bad input.
+func openTable(t tableInfo, data []byte) (tbl arrow.Table, err error) {
+	if err := checkFrame(data); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			tbl, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	defer pf.Close()
+	kv := pf.MetaData().KeyValueMetadata()
+	ver := kv.FindValue(MetaSchemaVersion)
+	if ver == nil {
+		return nil, fmt.Errorf("%w: no %s metadata (not written by marlow runlog)", ErrForeignSchema, MetaSchemaVersion)
+	}
+	if *ver != strconv.Itoa(SchemaVersion) {
+		return nil, fmt.Errorf("%w: file has version %s, this build reads %d", ErrSchemaVersion, *ver, SchemaVersion)
+	}
+	if name := kv.FindValue(MetaTable); name == nil || *name != t.name {
+		got := "none"
+		if name != nil {
+			got = strconv.Quote(*name)
+		}
+		return nil, fmt.Errorf("%w: table %s in a %s folder", ErrForeignSchema, got, t.name)
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if err := checkSchema(t, fr); err != nil {
+		return nil, err
+	}
+	tbl, err = fr.ReadTable(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return tbl, nil
+}
+
+func checkSchema(t tableInfo, fr *pqarrow.FileReader) error {
+	got, err := fr.Schema()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	want := t.schema
+	if got.NumFields() != want.NumFields() {
+		return fmt.Errorf("%w: %d columns, %s has %d", ErrForeignSchema, got.NumFields(), t.name, want.NumFields())
+	}
+	for i, w := range want.Fields() {
+		g := got.Field(i)
+		if g.Name != w.Name {
+			return fmt.Errorf("%w: column %d is %q, want %q", ErrForeignSchema, i, g.Name, w.Name)
+		}
+		if !sameType(g.Type, w.Type) {
+			return fmt.Errorf("%w: column %q has type %s, want %s", ErrForeignSchema, g.Name, g.Type, w.Type)
+		}
+		if g.Nullable && !w.Nullable {
+			return fmt.Errorf("%w: column %q is nullable, want required", ErrForeignSchema, g.Name)
+		}
+	}
+	return nil
+}
+
+// sameType compares types ignoring the names Parquet gives nested fields.
+func sameType(a, b arrow.DataType) bool {
+	if a.ID() != b.ID() {
+		return false
+	}
+	if am, ok := a.(*arrow.MapType); ok {
+		bm := b.(*arrow.MapType)
+		return sameType(am.KeyType(), bm.KeyType()) && sameType(am.ItemType(), bm.ItemType())
+	}
+	return arrow.TypeEqual(a, b)
+}
+
+// rows converts a table read by openTable (whose schema was checked) into
+// typed rows.
+func (t *tableDef[R]) rows(tbl arrow.Table) (out []R, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	out = make([]R, tbl.NumRows())
+	for j, c := range t.cols {
+		i := 0
+		for _, chunk := range tbl.Column(j).Data().Chunks() {
+			for k := 0; k < chunk.Len(); k++ {
+				if err := setField(c.ref(&out[i]), chunk, k); err != nil {
+					return nil, fmt.Errorf("column %q row %d: %w", c.name, i, err)
+				}
+				i++
+			}
+		}
+		if i != len(out) {
+			return nil, fmt.Errorf("%w: column %q has %d values for %d rows", ErrCorrupt, c.name, i, len(out))
+		}
+	}
+	return out, nil
+}
+
+func setField(dst any, arr arrow.Array, k int) error {
+	switch p := dst.(type) {
+	case *float64:
+		a := arr.(*array.Float64)
+		if a.IsNull(k) {
+			*p = math.NaN()
+		} else {
+			*p = a.Value(k)
+		}
+		return nil
+	case *map[string]float64:
+		a := arr.(*array.Map)
+		if a.IsNull(k) {
+			*p = nil
+			return nil
+		}
+		keys := a.Keys().(*array.String)
+		items := a.Items().(*array.Float64)
+		start, end := a.ValueOffsets(k)
+		m := make(map[string]float64, end-start)
+		for e := start; e < end; e++ {
+			key := keys.Value(int(e))
+			if _, dup := m[key]; dup {
+				return fmt.Errorf("%w: map key %q repeated", ErrCorrupt, key)
+			}
+			if items.IsNull(int(e)) {
+				m[key] = math.NaN()
+			} else {
+				m[key] = items.Value(int(e))
+			}
+		}
+		*p = m
+		return nil
+	}
+	if arr.IsNull(k) {
+		return fmt.Errorf("%w: null in a required column", ErrCorrupt)
+	}
+	switch p := dst.(type) {
+	case *string:
+		*p = arr.(*array.String).Value(k)
+	case *int64:
+		*p = arr.(*array.Int64).Value(k)
+	case *bool:
+		*p = arr.(*array.Boolean).Value(k)
+	default:
+		return fmt.Errorf("runlog: unsupported field type %T", dst)
+	}
+	return nil
+}
+
+// decode parses a segment file into typed rows.
+func (t *tableDef[R]) decode(data []byte) ([]R, error) {
+	tbl, err := openTable(t.info(), data)
+	if err != nil {
+		return nil, err
+	}
+	defer tbl.Release()
+	return t.rows(tbl)
+}

@@ -1,0 +1,347 @@
+package runlog
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// SchemaVersion is the version of the run-table schemas and of the manifest
+// layout. It is stored in every Parquet file's key-value metadata (key
+// MetaSchemaVersion) and in manifest.json, and readers refuse other versions.
+// Bump it whenever a column is added, removed, renamed or changes meaning.
+const SchemaVersion = 1
+
+// Key-value metadata keys written into every segment file.
+const (
+	MetaSchemaVersion = "marlow.schema_version"
+	MetaTable         = "marlow.table"
+)
+
+// Table names; each is also the folder of the table's segments in a run
+// directory.
+const (
+	TableSteps   = "steps"
+	TableEvals   = "evals"
+	TableSamples = "samples"
+	TableTiming  = "timing"
+)
+
+// Tables lists the run tables in the order they are written and documented.
+var Tables = []string{TableSteps, TableEvals, TableSamples, TableTiming}
+
+// kind is the logical type of a column.
+type kind int
+
+const (
+	kString   kind = iota // UTF-8 string, required
+	kInt64                // 64-bit signed integer, required
+	kFloat64              // double, nullable: NaN is stored as null
+	kBool                 // boolean, required
+	kFloatMap             // map<string, double>, nullable; NaN values are null
+)
+
+func (k kind) arrowType() arrow.DataType {
+	switch k {
+	case kString:
+		return arrow.BinaryTypes.String
+	case kInt64:
+		return arrow.PrimitiveTypes.Int64
+	case kFloat64:
+		return arrow.PrimitiveTypes.Float64
+	case kBool:
+		return arrow.FixedWidthTypes.Boolean
+	case kFloatMap:
+		return arrow.MapOf(arrow.BinaryTypes.String, arrow.PrimitiveTypes.Float64)
+	}
+	panic(fmt.Sprintf("runlog: unknown column kind %d", int(k)))
+}
+
+func (k kind) nullable() bool { return k == kFloat64 || k == kFloatMap }
+
+// docType is the type as written in SCHEMA.md.
+func (k kind) docType() string {
+	switch k {
+	case kString:
+		return "`STRING`"
+	case kInt64:
+		return "`INT64`"
+	case kFloat64:
+		return "`DOUBLE`, nullable"
+	case kBool:
+		return "`BOOLEAN`"
+	case kFloatMap:
+		return "`MAP<STRING, DOUBLE>`, nullable"
+	}
+	return "?"
+}
+
+// column describes one column of a table with row type R: its name, type,
+// documentation and the field of R it holds.
+type column[R any] struct {
+	name string
+	kind kind
+	doc  string
+	// ref returns a pointer to the field: *string, *int64, *float64, *bool
+	// or *map[string]float64 according to kind.
+	ref func(*R) any
+}
+
+// tableDef is the one place a table's columns, order and keys are defined.
+type tableDef[R any] struct {
+	name string
+	doc  string
+	cols []column[R]
+	// order compares rows for ReadRun's sort; rows that compare equal keep
+	// the order in which they were written.
+	order func(a, b *R) int
+	// key identifies a row for duplicate detection; nil when rows may
+	// legitimately repeat (samples: an agent may take several turns).
+	key  func(*R) string
+	step func(*R) int64
+	run  func(*R) *string
+}
+
+// schema returns the table's Arrow schema with the version metadata.
+func (t *tableDef[R]) schema() *arrow.Schema {
+	fields := make([]arrow.Field, len(t.cols))
+	for i, c := range t.cols {
+		fields[i] = arrow.Field{Name: c.name, Type: c.kind.arrowType(), Nullable: c.kind.nullable()}
+	}
+	md := arrow.NewMetadata(
+		[]string{MetaSchemaVersion, MetaTable},
+		[]string{strconv.Itoa(SchemaVersion), t.name},
+	)
+	return arrow.NewSchema(fields, &md)
+}
+
+var stepsDef = &tableDef[StepRow]{
+	name: TableSteps,
+	doc: "One row per (step, policy, role) of training, plus a total row per (step, policy) " +
+		"with role `*`. Written at every training step.",
+	cols: []column[StepRow]{
+		{"run_id", kString, "run id, as in the manifest", func(r *StepRow) any { return &r.RunID }},
+		{"step", kInt64, "training step (0-based optimizer step)", func(r *StepRow) any { return &r.Step }},
+		{"policy", kString, "adapter (policy) name", func(r *StepRow) any { return &r.Policy }},
+		{"role", kString, "role type, or `*` for the policy's total", func(r *StepRow) any { return &r.Role }},
+		{"loss", kFloat64, "the role's share of the policy loss", func(r *StepRow) any { return &r.Loss }},
+		{"grad_norm", kFloat64, "L2 norm of the gradient of the role's share of the loss, computed separately before the shares are summed", func(r *StepRow) any { return &r.GradNorm }},
+		{"grad_share", kFloat64, "share of the policy's summed squared gradient norm", func(r *StepRow) any { return &r.GradShare }},
+		{"agent_cos_mean", kFloat64, "mean pairwise cosine between the gradients of same-role agents (generator0 vs generator1 ...); null with one agent", func(r *StepRow) any { return &r.AgentCosMean }},
+		{"agent_cos_min", kFloat64, "minimum of those pairwise cosines; null with one agent", func(r *StepRow) any { return &r.AgentCosMin }},
+		{"role_cos", kFloatMap, "cosine between this role's gradient and each other role of the same policy, keyed by role", func(r *StepRow) any { return &r.RoleCos }},
+		{"tokens", kInt64, "completion tokens trained on", func(r *StepRow) any { return &r.Tokens }},
+		{"seqs", kInt64, "completions (agent turns) trained on", func(r *StepRow) any { return &r.Seqs }},
+		{"mean_len", kFloat64, "mean completion length in tokens", func(r *StepRow) any { return &r.MeanLen }},
+		{"entropy", kFloat64, "mean token entropy of the policy on its completions (nats)", func(r *StepRow) any { return &r.Entropy }},
+		{"perplexity", kFloat64, "exp of the mean token negative log-likelihood", func(r *StepRow) any { return &r.Perplexity }},
+		{"ratio_mean", kFloat64, "mean importance ratio (new / old policy probability)", func(r *StepRow) any { return &r.RatioMean }},
+		{"ratio_max", kFloat64, "maximum importance ratio", func(r *StepRow) any { return &r.RatioMax }},
+		{"clip_frac", kFloat64, "fraction of tokens whose ratio was clipped", func(r *StepRow) any { return &r.ClipFrac }},
+		{"kl", kFloat64, "KL divergence to the base model, mean per token", func(r *StepRow) any { return &r.KL }},
+		{"reward_mean", kFloat64, "mean reward of the role's turns", func(r *StepRow) any { return &r.RewardMean }},
+		{"reward_std", kFloat64, "standard deviation of those rewards", func(r *StepRow) any { return &r.RewardStd }},
+		{"zero_var_frac", kFloat64, "fraction of the role's GRPO groups whose rewards had zero variance", func(r *StepRow) any { return &r.ZeroVarFrac }},
+		{"lr", kFloat64, "learning rate used at this step", func(r *StepRow) any { return &r.LR }},
+	},
+	order: func(a, b *StepRow) int {
+		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Role, b.Role))
+	},
+	key:  func(r *StepRow) string { return keyOf(r.Step, r.Policy, r.Role) },
+	step: func(r *StepRow) int64 { return r.Step },
+	run:  func(r *StepRow) *string { return &r.RunID },
+}
+
+var evalsDef = &tableDef[EvalRow]{
+	name: TableEvals,
+	doc: "One row per (step, workflow, split, role) of validation, plus a row with role `*` " +
+		"for the workflow as a whole. Written at step 0 and every `eval_every` steps.",
+	cols: []column[EvalRow]{
+		{"run_id", kString, "run id, as in the manifest", func(r *EvalRow) any { return &r.RunID }},
+		{"step", kInt64, "training step the policy had reached (0: before training)", func(r *EvalRow) any { return &r.Step }},
+		{"workflow", kString, "workflow evaluated (an sa-rl run is evaluated in several)", func(r *EvalRow) any { return &r.Workflow }},
+		{"split", kString, "data split, `val`", func(r *EvalRow) any { return &r.Split }},
+		{"role", kString, "role type, or `*` for the workflow", func(r *EvalRow) any { return &r.Role }},
+		{"accuracy", kFloat64, "`*`: accuracy of the workflow's final answer; role: mean regraded correctness of the role's own answers", func(r *EvalRow) any { return &r.Accuracy }},
+		{"any_correct", kFloat64, "fraction of problems where any agent of the role (any agent, for `*`) was correct", func(r *EvalRow) any { return &r.AnyCorrect }},
+		{"selection_acc", kFloat64, "aggregator/synthesizer: fraction of problems with a correct candidate where a correct one was picked; null for other roles", func(r *EvalRow) any { return &r.SelectionAcc }},
+		{"format_rate", kFloat64, "fraction of the role's turns whose output was format-compliant", func(r *EvalRow) any { return &r.FormatRate }},
+		{"mean_len", kFloat64, "mean output length in tokens", func(r *EvalRow) any { return &r.MeanLen }},
+		{"problems", kInt64, "problems evaluated", func(r *EvalRow) any { return &r.Problems }},
+		{"turns", kInt64, "agent turns of the role", func(r *EvalRow) any { return &r.Turns }},
+	},
+	order: func(a, b *EvalRow) int {
+		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Workflow, b.Workflow),
+			cmp.Compare(a.Split, b.Split), cmp.Compare(a.Role, b.Role))
+	},
+	key:  func(r *EvalRow) string { return keyOf(r.Step, r.Workflow, r.Split, r.Role) },
+	step: func(r *EvalRow) int64 { return r.Step },
+	run:  func(r *EvalRow) *string { return &r.RunID },
+}
+
+var samplesDef = &tableDef[SampleRow]{
+	name: TableSamples,
+	doc: "One row per agent turn kept: a subset of the training rollouts every step and all " +
+		"validation rollouts at eval steps. Rows of one rollout keep their turn order.",
+	cols: []column[SampleRow]{
+		{"run_id", kString, "run id, as in the manifest", func(r *SampleRow) any { return &r.RunID }},
+		{"step", kInt64, "training step", func(r *SampleRow) any { return &r.Step }},
+		{"workflow", kString, "workflow the rollout ran in", func(r *SampleRow) any { return &r.Workflow }},
+		{"split", kString, "`train` or `val`", func(r *SampleRow) any { return &r.Split }},
+		{"problem_id", kString, "problem id from the task source", func(r *SampleRow) any { return &r.ProblemID }},
+		{"rollout", kInt64, "rollout index within the problem's group (0..G-1)", func(r *SampleRow) any { return &r.Rollout }},
+		{"agent", kString, "agent name, e.g. `generator1`", func(r *SampleRow) any { return &r.Agent }},
+		{"role", kString, "role type of the agent", func(r *SampleRow) any { return &r.Role }},
+		{"policy", kString, "adapter that produced the turn; empty for the base policy", func(r *SampleRow) any { return &r.Policy }},
+		{"prompt", kString, "prompt text as given to the engine", func(r *SampleRow) any { return &r.Prompt }},
+		{"completion", kString, "completion text", func(r *SampleRow) any { return &r.Completion }},
+		{"parsed", kString, "parsed answer, verdict, selection or strategy list", func(r *SampleRow) any { return &r.Parsed }},
+		{"compliant", kBool, "the output followed the role's format", func(r *SampleRow) any { return &r.Compliant }},
+		{"correct", kBool, "regraded correctness of the agent's own answer", func(r *SampleRow) any { return &r.Correct }},
+		{"reward", kFloat64, "outcome reward given to the turn", func(r *SampleRow) any { return &r.Reward }},
+		{"advantage", kFloat64, "GRPO advantage of the turn; null when not trained on", func(r *SampleRow) any { return &r.Advantage }},
+		{"tokens", kInt64, "completion tokens", func(r *SampleRow) any { return &r.Tokens }},
+		{"finish", kString, "finish reason reported by the engine (e.g. `stop`, `length`)", func(r *SampleRow) any { return &r.Finish }},
+	},
+	order: func(a, b *SampleRow) int {
+		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Split, b.Split), cmp.Compare(a.Workflow, b.Workflow),
+			cmp.Compare(a.ProblemID, b.ProblemID), cmp.Compare(a.Rollout, b.Rollout))
+	},
+	step: func(r *SampleRow) int64 { return r.Step },
+	run:  func(r *SampleRow) *string { return &r.RunID },
+}
+
+var timingDef = &tableDef[TimingRow]{
+	name: TableTiming,
+	doc: "One row per training step with wall-clock seconds. Wall time is the one thing a run " +
+		"records that is not a function of commit, spec and seed, so it lives here alone: " +
+		"`steps/`, `evals/` and `samples/` are byte-identical for the same commit, spec and " +
+		"seed (also after a crash and resume), `timing/` is not.",
+	cols: []column[TimingRow]{
+		{"run_id", kString, "run id, as in the manifest", func(r *TimingRow) any { return &r.RunID }},
+		{"step", kInt64, "training step", func(r *TimingRow) any { return &r.Step }},
+		{"rollout_sec", kFloat64, "seconds spent generating rollouts", func(r *TimingRow) any { return &r.RolloutSec }},
+		{"train_sec", kFloat64, "seconds spent on the loss, gradients and optimizer step", func(r *TimingRow) any { return &r.TrainSec }},
+		{"total_sec", kFloat64, "seconds for the whole step, validation included", func(r *TimingRow) any { return &r.TotalSec }},
+	},
+	order: func(a, b *TimingRow) int { return cmp.Compare(a.Step, b.Step) },
+	key:   func(r *TimingRow) string { return keyOf(r.Step) },
+	step:  func(r *TimingRow) int64 { return r.Step },
+	run:   func(r *TimingRow) *string { return &r.RunID },
+}
+
+func keyOf(step int64, parts ...string) string {
+	var b strings.Builder
+	b.WriteString(strconv.FormatInt(step, 10))
+	for _, p := range parts {
+		b.WriteString("\x00")
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// tableInfo is the row-type-independent view of a table definition.
+type tableInfo struct {
+	name, doc string
+	schema    *arrow.Schema
+	cols      []colInfo
+}
+
+type colInfo struct {
+	name string
+	kind kind
+	doc  string
+}
+
+func (t *tableDef[R]) info() tableInfo {
+	ti := tableInfo{name: t.name, doc: t.doc, schema: t.schema()}
+	for _, c := range t.cols {
+		ti.cols = append(ti.cols, colInfo{c.name, c.kind, c.doc})
+	}
+	return ti
+}
+
+// tableInfos returns the definitions of all tables in Tables order.
+func tableInfos() []tableInfo {
+	return []tableInfo{stepsDef.info(), evalsDef.info(), samplesDef.info(), timingDef.info()}
+}
+
+func tableInfoByName(name string) (tableInfo, bool) {
+	for _, t := range tableInfos() {
+		if t.name == name {
+			return t, true
+		}
+	}
+	return tableInfo{}, false
+}
+
+// SchemaMarkdown renders the column reference of all run tables and the
+// manifest; SCHEMA.md is this text.
+func SchemaMarkdown() string {
+	var b strings.Builder
+	b.WriteString("<!-- Generated from harness/runlog/schema.go by `go generate ./harness/runlog`; do not edit. -->\n\n")
+	b.WriteString("# Run log schema\n\n")
+	fmt.Fprintf(&b, "Schema version: **%d**. Every Parquet file stores it in its key-value metadata as `%s`, "+
+		"with the table name as `%s`; readers refuse files of another version or table.\n\n",
+		SchemaVersion, MetaSchemaVersion, MetaTable)
+	b.WriteString("A run directory `runs/<experiment>/<run-id>/` holds `manifest.json` and one folder per table. " +
+		"Each folder holds Parquet segments (zstd) named after the step they were committed at, " +
+		"`000012.parquet` for the commit at step 12; a segment holds the rows added since the previous " +
+		"commit. Files ending in `.tmp` and segments named after a step beyond the manifest's " +
+		"`last_step` are uncommitted: the marlow readers skip them and reopening the run for resume " +
+		"deletes them. A plain glob such as `steps/*.parquet` skips the `.tmp` files but would also read " +
+		"the uncommitted segments of a run that crashed and was not resumed; `marlow check` does not " +
+		"count these as problems.\n\n")
+	b.WriteString("Types are standard Parquet logical types (no extension types), readable as they are by " +
+		"DuckDB (`read_parquet('runs/*/*/steps/*.parquet')`), pandas/pyarrow and polars. Floating-point " +
+		"values that are undefined are NaN in Go and null in Parquet; only DOUBLE and MAP columns are " +
+		"nullable. `STRING` is BYTE_ARRAY with the STRING logical type (DuckDB `VARCHAR`), `INT64` is DuckDB " +
+		"`BIGINT`, and `MAP<STRING, DOUBLE>` is the standard Parquet MAP (DuckDB `MAP(VARCHAR, DOUBLE)`, " +
+		"pyarrow `map<string, double>`, which pandas shows as a list of (key, value) tuples).\n\n")
+	b.WriteString("Determinism: for the same commit, spec and seed, `steps/`, `evals/` and `samples/` are " +
+		"byte-identical, also after a crash and resume. Wall-clock seconds live in `timing/` alone " +
+		"because they are not.\n")
+	for _, t := range tableInfos() {
+		fmt.Fprintf(&b, "\n## `%s/`\n\n%s\n\n", t.name, t.doc)
+		b.WriteString("| column | type | meaning |\n|---|---|---|\n")
+		for _, c := range t.cols {
+			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", c.name, c.kind.docType(), strings.ReplaceAll(c.doc, "|", "\\|"))
+		}
+	}
+	b.WriteString("\n## `manifest.json`\n\n")
+	b.WriteString("A JSON object, rewritten atomically (temporary file, fsync, rename) at every commit and status change.\n\n")
+	b.WriteString("| key | meaning |\n|---|---|\n")
+	for _, f := range manifestDocs {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", f[0], f[1])
+	}
+	return b.String()
+}
+
+var manifestDocs = [][2]string{
+	{"schema_version", "schema version of the run's tables and manifest"},
+	{"run_id", "run id, e.g. `voting-ip-s-math-seed1`"},
+	{"experiment", "experiment name"},
+	{"workflow", "workflow trained in (`single` for sa-rl) or evaluated in (base)"},
+	{"eval_workflows", "workflows the run is validated in"},
+	{"task", "task name"},
+	{"scale", "model scale"},
+	{"condition", "`base`, `sa-rl`, `sp` or `ip`"},
+	{"seed", "the run's derived seed"},
+	{"master_seed", "the experiment's master seed"},
+	{"seed_index", "the experiment seed this run belongs to (1-based, as in run ids)"},
+	{"config_hash", "hash of the resolved run config; resuming with another hash is refused"},
+	{"config", "the fully resolved run config"},
+	{"analysis", "analysis parameters of the spec (cliff_abs, cliff_rel, amp_k, ...)"},
+	{"provenance", "git commit, branch, dirty flag and diff hash, allow-dirty, Go version, module versions, hashes of data and checkpoint files"},
+	{"engine", "engine name"},
+	{"engine_version", "engine version"},
+	{"status", "`running`, `done`, `failed` or `interrupted`"},
+	{"error", "error text of a failed run"},
+	{"created", "creation time, RFC 3339 UTC"},
+	{"updated", "time of the last manifest write, RFC 3339 UTC"},
+	{"last_step", "last committed step; -1 before the first commit"},
+	{"total_steps", "planned training steps (0 for base)"},
+}

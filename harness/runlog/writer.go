@@ -1,0 +1,567 @@
+package runlog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// ManifestFile is the name of a run's manifest.
+const ManifestFile = "manifest.json"
+
+const tmpSuffix = ".tmp"
+
+var segmentName = regexp.MustCompile(`^([0-9]{6,19})\.parquet$`)
+
+// segmentFile is the file name of the segment committed at step.
+func segmentFile(step int64) string { return fmt.Sprintf("%06d.parquet", step) }
+
+// segmentStep parses a segment file name; ok is false for other names.
+func segmentStep(name string) (int64, bool) {
+	m := segmentName.FindStringSubmatch(name)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || segmentFile(n) != name {
+		return 0, false
+	}
+	return n, true
+}
+
+// now is the clock of manifest timestamps; tests replace it.
+var now = func() time.Time { return time.Now().UTC() }
+
+// crashHook, when set, is called at the named points of a commit so that
+// the crash test can kill the process there.
+var crashHook func(point string)
+
+func hook(point string) {
+	if crashHook != nil {
+		crashHook(point)
+	}
+}
+
+// Writer appends rows to a run directory. It buffers the rows added since
+// the last commit (one segment per table) and writes them at Commit. A
+// Writer is not safe for concurrent use.
+type Writer struct {
+	dir     string
+	m       Manifest
+	steps   []StepRow
+	evals   []EvalRow
+	samples []SampleRow
+	timing  []TimingRow
+	err     error // set when a commit failed half-way; the run must be reopened
+	closed  bool
+}
+
+// Open creates the run directory dir with manifest m, or reopens an
+// existing run for resume. On resume it checks that m names the same run
+// and config, deletes uncommitted temporaries, segments committed after the
+// manifest's last committed step and any rows past that step (rewriting
+// such a segment deterministically), and keeps the creation time. It
+// returns the last committed step, -1 for a new run. Fields of m other than
+// the identity are taken from m; Status becomes running.
+func Open(dir string, m Manifest) (*Writer, int64, error) {
+	if m.RunID == "" {
+		return nil, 0, fmt.Errorf("open run %s: manifest has no run id", dir)
+	}
+	t := now().Format(time.RFC3339)
+	m.SchemaVersion = SchemaVersion
+	m.Status = StatusRunning
+	m.Error = ""
+	m.Updated = t
+	old, err := ReadManifest(dir)
+	switch {
+	case err == nil:
+		if old.RunID != m.RunID {
+			return nil, 0, fmt.Errorf("open run %s: directory holds run %q, not %q", dir, old.RunID, m.RunID)
+		}
+		if old.ConfigHash != m.ConfigHash {
+			return nil, 0, fmt.Errorf("open run %s: directory holds config hash %q, resuming with %q", dir, old.ConfigHash, m.ConfigHash)
+		}
+		if err := recoverRun(dir, old.LastStep); err != nil {
+			return nil, 0, fmt.Errorf("open run %s for resume: %w", dir, err)
+		}
+		m.Created = old.Created
+		m.LastStep = old.LastStep
+	case errors.Is(err, ErrMissingManifest):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, 0, fmt.Errorf("open run: %w", err)
+		}
+		if err := removeIfExists(filepath.Join(dir, ManifestFile+tmpSuffix)); err != nil {
+			return nil, 0, fmt.Errorf("open run: %w", err)
+		}
+		if leftovers, _ := os.ReadDir(dir); len(leftovers) > 0 {
+			return nil, 0, fmt.Errorf("open run %s: %w, but the directory is not empty", dir, ErrMissingManifest)
+		}
+		if m.Created == "" {
+			m.Created = t
+		}
+		m.LastStep = -1
+		// The manifest comes first: a crash before the table folders exist
+		// leaves a run that reopens (recoverRun creates them).
+		if err := writeManifest(dir, m); err != nil {
+			return nil, 0, err
+		}
+		for _, tb := range Tables {
+			if err := os.Mkdir(filepath.Join(dir, tb), 0o755); err != nil {
+				return nil, 0, fmt.Errorf("open run: %w", err)
+			}
+		}
+		if err := syncDir(dir); err != nil {
+			return nil, 0, fmt.Errorf("open run: %w", err)
+		}
+		return &Writer{dir: dir, m: m}, m.LastStep, nil
+	default:
+		return nil, 0, fmt.Errorf("open run: %w", err)
+	}
+	if err := writeManifest(dir, m); err != nil {
+		return nil, 0, err
+	}
+	return &Writer{dir: dir, m: m}, m.LastStep, nil
+}
+
+// recoverRun brings a run directory back to its last committed step.
+func recoverRun(dir string, last int64) error {
+	if err := removeIfExists(filepath.Join(dir, ManifestFile+tmpSuffix)); err != nil {
+		return err
+	}
+	for _, tb := range Tables {
+		td := filepath.Join(dir, tb)
+		entries, err := os.ReadDir(td)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := os.Mkdir(td, 0o755); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			name := e.Name()
+			p := filepath.Join(td, name)
+			if filepath.Ext(name) == tmpSuffix {
+				if err := os.Remove(p); err != nil {
+					return err
+				}
+				continue
+			}
+			step, ok := segmentStep(name)
+			if !ok {
+				continue
+			}
+			if step > last {
+				if err := os.Remove(p); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := truncateSegment(tb, p, last); err != nil {
+				return err
+			}
+		}
+		if err := syncDir(td); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// truncateSegment drops rows with Step > last from a committed segment,
+// rewriting it (or removing it when nothing is left). Segments written by a
+// Writer never hold such rows; this repairs runs whose manifest was rewound.
+func truncateSegment(table, path string, last int64) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	switch table {
+	case TableSteps:
+		return truncateRows(stepsDef, path, data, last)
+	case TableEvals:
+		return truncateRows(evalsDef, path, data, last)
+	case TableSamples:
+		return truncateRows(samplesDef, path, data, last)
+	case TableTiming:
+		return truncateRows(timingDef, path, data, last)
+	}
+	return fmt.Errorf("unknown table %q", table)
+}
+
+// minStep returns the smallest row step of a segment file (ok false when
+// it has no rows).
+func minStep(table, path string) (step int64, ok bool, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false, err
+	}
+	switch table {
+	case TableSteps:
+		return minRowStep(stepsDef, path, data)
+	case TableEvals:
+		return minRowStep(evalsDef, path, data)
+	case TableSamples:
+		return minRowStep(samplesDef, path, data)
+	case TableTiming:
+		return minRowStep(timingDef, path, data)
+	}
+	return 0, false, fmt.Errorf("unknown table %q", table)
+}
+
+func minRowStep[R any](t *tableDef[R], path string, data []byte) (int64, bool, error) {
+	rows, err := t.decode(data)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(rows) == 0 {
+		return 0, false, nil
+	}
+	m := t.step(&rows[0])
+	for i := range rows {
+		m = min(m, t.step(&rows[i]))
+	}
+	return m, true, nil
+}
+
+func truncateRows[R any](t *tableDef[R], path string, data []byte, last int64) error {
+	rows, err := t.decode(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	kept := slices.DeleteFunc(slices.Clone(rows), func(r R) bool { return t.step(&r) > last })
+	if len(kept) == len(rows) {
+		return nil
+	}
+	if len(kept) == 0 {
+		return os.Remove(path)
+	}
+	out, err := t.encode(kept)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(path, out, t.name)
+}
+
+// Rewind discards every commit after step, which must be a commit
+// boundary (a step the run committed at, or -1), and discards the rows
+// added since the last commit. A training loop whose checkpoint is older
+// than the logs (it crashed after committing the logs of a step but before
+// saving that step's checkpoint) rewinds to the checkpoint's step and
+// regenerates the rest; the regenerated segments get the same names and
+// bytes. The manifest is rewound first, so a crash during Rewind leaves
+// the rewound state for the next Open to finish.
+func (w *Writer) Rewind(step int64) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if step < -1 || step > w.m.LastStep {
+		return fmt.Errorf("run %s: rewind to step %d: outside -1..%d", w.dir, step, w.m.LastStep)
+	}
+	w.steps, w.evals, w.samples, w.timing = nil, nil, nil, nil
+	if step == w.m.LastStep {
+		return nil
+	}
+	for _, tb := range Tables {
+		entries, err := os.ReadDir(filepath.Join(w.dir, tb))
+		if err != nil {
+			return fmt.Errorf("run %s: rewind: %w", w.dir, err)
+		}
+		for _, e := range entries {
+			c, ok := segmentStep(e.Name())
+			if !ok || c <= step || c > w.m.LastStep {
+				continue
+			}
+			first, ok, err := minStep(tb, filepath.Join(w.dir, tb, e.Name()))
+			if err != nil {
+				return fmt.Errorf("run %s: rewind: %w", w.dir, err)
+			}
+			if ok && first <= step {
+				return fmt.Errorf("run %s: rewind to step %d: not a commit boundary (%s/%s holds rows of step %d)", w.dir, step, tb, e.Name(), first)
+			}
+		}
+	}
+	m := w.m
+	m.LastStep = step
+	m.Updated = now().Format(time.RFC3339)
+	if err := writeManifest(w.dir, m); err != nil {
+		return err
+	}
+	w.m = m
+	if err := recoverRun(w.dir, step); err != nil {
+		w.err = err
+		return fmt.Errorf("run %s: rewind: %w", w.dir, err)
+	}
+	return nil
+}
+
+// Manifest returns the run's current manifest.
+func (w *Writer) Manifest() Manifest { return w.m }
+
+// Dir returns the run directory.
+func (w *Writer) Dir() string { return w.dir }
+
+func (w *Writer) usable() error {
+	if w.closed {
+		return fmt.Errorf("run %s: writer is closed", w.dir)
+	}
+	if w.err != nil {
+		return fmt.Errorf("run %s: an earlier commit failed, reopen the run: %w", w.dir, w.err)
+	}
+	return nil
+}
+
+// checkRow fills an empty run id and refuses rows of another run or of an
+// already committed step.
+func checkRow(w *Writer, table string, i int, runID *string, step int64) error {
+	if *runID == "" {
+		*runID = w.m.RunID
+	} else if *runID != w.m.RunID {
+		return fmt.Errorf("run %s: %s row %d: %w: run id %q, want %q", w.dir, table, i, ErrBadRow, *runID, w.m.RunID)
+	}
+	if step <= w.m.LastStep {
+		return fmt.Errorf("run %s: %s row %d: %w: step %d is already committed (last committed step %d)", w.dir, table, i, ErrBadRow, step, w.m.LastStep)
+	}
+	if step < 0 {
+		return fmt.Errorf("run %s: %s row %d: %w: negative step %d", w.dir, table, i, ErrBadRow, step)
+	}
+	return nil
+}
+
+func addRows[R any](w *Writer, t *tableDef[R], buf *[]R, rows []R) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	start := len(*buf)
+	*buf = append(*buf, rows...)
+	for i := start; i < len(*buf); i++ {
+		r := &(*buf)[i]
+		if err := checkRow(w, t.name, i-start, t.run(r), t.step(r)); err != nil {
+			clear((*buf)[start:])
+			*buf = (*buf)[:start]
+			return err
+		}
+	}
+	return nil
+}
+
+// AddSteps buffers steps rows for the next commit.
+func (w *Writer) AddSteps(rows ...StepRow) error { return addRows(w, stepsDef, &w.steps, rows) }
+
+// AddEvals buffers evals rows for the next commit.
+func (w *Writer) AddEvals(rows ...EvalRow) error { return addRows(w, evalsDef, &w.evals, rows) }
+
+// AddSamples buffers samples rows for the next commit.
+func (w *Writer) AddSamples(rows ...SampleRow) error { return addRows(w, samplesDef, &w.samples, rows) }
+
+// AddTiming buffers timing rows for the next commit.
+func (w *Writer) AddTiming(rows ...TimingRow) error { return addRows(w, timingDef, &w.timing, rows) }
+
+// pending is one table's encoded segment waiting to be renamed.
+type pending struct {
+	table, tmp, final string
+}
+
+// Commit makes the rows added since the last commit durable as the segment
+// of step: each table with rows gets <table>/<step>.parquet, written to a
+// temporary name, fsynced and renamed; then the manifest's last committed
+// step is advanced atomically. A crash at any point leaves either the old
+// or the new committed state. Rows must have Step <= step, and step must
+// exceed the last committed step.
+func (w *Writer) Commit(step int64) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if step <= w.m.LastStep {
+		return fmt.Errorf("run %s: commit step %d is not after the last committed step %d", w.dir, step, w.m.LastStep)
+	}
+	if err := checkMaxStep(stepsDef, w.steps, step); err != nil {
+		return fmt.Errorf("run %s: %w", w.dir, err)
+	}
+	if err := checkMaxStep(evalsDef, w.evals, step); err != nil {
+		return fmt.Errorf("run %s: %w", w.dir, err)
+	}
+	if err := checkMaxStep(samplesDef, w.samples, step); err != nil {
+		return fmt.Errorf("run %s: %w", w.dir, err)
+	}
+	if err := checkMaxStep(timingDef, w.timing, step); err != nil {
+		return fmt.Errorf("run %s: %w", w.dir, err)
+	}
+	if err := w.commit(step); err != nil {
+		w.err = err
+		return err
+	}
+	return nil
+}
+
+func checkMaxStep[R any](t *tableDef[R], rows []R, step int64) error {
+	for i := range rows {
+		if s := t.step(&rows[i]); s > step {
+			return fmt.Errorf("%s row with step %d in the commit of step %d: %w", t.name, s, step, ErrBadRow)
+		}
+	}
+	return nil
+}
+
+func (w *Writer) commit(step int64) error {
+	var ps []pending
+	write := func(table string, encode func() ([]byte, error), n int) error {
+		if n == 0 {
+			return nil
+		}
+		data, err := encode()
+		if err != nil {
+			return fmt.Errorf("run %s: %w", w.dir, err)
+		}
+		final := filepath.Join(w.dir, table, segmentFile(step))
+		tmp := final + tmpSuffix
+		if err := writeSynced(tmp, data, table); err != nil {
+			return fmt.Errorf("run %s: write segment: %w", w.dir, err)
+		}
+		ps = append(ps, pending{table, tmp, final})
+		return nil
+	}
+	if err := write(TableSteps, func() ([]byte, error) { return stepsDef.encode(w.steps) }, len(w.steps)); err != nil {
+		return err
+	}
+	if err := write(TableEvals, func() ([]byte, error) { return evalsDef.encode(w.evals) }, len(w.evals)); err != nil {
+		return err
+	}
+	if err := write(TableSamples, func() ([]byte, error) { return samplesDef.encode(w.samples) }, len(w.samples)); err != nil {
+		return err
+	}
+	if err := write(TableTiming, func() ([]byte, error) { return timingDef.encode(w.timing) }, len(w.timing)); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if err := os.Rename(p.tmp, p.final); err != nil {
+			return fmt.Errorf("run %s: commit segment: %w", w.dir, err)
+		}
+		hook("renamed:" + p.table)
+	}
+	for _, p := range ps {
+		if err := syncDir(filepath.Dir(p.final)); err != nil {
+			return fmt.Errorf("run %s: %w", w.dir, err)
+		}
+	}
+	hook("segments-committed")
+	m := w.m
+	m.LastStep = step
+	m.Updated = now().Format(time.RFC3339)
+	if err := writeManifest(w.dir, m); err != nil {
+		return err
+	}
+	hook("manifest-committed")
+	w.m = m
+	w.steps, w.evals, w.samples, w.timing = nil, nil, nil, nil
+	return nil
+}
+
+// SetStatus records the run's status (running, done, failed or
+// interrupted) and error text in the manifest.
+func (w *Writer) SetStatus(status, errText string) error {
+	if w.closed {
+		return fmt.Errorf("run %s: writer is closed", w.dir)
+	}
+	switch status {
+	case StatusRunning, StatusDone, StatusFailed, StatusInterrupted:
+	default:
+		return fmt.Errorf("run %s: unknown status %q", w.dir, status)
+	}
+	m := w.m
+	m.Status = status
+	m.Error = errText
+	m.Updated = now().Format(time.RFC3339)
+	if err := writeManifest(w.dir, m); err != nil {
+		return err
+	}
+	w.m = m
+	return nil
+}
+
+// Close releases the writer. Rows added since the last commit are
+// discarded, exactly as after a crash; a resumed run regenerates them.
+func (w *Writer) Close() error {
+	w.closed = true
+	w.steps, w.evals, w.samples, w.timing = nil, nil, nil, nil
+	return nil
+}
+
+// writeManifest replaces manifest.json atomically.
+func writeManifest(dir string, m Manifest) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("run %s: encode manifest: %w", dir, err)
+	}
+	data = append(data, '\n')
+	if err := writeAtomic(filepath.Join(dir, ManifestFile), data, "manifest"); err != nil {
+		return fmt.Errorf("run %s: write manifest: %w", dir, err)
+	}
+	return nil
+}
+
+// writeAtomic writes data to path through a synced temporary file and a
+// rename, then syncs the directory.
+func writeAtomic(path string, data []byte, what string) error {
+	tmp := path + tmpSuffix
+	if err := writeSynced(tmp, data, what); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// writeSynced creates path (replacing a stale one) with data and fsyncs it.
+// The crash hook sees the file half written and written but not synced.
+func writeSynced(path string, data []byte, what string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	half := len(data) / 2
+	if _, err := f.Write(data[:half]); err != nil {
+		f.Close()
+		return err
+	}
+	hook("half-written:" + what)
+	if _, err := f.Write(data[half:]); err != nil {
+		f.Close()
+		return err
+	}
+	hook("written:" + what)
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return d.Close()
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
