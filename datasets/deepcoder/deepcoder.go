@@ -1,0 +1,488 @@
+// Package deepcoder reads the DeepCoder-Preview-Dataset Parquet shards
+// (agentica-org/DeepCoder-Preview-Dataset: lcbv5, primeintellect, taco and
+// codeforces subsets) into datasets.Problem values with one normalised test
+// form, and verifies generated Python programs against those tests inside
+// the sandbox (see Verifier).
+//
+// Each shard has string columns problem, tests (a JSON string whose shape
+// depends on the subset), starter_code and metadata (JSON with func_name).
+// The tests shapes are:
+//
+//	lcbv5:          [{"input", "output", "testtype": "stdin"|"functional"}]
+//	primeintellect: [{"type": "stdin_stdout", "input", "output"}]
+//	taco:           {"inputs": [...], "outputs": [...], "fn_name"?: name}
+//	codeforces:     [{"input", "output"}]
+//
+// A single tests value can exceed 50 MB, so shards are streamed in small
+// record batches and problems whose tests exceed Config.MaxTestBytes are
+// skipped; every skip is counted by reason (Task.Skipped).
+package deepcoder
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/marlowlab/marlow/datasets"
+)
+
+// Defaults.
+const (
+	DefaultMaxTestBytes = 4 << 20
+	DefaultValFrac      = 0.1
+)
+
+// Config configures Open.
+type Config struct {
+	// Seed keys the train/validation split and the per-epoch train order.
+	Seed uint64
+	// ValFrac is the validation share (0: DefaultValFrac).
+	ValFrac float64
+	// ValSize caps the validation set (0: no cap); the excess goes back to
+	// train.
+	ValSize int
+	// EvalOnly puts every problem in the validation set (test shards).
+	EvalOnly bool
+	// MaxTestBytes skips problems whose tests JSON is larger (0:
+	// DefaultMaxTestBytes).
+	MaxTestBytes int
+	// Verifier configures code execution.
+	Verifier VerifierConfig
+	// Logf, when set, receives one line per skipped problem.
+	Logf func(format string, args ...any)
+}
+
+// Task is a DeepCoder code task; it implements datasets.Task.
+type Task struct {
+	cfg     Config
+	ver     *Verifier
+	train   []datasets.Problem
+	val     []datasets.Problem
+	skipped map[string]int
+}
+
+var _ datasets.Task = (*Task)(nil)
+
+// Skip reasons.
+const (
+	SkipTooLarge     = "tests too large"
+	SkipBadJSON      = "tests not valid JSON"
+	SkipBadShape     = "tests of unknown shape"
+	SkipNoTests      = "no tests"
+	SkipNoFnName     = "functional tests without a function name"
+	SkipBadMetadata  = "metadata not valid JSON"
+	SkipUnsupported  = "unsupported test type"
+	SkipNullProblem  = "null problem or tests"
+	SkipMixedFnNames = "conflicting function names"
+)
+
+// Open reads the shards at paths, in the order given, and builds the task.
+// It fails if the sandbox cannot be set up (see sandbox.New).
+func Open(paths []string, cfg Config) (*Task, error) {
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("deepcoder: no shard paths")
+	}
+	if cfg.ValFrac == 0 {
+		cfg.ValFrac = DefaultValFrac
+	}
+	if cfg.ValFrac < 0 || cfg.ValFrac > 1 || cfg.ValFrac != cfg.ValFrac {
+		return nil, fmt.Errorf("deepcoder: validation fraction %v outside [0, 1]", cfg.ValFrac)
+	}
+	if cfg.ValSize < 0 {
+		return nil, fmt.Errorf("deepcoder: negative validation size %d", cfg.ValSize)
+	}
+	if cfg.MaxTestBytes == 0 {
+		cfg.MaxTestBytes = DefaultMaxTestBytes
+	}
+	if cfg.MaxTestBytes < 0 {
+		return nil, fmt.Errorf("deepcoder: negative test byte cap %d", cfg.MaxTestBytes)
+	}
+	ver, err := NewVerifier(cfg.Verifier)
+	if err != nil {
+		return nil, fmt.Errorf("deepcoder: %w", err)
+	}
+	t := &Task{cfg: cfg, ver: ver, skipped: map[string]int{}}
+	var probs []datasets.Problem
+	for _, p := range paths {
+		got, err := t.readShard(p)
+		if err != nil {
+			return nil, err
+		}
+		probs = append(probs, got...)
+	}
+	if cfg.EvalOnly {
+		t.val = probs
+		return t, nil
+	}
+	texts := make([]string, len(probs))
+	for i, p := range probs {
+		texts[i] = p.Prompt
+	}
+	trainIdx, valIdx := datasets.Split(texts, cfg.Seed, cfg.ValFrac)
+	if cfg.ValSize > 0 && len(valIdx) > cfg.ValSize {
+		order := append([]int(nil), valIdx...)
+		key := func(i int) uint64 { return datasets.HashString(cfg.Seed, "deepcoder/valcap", probs[i].ID) }
+		sort.SliceStable(order, func(a, b int) bool { return key(order[a]) < key(order[b]) })
+		keep := map[int]bool{}
+		for _, i := range order[:cfg.ValSize] {
+			keep[i] = true
+		}
+		var kept []int
+		for _, i := range valIdx {
+			if keep[i] {
+				kept = append(kept, i)
+			} else {
+				trainIdx = append(trainIdx, i)
+			}
+		}
+		sort.Ints(trainIdx)
+		valIdx = kept
+	}
+	for _, i := range trainIdx {
+		t.train = append(t.train, probs[i])
+	}
+	for _, i := range valIdx {
+		t.val = append(t.val, probs[i])
+	}
+	return t, nil
+}
+
+// Skipped returns the number of skipped problems per reason.
+func (t *Task) Skipped() map[string]int {
+	out := make(map[string]int, len(t.skipped))
+	for k, v := range t.skipped {
+		out[k] = v
+	}
+	return out
+}
+
+// Name implements datasets.Task.
+func (t *Task) Name() string { return "deepcoder" }
+
+// Kind implements datasets.Task.
+func (t *Task) Kind() string { return datasets.KindCode }
+
+// Instructions implements datasets.Task.
+func (t *Task) Instructions() string { return Instructions }
+
+// Instructions tell an agent how to present a program.
+const Instructions = "Write a Python 3 solution. Put the complete program in one fenced code block (```python ... ```); the last code block of your response is graded. Read from standard input and write to standard output, unless a function signature is given, in which case implement that function (or the Solution class method)."
+
+// Train implements datasets.Task.
+func (t *Task) Train(i int64) (datasets.Problem, error) {
+	if len(t.train) == 0 {
+		return datasets.Problem{}, fmt.Errorf("deepcoder: no train problems")
+	}
+	if i < 0 {
+		return datasets.Problem{}, fmt.Errorf("deepcoder: negative train cursor %d", i)
+	}
+	return t.train[datasets.EpochIndex(len(t.train), t.cfg.Seed, i)], nil
+}
+
+// TrainSize is the number of train problems.
+func (t *Task) TrainSize() int { return len(t.train) }
+
+// Validation implements datasets.Task.
+func (t *Task) Validation() ([]datasets.Problem, error) {
+	return append([]datasets.Problem(nil), t.val...), nil
+}
+
+// Verify implements datasets.Task.
+func (t *Task) Verify(ctx context.Context, p datasets.Problem, output string) datasets.Verdict {
+	return t.ver.Check(ctx, p, output)
+}
+
+// Verifier returns the task's verifier (for its isolation level).
+func (t *Task) Verifier() *Verifier { return t.ver }
+
+func (t *Task) skip(id, reason string) {
+	t.skipped[reason]++
+	if t.cfg.Logf != nil {
+		t.cfg.Logf("deepcoder: skip %s: %s", id, reason)
+	}
+}
+
+// shardName is the stable part of a shard path used in ids: its parent
+// directory (the subset) and base name.
+func shardName(path string) string {
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	dir := filepath.Base(filepath.Dir(path))
+	if dir == "." || dir == "/" {
+		return base
+	}
+	return dir + "/" + base
+}
+
+var columns = []string{"problem", "tests", "starter_code", "metadata"}
+
+func (t *Task) readShard(path string) ([]datasets.Problem, error) {
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return nil, fmt.Errorf("deepcoder: open %s: %w", path, err)
+	}
+	defer pf.Close()
+	// Small batches: one tests value may be tens of megabytes.
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 16}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("deepcoder: read %s: %w", path, err)
+	}
+	sc, err := fr.Schema()
+	if err != nil {
+		return nil, fmt.Errorf("deepcoder: schema of %s: %w", path, err)
+	}
+	idx := make([]int, len(columns))
+	for k, name := range columns {
+		fi := sc.FieldIndices(name)
+		if len(fi) == 0 {
+			return nil, fmt.Errorf("deepcoder: %s: missing column %q (expected string)", path, name)
+		}
+		if id := sc.Field(fi[0]).Type.ID(); id != arrow.STRING && id != arrow.LARGE_STRING {
+			return nil, fmt.Errorf("deepcoder: %s: column %q has type %s, expected string", path, name, sc.Field(fi[0]).Type)
+		}
+		idx[k] = fi[0]
+	}
+	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("deepcoder: read %s: %w", path, err)
+	}
+	defer rr.Release()
+	shard := shardName(path)
+	var out []datasets.Problem
+	row := 0
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		cols := make([]stringCol, len(columns))
+		for k := range columns {
+			cols[k] = asStringCol(rec.Column(idx[k]))
+		}
+		for i := 0; i < int(rec.NumRows()); i, row = i+1, row+1 {
+			id := fmt.Sprintf("%s#%d", shard, row)
+			if cols[0].IsNull(i) || cols[1].IsNull(i) {
+				t.skip(id, SkipNullProblem)
+				continue
+			}
+			testsJSON := cols[1].Value(i)
+			if len(testsJSON) > t.cfg.MaxTestBytes {
+				t.skip(id, SkipTooLarge)
+				continue
+			}
+			var meta, starter string
+			if !cols[3].IsNull(i) {
+				meta = cols[3].Value(i)
+			}
+			if !cols[2].IsNull(i) {
+				starter = cols[2].Value(i)
+			}
+			p, reason := buildProblem(id, cols[0].Value(i), testsJSON, starter, meta)
+			if reason != "" {
+				t.skip(id, reason)
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	if err := rr.Err(); err != nil {
+		return nil, fmt.Errorf("deepcoder: read %s: %w", path, err)
+	}
+	return out, nil
+}
+
+type stringCol interface {
+	IsNull(i int) bool
+	Value(i int) string
+}
+
+func asStringCol(a arrow.Array) stringCol {
+	if s, ok := a.(*array.String); ok {
+		return s
+	}
+	return a.(*array.LargeString)
+}
+
+// buildProblem normalises one row; a non-empty reason means skip it.
+func buildProblem(id, problem, testsJSON, starter, metaJSON string) (datasets.Problem, string) {
+	fnName := ""
+	if strings.TrimSpace(metaJSON) != "" {
+		var meta map[string]any
+		if err := json.Unmarshal([]byte(metaJSON), &meta); err != nil {
+			return datasets.Problem{}, SkipBadMetadata
+		}
+		if s, ok := meta["func_name"].(string); ok {
+			fnName = s
+		}
+	}
+	tests, tacoFn, reason := ParseTests([]byte(testsJSON))
+	if reason != "" {
+		return datasets.Problem{}, reason
+	}
+	if tacoFn != "" {
+		if fnName != "" && fnName != tacoFn {
+			return datasets.Problem{}, SkipMixedFnNames
+		}
+		fnName = tacoFn
+	}
+	functional := 0
+	for _, tc := range tests {
+		if tc.Functional {
+			functional++
+		}
+	}
+	if functional > 0 && fnName == "" {
+		return datasets.Problem{}, SkipNoFnName
+	}
+	kind := "stdin"
+	switch {
+	case functional == len(tests):
+		kind = "functional"
+	case functional > 0:
+		kind = "mixed"
+	}
+	return datasets.Problem{
+		ID:      id,
+		Prompt:  problem,
+		Truth:   fmt.Sprintf("%d %s tests", len(tests), kind),
+		Tests:   tests,
+		FnName:  fnName,
+		Starter: starter,
+	}, ""
+}
+
+// ParseTests normalises a tests JSON value of any of the four published
+// shapes. It returns the tests, the function name carried by a taco value
+// (if any), and a skip reason ("" on success).
+func ParseTests(raw []byte) ([]datasets.Test, string, string) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil, "", SkipNoTests
+	}
+	switch raw[0] {
+	case '{':
+		return parseTaco(raw)
+	case '[':
+		return parseList(raw)
+	}
+	if !json.Valid(raw) {
+		return nil, "", SkipBadJSON
+	}
+	return nil, "", SkipBadShape
+}
+
+func parseTaco(raw []byte) ([]datasets.Test, string, string) {
+	var v struct {
+		Inputs  []json.RawMessage `json:"inputs"`
+		Outputs []json.RawMessage `json:"outputs"`
+		FnName  *string           `json:"fn_name"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		if !json.Valid(raw) {
+			return nil, "", SkipBadJSON
+		}
+		return nil, "", SkipBadShape
+	}
+	if v.Inputs == nil || v.Outputs == nil || len(v.Inputs) != len(v.Outputs) {
+		return nil, "", SkipBadShape
+	}
+	if len(v.Inputs) == 0 {
+		return nil, "", SkipNoTests
+	}
+	fn := ""
+	if v.FnName != nil {
+		fn = *v.FnName
+	}
+	tests := make([]datasets.Test, len(v.Inputs))
+	for k := range v.Inputs {
+		if fn != "" {
+			// Functional: inputs[k] is the argument list, outputs[k] the
+			// expected value.
+			var args []json.RawMessage
+			if err := json.Unmarshal(v.Inputs[k], &args); err != nil {
+				return nil, "", SkipBadShape
+			}
+			lines := make([]string, len(args))
+			for a, arg := range args {
+				var c bytes.Buffer
+				if err := json.Compact(&c, arg); err != nil {
+					return nil, "", SkipBadJSON
+				}
+				lines[a] = c.String()
+			}
+			var c bytes.Buffer
+			if err := json.Compact(&c, v.Outputs[k]); err != nil {
+				return nil, "", SkipBadJSON
+			}
+			tests[k] = datasets.Test{Input: strings.Join(lines, "\n"), Output: c.String(), Functional: true}
+			continue
+		}
+		in, ok1 := textOf(v.Inputs[k])
+		out, ok2 := textOf(v.Outputs[k])
+		if !ok1 || !ok2 {
+			return nil, "", SkipBadShape
+		}
+		tests[k] = datasets.Test{Input: in, Output: out}
+	}
+	return tests, fn, ""
+}
+
+// textOf reads a stdin/stdout value: a string, or a list of lines.
+func textOf(raw json.RawMessage) (string, bool) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, true
+	}
+	var lines []string
+	if err := json.Unmarshal(raw, &lines); err == nil {
+		return strings.Join(lines, "\n"), true
+	}
+	return "", false
+}
+
+func parseList(raw []byte) ([]datasets.Test, string, string) {
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		if !json.Valid(raw) {
+			return nil, "", SkipBadJSON
+		}
+		return nil, "", SkipBadShape
+	}
+	if len(items) == 0 {
+		return nil, "", SkipNoTests
+	}
+	tests := make([]datasets.Test, 0, len(items))
+	for _, it := range items {
+		in, ok1 := textOf(it["input"])
+		out, ok2 := textOf(it["output"])
+		if it["input"] == nil || it["output"] == nil || !ok1 || !ok2 {
+			return nil, "", SkipBadShape
+		}
+		tc := datasets.Test{Input: in, Output: out}
+		if tt, ok := it["testtype"]; ok { // lcbv5
+			var s string
+			_ = json.Unmarshal(tt, &s)
+			switch s {
+			case "stdin":
+			case "functional":
+				tc.Functional = true
+			default:
+				return nil, "", SkipUnsupported
+			}
+		} else if ty, ok := it["type"]; ok { // primeintellect
+			var s string
+			_ = json.Unmarshal(ty, &s)
+			if s != "stdin_stdout" {
+				return nil, "", SkipUnsupported
+			}
+		}
+		tests = append(tests, tc)
+	}
+	return tests, "", ""
+}
