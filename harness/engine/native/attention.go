@@ -1,0 +1,146 @@
+package native
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+)
+
+// Causal attention with grouped-query heads. Scores and weighted sums go
+// through gonum's serial kernels: a score is alpha * DotUnitary(q_i, k_j)
+// and an output row is a sequence of AxpyUnitary over the keys in order, so
+// a row gets the same bits whether it is computed alone (decode), with the
+// rows of its sequence (training), or in any batch, as long as key rows sit
+// at the same address alignment (KV*HD a multiple of 4 and 16-byte aligned
+// buffers, which Go's allocator gives every slice of 32 bytes or more).
+
+// sgemmSerial computes C = alpha op(A) op(B) + beta C in tiles small enough
+// for gonum to use its serial kernel, one after the other.
+func sgemmSerial(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	ta, tb := blas.NoTrans, blas.NoTrans
+	if tA {
+		ta = blas.Trans
+	}
+	if tB {
+		tb = blas.Trans
+	}
+	for i0 := 0; i0 < m; i0 += tileM {
+		mm := min(tileM, m-i0)
+		for j0 := 0; j0 < n; j0 += tileN {
+			nn := min(tileN, n-j0)
+			as, bs := a[i0*lda:], b[j0:]
+			if tA {
+				as = a[i0:]
+			}
+			if tB {
+				bs = b[j0*ldb:]
+			}
+			impl.Sgemm(ta, tb, mm, nn, k, alpha, as, lda, bs, ldb, beta, c[i0*ldc+j0:], ldc)
+		}
+	}
+}
+
+// softmaxInPlace turns scores s into probabilities (max-subtracted, float32).
+func softmaxInPlace(s []float32) {
+	mx := float32(math.Inf(-1))
+	for _, v := range s {
+		mx = max(mx, v)
+	}
+	var sum float32
+	for j, v := range s {
+		e := expf(v - mx)
+		s[j] = e
+		sum += e
+	}
+	inv := 1 / sum
+	for j := range s {
+		s[j] *= inv
+	}
+}
+
+// attnChunk is the row chunk of causal score products: each chunk is
+// computed against keys up to its last row, so little of the upper triangle
+// is computed and thrown away.
+const attnChunk = 16
+
+// attnGeom holds the head geometry of attention.
+type attnGeom struct {
+	H, KV, HD int
+	scale     float32
+}
+
+// attnRow computes causal attention of one query row at position p:
+// q [H*HD], key/value stores kst/vst [*, KV*HD] whose rows base..base+p are
+// the row's positions 0..p, out [H*HD]. scores is scratch of length p+1.
+func (g attnGeom) attnRow(out, q, kst, vst []float32, base, p int, scores []float32) {
+	kvd := g.KV * g.HD
+	rep := g.H / g.KV
+	sc := scores[:p+1]
+	for h := 0; h < g.H; h++ {
+		kh := (h/rep)*g.HD + base*kvd
+		sgemmSerial(false, true, 1, p+1, g.HD, g.scale, q[h*g.HD:], g.HD, kst[kh:], kvd, 0, sc, p+1)
+		softmaxInPlace(sc)
+		sgemmSerial(false, false, 1, g.HD, p+1, 1, sc, p+1, vst[kh:], kvd, 0, out[h*g.HD:], g.HD)
+	}
+}
+
+// attnSeqHead computes causal attention of head h over one sequence of t
+// rows: q [t, H*HD], k, v [t, KV*HD], out [t, H*HD] (all pointing at the
+// sequence's first row); probs [t, t] receives the probabilities, zero above
+// the diagonal. Row i gets the same bits as attnRow at position i.
+func (g attnGeom) attnSeqHead(h, t int, q, k, v, out, probs []float32) {
+	qd, kvd := g.H*g.HD, g.KV*g.HD
+	kh := (h / (g.H / g.KV)) * g.HD
+	for i0 := 0; i0 < t; i0 += attnChunk {
+		mm := min(attnChunk, t-i0)
+		// Scores of rows i0.. against keys 0..i0+mm-1 (the causal bound).
+		sgemmSerial(false, true, mm, i0+mm, g.HD, g.scale, q[i0*qd+h*g.HD:], qd, k[kh:], kvd, 0, probs[i0*t:], t)
+	}
+	for i := 0; i < t; i++ {
+		row := probs[i*t : (i+1)*t]
+		softmaxInPlace(row[:i+1])
+		zero(row[i+1:])
+	}
+	// out_h = P V_g; zero probabilities (above the diagonal) are skipped.
+	sgemmSerial(false, false, t, g.HD, t, 1, probs, t, v[kh:], kvd, 0, out[h*g.HD:], qd)
+}
+
+// attnBackwardSeq back-propagates causal attention of one sequence of t
+// rows for key/value head kvh and its query heads. q, k, v, dout, dq, dk,
+// dv point at the sequence's first row (strides H*HD and KV*HD); probs holds
+// [H, t, t] probabilities from attnSeqHead. dq, dk, dv are accumulated. dp
+// is scratch of t*t.
+func (g attnGeom) attnBackwardSeq(kvh, t int, q, k, v, probs, dout, dq, dk, dv, dp []float32) {
+	qd, kvd := g.H*g.HD, g.KV*g.HD
+	rep := g.H / g.KV
+	kh := kvh * g.HD
+	dp = dp[:t*t]
+	for h := kvh * rep; h < (kvh+1)*rep; h++ {
+		p := probs[h*t*t : (h+1)*t*t]
+		// dV_g += Pᵀ dO_h
+		sgemmSerial(true, false, t, g.HD, t, 1, p, t, dout[h*g.HD:], qd, 1, dv[kh:], kvd)
+		// dP = dO_h V_gᵀ (lower triangle)
+		for i0 := 0; i0 < t; i0 += attnChunk {
+			mm := min(attnChunk, t-i0)
+			sgemmSerial(false, true, mm, i0+mm, g.HD, 1, dout[i0*qd+h*g.HD:], qd, v[kh:], kvd, 0, dp[i0*t:], t)
+		}
+		// dS = P ⊙ (dP - Σ_j P dP) · scale
+		for i := 0; i < t; i++ {
+			pr, dr := p[i*t:i*t+i+1], dp[i*t:(i+1)*t]
+			var s float32
+			for j, pj := range pr {
+				s += pj * dr[j]
+			}
+			for j, pj := range pr {
+				dr[j] = pj * (dr[j] - s) * g.scale
+			}
+			zero(dr[i+1:])
+		}
+		// dQ_h += dS K_g ; dK_g += dSᵀ Q_h
+		sgemmSerial(false, false, t, g.HD, t, 1, dp, t, k[kh:], kvd, 1, dq[h*g.HD:], qd)
+		sgemmSerial(true, false, t, g.HD, t, 1, dp, t, q[h*g.HD:], qd, 1, dk[kh:], kvd)
+	}
+}

@@ -1,0 +1,249 @@
+package native
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/marlowlab/marlow/harness/engine"
+)
+
+// workspace holds buffers reused across calls.
+type workspace struct {
+	inf            layerActs // inference scratch (one layer at a time)
+	fs             fwdScratch
+	kc, vc         [][]float32 // KV cache per layer [seqs*cap, KVD]
+	x              []float32   // inference residual [n, D]
+	xg, xf, rs, lg []float32   // head buffers
+	acts           []layerActs // training activations per layer
+	xs             [][]float32 // training residuals per layer boundary [n, D]
+	bwd            bwdScratch
+	dres           []float32
+	b              rowBatch
+}
+
+// genSeq is the sampling state of one request.
+type genSeq struct {
+	req    int // index in the request slice
+	ad     *Adapter
+	prompt []int32
+	ids    []int32
+	lps    []float32
+	done   bool
+	finish string
+}
+
+// Generate samples one completion per request: the prompts are prefilled
+// together, then every unfinished sequence decodes one token per step from
+// the KV cache. Sequence k of a request draws from the stream keyed by
+// (Request.Seed, k), so its tokens do not depend on the batch.
+func (e *Engine) Generate(ctx context.Context, reqs []engine.Request) ([]engine.Completion, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	seqs := make([]genSeq, len(reqs))
+	capLen := 1
+	for i, r := range reqs {
+		ad, err := e.adapter(r.Adapter)
+		if err != nil {
+			return nil, fmt.Errorf("native: request %d: %w", i, err)
+		}
+		if !(r.Temperature > 0) || math.IsInf(r.Temperature, 0) {
+			return nil, fmt.Errorf("native: request %d: temperature %v must be positive and finite", i, r.Temperature)
+		}
+		if r.MaxNewTokens < 0 {
+			return nil, fmt.Errorf("native: request %d: max new tokens %d is negative", i, r.MaxNewTokens)
+		}
+		p, err := e.tok.EncodeChat(r.Messages, true)
+		if err != nil {
+			return nil, fmt.Errorf("native: request %d: %w", i, err)
+		}
+		if len(p) == 0 {
+			return nil, fmt.Errorf("native: request %d: empty prompt", i)
+		}
+		if len(p)+r.MaxNewTokens > e.d.MaxPos {
+			return nil, fmt.Errorf("native: request %d: prompt of %d tokens + %d new tokens exceeds max_position_embeddings %d", i, len(p), r.MaxNewTokens, e.d.MaxPos)
+		}
+		seqs[i] = genSeq{req: i, ad: ad, prompt: p, ids: make([]int32, 0, r.MaxNewTokens), lps: make([]float32, 0, r.MaxNewTokens)}
+		capLen = max(capLen, len(p)+r.MaxNewTokens)
+		if r.MaxNewTokens == 0 {
+			seqs[i].done, seqs[i].finish = true, engine.FinishLength
+		}
+	}
+	// Rows are ordered by adapter so that each adapter's rows are contiguous.
+	order := make([]int, len(seqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmpStr(reqs[a].Adapter, reqs[b].Adapter)
+	})
+	if err := e.generate(ctx, reqs, seqs, order, capLen); err != nil {
+		return nil, err
+	}
+	out := make([]engine.Completion, len(reqs))
+	for i := range seqs {
+		s := &seqs[i]
+		text := s.ids
+		if s.finish == engine.FinishStop {
+			text = text[:len(text)-1]
+		}
+		out[i] = engine.Completion{
+			PromptIDs: s.prompt, IDs: s.ids, Text: e.tok.Decode(text), LogProbs: s.lps, Finish: s.finish,
+		}
+	}
+	return out, nil
+}
+
+func cmpStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// generate runs prefill and decode for seqs in row order order.
+func (e *Engine) generate(ctx context.Context, reqs []engine.Request, seqs []genSeq, order []int, capLen int) error {
+	d, ws := e.d, &e.ws
+	ns := len(seqs)
+	if len(ws.kc) != d.L {
+		ws.kc, ws.vc = make([][]float32, d.L), make([][]float32, d.L)
+	}
+	for l := 0; l < d.L; l++ {
+		ws.kc[l] = grow(ws.kc[l], ns*capLen*d.KVD)
+		ws.vc[l] = grow(ws.vc[l], ns*capLen*d.KVD)
+	}
+	maxRank := 1
+	for _, s := range seqs {
+		if s.ad != nil {
+			maxRank = max(maxRank, s.ad.Cfg.Rank)
+		}
+	}
+	// Prefill: every prompt token of every sequence (also finished ones, so
+	// rows stay simple), last row of each sequence gives its first logits.
+	n := 0
+	for _, s := range seqs {
+		n += len(s.prompt)
+	}
+	b := &ws.b
+	b.ids, b.pos, b.kvBase = b.ids[:0], b.pos[:0], b.kvBase[:0]
+	b.groups, b.seqs = b.groups[:0], nil
+	var last []int32
+	var active []int // sequence index per head row
+	for _, si := range order {
+		s := &seqs[si]
+		lo := len(b.ids)
+		for p, id := range s.prompt {
+			b.ids = append(b.ids, id)
+			b.pos = append(b.pos, int32(p))
+			b.kvBase = append(b.kvBase, int32(si*capLen))
+		}
+		addGroup(b, lo, len(b.ids), s.ad)
+		if !s.done {
+			last = append(last, int32(len(b.ids)-1))
+			active = append(active, si)
+		}
+	}
+	b.n, b.pmax = n, capLen
+	logits := e.inferRows(b, maxRank, last)
+	for step := 0; len(active) > 0; step++ {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("native: generate: %w", err)
+		}
+		for r, si := range active {
+			s := &seqs[si]
+			req := &reqs[s.req]
+			tok, lp := sampleRow(logits[r*d.V:(r+1)*d.V], req.Temperature, hashKey(req.Seed, purposeSample, uint64(len(s.ids))))
+			s.ids = append(s.ids, tok)
+			s.lps = append(s.lps, lp)
+			switch {
+			case tok == e.imEnd && !e.noStop:
+				s.done, s.finish = true, engine.FinishStop
+			case len(s.ids) >= req.MaxNewTokens:
+				s.done, s.finish = true, engine.FinishLength
+			}
+		}
+		// Next decode step over the unfinished sequences, in row order.
+		b.ids, b.pos, b.kvBase, b.groups = b.ids[:0], b.pos[:0], b.kvBase[:0], b.groups[:0]
+		next := active[:0]
+		last = last[:0]
+		for _, si := range active {
+			s := &seqs[si]
+			if s.done {
+				continue
+			}
+			next = append(next, si)
+			b.ids = append(b.ids, s.ids[len(s.ids)-1])
+			b.pos = append(b.pos, int32(len(s.prompt)+len(s.ids)-1))
+			b.kvBase = append(b.kvBase, int32(si*capLen))
+			addGroup(b, len(b.ids)-1, len(b.ids), s.ad)
+			last = append(last, int32(len(b.ids)-1))
+		}
+		active = next
+		if len(active) == 0 {
+			break
+		}
+		b.n = len(active)
+		logits = e.inferRows(b, maxRank, last)
+	}
+	return nil
+}
+
+// addGroup extends the last adapter group when it has the same adapter.
+func addGroup(b *rowBatch, lo, hi int, ad *Adapter) {
+	if k := len(b.groups); k > 0 && b.groups[k-1].ad == ad && b.groups[k-1].hi == lo {
+		b.groups[k-1].hi = hi
+		return
+	}
+	b.groups = append(b.groups, adGroup{lo: lo, hi: hi, ad: ad})
+}
+
+// inferRows runs all layers on the rows of b with the KV cache and returns
+// the logits [len(sel), V] of rows sel.
+func (e *Engine) inferRows(b *rowBatch, rank int, sel []int32) []float32 {
+	d, ws := e.d, &e.ws
+	ws.inf.size(d, b.n, 0, rank, false)
+	ws.fs.size(d, b.n)
+	ws.x = grow(ws.x, b.n*d.D)
+	e.embed(ws.x, b.ids)
+	for l := 0; l < d.L; l++ {
+		e.layerForward(l, b, &ws.inf, ws.x, ws.x, ws.kc[l], ws.vc[l], false)
+	}
+	m := len(sel)
+	ws.xg = grow(ws.xg, m*d.D)
+	ws.xf = grow(ws.xf, m*d.D)
+	ws.rs = grow(ws.rs, m)
+	ws.lg = grow(ws.lg, m*d.V)
+	e.headForward(ws.x, sel, ws.xg, ws.xf, ws.rs, ws.lg)
+	return ws.lg
+}
+
+// sampleRow draws a token from softmax(logits / temp) by inverting the CDF
+// at one uniform draw of key, summing in float64 in id order, and returns it
+// with its log-probability.
+func sampleRow(logits []float32, temp float64, key uint64) (int32, float32) {
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = math.Max(mx, float64(v)/temp)
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v)/temp - mx)
+	}
+	u := uniform01(mix64(key)) * sum
+	tok := len(logits) - 1
+	var c float64
+	for j, v := range logits {
+		c += math.Exp(float64(v)/temp - mx)
+		if u < c {
+			tok = j
+			break
+		}
+	}
+	lp, _ := logSoftmaxRow(logits, temp, int32(tok), nil)
+	return int32(tok), float32(lp)
+}

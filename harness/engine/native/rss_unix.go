@@ -1,0 +1,30 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd
+
+package native
+
+import (
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// peakRSS returns the process's peak resident set size in bytes.
+func peakRSS() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	if runtime.GOOS == "darwin" {
+		return ru.Maxrss // bytes on darwin
+	}
+	return ru.Maxrss * 1024 // kilobytes elsewhere
+}
+
+// cpuTime returns the user + system CPU time of the process in seconds.
+func cpuTime() float64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
