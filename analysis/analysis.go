@@ -13,6 +13,7 @@ import (
 	"math"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/runlog"
@@ -55,7 +56,45 @@ func (k CellKey) less(o CellKey) bool {
 	if k.Workflow != o.Workflow {
 		return k.Workflow < o.Workflow
 	}
-	return k.Scale < o.Scale
+	return ScaleLess(k.Scale, o.Scale)
+}
+
+// sizeRank orders the named model sizes of the CPU study and common
+// size words; other names rank after them.
+var sizeRank = map[string]int{"xxs": 1, "xs": 2, "s": 3, "small": 3, "m": 4, "medium": 4, "l": 5, "large": 5, "xl": 6, "xxl": 7}
+
+// ScaleLess orders scale names by model size: the size words (xs, s, m,
+// l, xl, ...), then names that start with a number by that number (e.g.
+// 0.6b < 1.7b < 4b), then the rest by name; ties fall back to the name, so
+// the order is total and deterministic.
+func ScaleLess(a, b string) bool {
+	ra, rb := scaleRank(a), scaleRank(b)
+	if ra.class != rb.class {
+		return ra.class < rb.class
+	}
+	if ra.v != rb.v {
+		return ra.v < rb.v
+	}
+	return a < b
+}
+
+type rank struct {
+	class int
+	v     float64
+}
+
+func scaleRank(s string) rank {
+	if r, ok := sizeRank[strings.ToLower(s)]; ok {
+		return rank{0, float64(r)}
+	}
+	n := 0
+	for n < len(s) && (s[n] >= '0' && s[n] <= '9' || s[n] == '.') {
+		n++
+	}
+	if v, err := strconv.ParseFloat(s[:n], 64); n > 0 && err == nil {
+		return rank{1, v}
+	}
+	return rank{2, 0}
 }
 
 // RunResult is one run seen in one workflow: an sa-rl run gives one result

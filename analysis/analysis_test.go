@@ -3,6 +3,7 @@ package analysis
 import (
 	"math"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -259,11 +260,11 @@ func TestAnalyzeFixture(t *testing.T) {
 	for _, c := range st.Cells {
 		keys = append(keys, c.Key.String())
 	}
-	want := []string{"single/synth-math/m", "single/synth-math/s", "voting/synth-math/m", "voting/synth-math/s"}
+	want := []string{"single/synth-math/s", "single/synth-math/m", "voting/synth-math/s", "voting/synth-math/m"} // scales by size, not by name
 	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("cells %v, want %v", keys, want)
 	}
-	cell := st.Cells[2]
+	cell := st.Cells[3] // voting/synth-math/m
 	var conds []string
 	for _, c := range cell.Conditions {
 		conds = append(conds, c.Condition)
@@ -359,5 +360,25 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no runs") {
 		t.Errorf("empty folder: error %v, want no runs", err)
+	}
+}
+
+func TestScaleLess(t *testing.T) {
+	cases := []struct {
+		in   []string
+		want []string
+	}{
+		{[]string{"m", "l", "s"}, []string{"s", "m", "l"}},
+		{[]string{"XL", "xs", "M"}, []string{"xs", "M", "XL"}},
+		{[]string{"4b", "0.6b", "1.7b"}, []string{"0.6b", "1.7b", "4b"}},
+		{[]string{"tiny", "4b", "s", "huge"}, []string{"s", "4b", "huge", "tiny"}},
+		{[]string{"b", "a"}, []string{"a", "b"}},
+	}
+	for _, tc := range cases {
+		got := append([]string(nil), tc.in...)
+		sort.Slice(got, func(i, j int) bool { return ScaleLess(got[i], got[j]) })
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("sorted %v = %v, want %v", tc.in, got, tc.want)
+		}
 	}
 }

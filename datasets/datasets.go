@@ -3,6 +3,8 @@ package datasets
 import (
 	"fmt"
 	"math/bits"
+	"sort"
+	"sync"
 )
 
 // Cursors. A train cursor is simply the int64 position in a source's train
@@ -119,4 +121,121 @@ func IsPrintable(s string) bool {
 		}
 	}
 	return true
+}
+
+// ValidationOnce memoizes a generated task's validation set: the set is
+// built on first use and every call returns a fresh copy of it.
+type ValidationOnce struct {
+	once sync.Once
+	val  []Problem
+	err  error
+}
+
+// Get returns the set, calling build the first time only.
+func (v *ValidationOnce) Get(build func() ([]Problem, error)) ([]Problem, error) {
+	v.once.Do(func() { v.val, v.err = build() })
+	if v.err != nil {
+		return nil, v.err
+	}
+	return append([]Problem(nil), v.val...), nil
+}
+
+// HeldOutValidation builds a generated task's fixed validation set: it
+// calls draw(0), draw(1), ... and keeps the first size candidates whose
+// prompt is held out under seed (see HeldOut) and unseen so far, turning
+// the k-th kept candidate into a problem with build(k, c). draw reports
+// ok=false for a candidate to skip. It gives up with an error after
+// 1000+200*size draws, when the knobs allow too few distinct held-out
+// prompts; src prefixes the error.
+func HeldOutValidation[C any](src string, seed uint64, size int, draw func(j uint64) (c C, prompt string, ok bool), build func(k int, c C) Problem) ([]Problem, error) {
+	out := make([]Problem, 0, size)
+	seen := make(map[string]bool, size)
+	budget := 1000 + 200*size
+	for j := 0; len(out) < size; j++ {
+		if j >= budget {
+			return nil, fmt.Errorf("%s: found only %d of %d distinct held-out validation prompts in %d draws; widen the knobs or lower ValSize",
+				src, len(out), size, budget)
+		}
+		c, prompt, ok := draw(uint64(j))
+		if !ok || seen[prompt] || !HeldOut(seed, prompt) {
+			continue
+		}
+		seen[prompt] = true
+		out = append(out, build(len(out), c))
+	}
+	return out, nil
+}
+
+// SplitProblems splits file problems into train and validation by prompt
+// text with Split. When valSize > 0 and more than valSize problems fall
+// in validation, the valSize whose capKey hashes lowest under (seed,
+// capPurpose) stay there and the rest return to train. Both sides keep the
+// input order.
+func SplitProblems(probs []Problem, seed uint64, valFrac float64, valSize int, capPurpose string, capKey func(Problem) string) (train, val []Problem) {
+	prompts := make([]string, len(probs))
+	for i, p := range probs {
+		prompts[i] = p.Prompt
+	}
+	trainIdx, valIdx := Split(prompts, seed, valFrac)
+	if valSize > 0 && len(valIdx) > valSize {
+		order := append([]int(nil), valIdx...)
+		key := func(i int) uint64 { return HashString(seed, capPurpose, capKey(probs[i])) }
+		sort.SliceStable(order, func(a, b int) bool { return key(order[a]) < key(order[b]) })
+		keep := make(map[int]bool, valSize)
+		for _, i := range order[:valSize] {
+			keep[i] = true
+		}
+		kept := make([]int, 0, valSize)
+		for _, i := range valIdx {
+			if keep[i] {
+				kept = append(kept, i)
+			} else {
+				trainIdx = append(trainIdx, i)
+			}
+		}
+		sort.Ints(trainIdx)
+		valIdx = kept
+	}
+	for _, i := range trainIdx {
+		train = append(train, probs[i])
+	}
+	for _, i := range valIdx {
+		val = append(val, probs[i])
+	}
+	return train, val
+}
+
+// FilePool holds the problems a file source has read: a train set that
+// Train cycles through in a fresh seed-keyed permutation per epoch, and a
+// fixed validation set. File sources embed it for Train, TrainSize and
+// Validation.
+type FilePool struct {
+	source     string
+	seed       uint64
+	train, val []Problem
+}
+
+// NewFilePool returns the pool of source (its name in errors, e.g.
+// "deepcoder") with train permuted under seed.
+func NewFilePool(source string, seed uint64, train, val []Problem) FilePool {
+	return FilePool{source: source, seed: seed, train: train, val: val}
+}
+
+// Train returns the problem at cursor i of the train stream.
+func (p *FilePool) Train(i int64) (Problem, error) {
+	if len(p.train) == 0 {
+		return Problem{}, fmt.Errorf("%s: no train problems (evaluation-only file or empty split)", p.source)
+	}
+	if i < 0 {
+		return Problem{}, fmt.Errorf("%s: negative train cursor %d", p.source, i)
+	}
+	return p.train[EpochIndex(len(p.train), p.seed, i)], nil
+}
+
+// TrainSize is the number of distinct train problems.
+func (p *FilePool) TrainSize() int { return len(p.train) }
+
+// Validation returns a copy of the validation set.
+func (p *FilePool) Validation() ([]Problem, error) {
+	return append([]Problem(nil), p.val...), nil
 }

@@ -326,30 +326,29 @@ func accuracyFigure(cell *analysis.CellResult, runs []*analysis.RunResult) (*plo
 	return p, leg, nil
 }
 
-func roleStepFigure(cell *analysis.CellResult, runs []*analysis.RunResult, title, ylabel string, value func(runlog.StepRow) float64, logY bool) (*plot.Plot, *plot.Legend, int, error) {
-	type key struct{ cond, role string }
-	data := map[key]map[int64][]float64{}
-	for _, r := range runs {
-		if r.Condition != analysis.CondSP && r.Condition != analysis.CondIP {
-			continue
-		}
-		for _, s := range r.Steps() {
-			if s.Role == "*" {
-				continue
-			}
-			v := value(s)
-			if math.IsNaN(v) || (logY && v <= 0) {
-				continue
-			}
-			k := key{r.Condition, s.Role}
-			if data[k] == nil {
-				data[k] = map[int64][]float64{}
-			}
-			data[k][s.Step] = append(data[k][s.Step], v)
-		}
+// condRole names one line of a per-role figure.
+type condRole struct{ cond, role string }
+
+// roleSeries gathers per-role values by condition and step, to be averaged
+// over runs with meanByStep.
+type roleSeries map[condRole]map[int64][]float64
+
+// add records v at step for (cond, role); NaN values are left out.
+func (d roleSeries) add(cond, role string, step int64, v float64) {
+	if math.IsNaN(v) {
+		return
 	}
-	keys := make([]key, 0, len(data))
-	for k := range data {
+	k := condRole{cond, role}
+	if d[k] == nil {
+		d[k] = map[int64][]float64{}
+	}
+	d[k][step] = append(d[k][step], v)
+}
+
+// keys returns the series in condition order, then by role name.
+func (d roleSeries) keys() []condRole {
+	keys := make([]condRole, 0, len(d))
+	for k := range d {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
@@ -358,7 +357,24 @@ func roleStepFigure(cell *analysis.CellResult, runs []*analysis.RunResult, title
 		}
 		return keys[i].role < keys[j].role
 	})
+	return keys
+}
+
+func roleStepFigure(cell *analysis.CellResult, runs []*analysis.RunResult, title, ylabel string, value func(runlog.StepRow) float64, logY bool) (*plot.Plot, *plot.Legend, int, error) {
+	data := roleSeries{}
+	for _, r := range runs {
+		if r.Condition != analysis.CondSP && r.Condition != analysis.CondIP {
+			continue
+		}
+		for _, s := range r.Steps() {
+			if v := value(s); s.Role != "*" && !(logY && v <= 0) {
+				data.add(r.Condition, s.Role, s.Step, v)
+			}
+		}
+	}
+	keys := data.keys()
 	p := newPlot(title, "training step", ylabel)
+	p.X.Min = 0 // same step axis as the accuracy figures, which start at step 0
 	leg := newLegend()
 	if logY {
 		p.Y.Scale = plot.LogScale{}
@@ -401,37 +417,18 @@ func roleColor(role string) color.Color {
 }
 
 func roleEvalFigure(runs []*analysis.RunResult, title, ylabel string, value func(runlog.EvalRow) float64) (*plot.Plot, *plot.Legend, int, error) {
-	type key struct{ cond, role string }
-	data := map[key]map[int64][]float64{}
+	data := roleSeries{}
 	for _, r := range runs {
 		if r.Condition == analysis.CondBase {
 			continue
 		}
 		for _, e := range r.Evals() {
-			if e.Role == "*" {
-				continue
+			if e.Role != "*" {
+				data.add(r.Condition, e.Role, e.Step, value(e))
 			}
-			v := value(e)
-			if math.IsNaN(v) {
-				continue
-			}
-			k := key{r.Condition, e.Role}
-			if data[k] == nil {
-				data[k] = map[int64][]float64{}
-			}
-			data[k][e.Step] = append(data[k][e.Step], v)
 		}
 	}
-	keys := make([]key, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].cond != keys[j].cond {
-			return analysis.CondOrder(keys[i].cond) < analysis.CondOrder(keys[j].cond)
-		}
-		return keys[i].role < keys[j].role
-	})
+	keys := data.keys()
 	p := newPlot(title, "training step", ylabel)
 	leg := newLegend()
 	for _, k := range keys {

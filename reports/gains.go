@@ -83,15 +83,16 @@ func gainsFigure(st *analysis.Study, cond string) (Figure, bool, error) {
 	if maxAbs < 0.05 {
 		maxAbs = 0.05
 	}
-	sorted := func(m map[string]bool) []string {
+	sorted := func(m map[string]bool, less func(a, b string) bool) []string {
 		out := make([]string, 0, len(m))
 		for k := range m {
 			out = append(out, k)
 		}
-		sort.Strings(out)
+		sort.Slice(out, func(i, j int) bool { return less(out[i], out[j]) })
 		return out
 	}
-	tl, wl, sl := sorted(tasks), sorted(wfs), sorted(scales)
+	byName := func(a, b string) bool { return a < b }
+	tl, wl, sl := sorted(tasks, byName), sorted(wfs, byName), sorted(scales, analysis.ScaleLess)
 	var plots []*plot.Plot
 	for _, task := range tl {
 		g := &gainGrid{scale: maxAbs}

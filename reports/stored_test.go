@@ -11,35 +11,6 @@ import (
 	"github.com/marlowlab/marlow/harness/runlog"
 )
 
-// writeRuns stores runs with the run-log writer under dir/<run-id>.
-func writeRuns(t *testing.T, dir string, runs []*runlog.Run) {
-	t.Helper()
-	for _, r := range runs {
-		w, _, err := runlog.Open(filepath.Join(dir, r.Manifest.RunID), r.Manifest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.AddSteps(r.Steps...); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.AddEvals(r.Evals...); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.AddSamples(r.Samples...); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Commit(100); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.SetStatus(runlog.StatusDone, ""); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestReportFromStoredLogs writes the fixture with the run-log writer,
 // archives it, and checks that the report rebuilt from the folder and from
 // the archive is byte-identical to the one from the in-memory runs.
@@ -48,7 +19,9 @@ func TestReportFromStoredLogs(t *testing.T) {
 	if d := os.Getenv("MARLOW_RUNS_DIR"); d != "" { // keep the logs, to try the CLI by hand
 		runsDir = d
 	}
-	writeRuns(t, runsDir, analysistest.Fixture())
+	if err := analysistest.WriteRuns(runsDir, analysistest.Fixture()); err != nil {
+		t.Fatal(err)
+	}
 	archive := filepath.Join(t.TempDir(), "fixture.tar.zst")
 	if err := runlog.Archive(runsDir, archive); err != nil {
 		t.Fatal(err)

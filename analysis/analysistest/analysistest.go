@@ -6,6 +6,7 @@ package analysistest
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/pin"
@@ -193,4 +194,41 @@ func Fixture() []*runlog.Run {
 		}
 	}
 	return runs
+}
+
+// WriteRuns stores runs with the run-log writer under dir/<run-id>, each
+// committed at step 100 and marked done, as a finished study would leave
+// them on disk.
+func WriteRuns(dir string, runs []*runlog.Run) error {
+	for _, r := range runs {
+		if err := writeRun(filepath.Join(dir, r.Manifest.RunID), r); err != nil {
+			return fmt.Errorf("analysistest: write run %s: %w", r.Manifest.RunID, err)
+		}
+	}
+	return nil
+}
+
+func writeRun(dir string, r *runlog.Run) (err error) {
+	w, _, err := runlog.Open(dir, r.Manifest)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if err := w.AddSteps(r.Steps...); err != nil {
+		return err
+	}
+	if err := w.AddEvals(r.Evals...); err != nil {
+		return err
+	}
+	if err := w.AddSamples(r.Samples...); err != nil {
+		return err
+	}
+	if err := w.Commit(100); err != nil {
+		return err
+	}
+	return w.SetStatus(runlog.StatusDone, "")
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/marlowlab/marlow/analysis"
 	"github.com/marlowlab/marlow/reports"
 )
 
@@ -24,11 +23,7 @@ var analyzeCmd = &cobra.Command{
 		"summary.parquet instead (undefined values as null).",
 	Args: cobra.ExactArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
-		src, err := runsSource(args[0])
-		if err != nil {
-			return err
-		}
-		st, err := analysis.Load(src)
+		st, err := loadStudy(args[0])
 		if err != nil {
 			return err
 		}

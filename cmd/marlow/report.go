@@ -26,11 +26,7 @@ var reportCmd = &cobra.Command{
 		"reports/<experiment>.",
 	Args: cobra.ExactArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
-		src, err := runsSource(args[0])
-		if err != nil {
-			return err
-		}
-		st, err := analysis.Load(src)
+		st, err := loadStudy(args[0])
 		if err != nil {
 			return err
 		}
@@ -45,6 +41,15 @@ var reportCmd = &cobra.Command{
 		fmt.Fprintf(cmd.OutOrStdout(), "report %s: %d files from %d run views in %d cells\n", out, len(files), len(st.Runs), len(st.Cells))
 		return nil
 	},
+}
+
+// loadStudy analyses the runs named by a report or analyze argument.
+func loadStudy(arg string) (*analysis.Study, error) {
+	src, err := runsSource(arg)
+	if err != nil {
+		return nil, err
+	}
+	return analysis.Load(src)
 }
 
 // runsSource maps a report argument to the runs it reads: a spec file

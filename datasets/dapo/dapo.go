@@ -14,16 +14,13 @@ package dapo
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/internal/pqread"
 )
 
 // Variants of the published schema.
@@ -61,10 +58,9 @@ type Stats struct {
 
 // Task is a DAPO-style math task; it implements datasets.Task.
 type Task struct {
+	datasets.FilePool
 	cfg   Config
 	stats Stats
-	train []datasets.Problem
-	val   []datasets.Problem
 }
 
 var _ datasets.Task = (*Task)(nil)
@@ -93,42 +89,12 @@ func Open(path string, cfg Config) (*Task, error) {
 	}
 	t := &Task{cfg: cfg, stats: stats}
 	if stats.Variant == VariantAIME {
-		t.val = probs
+		t.FilePool = datasets.NewFilePool("dapo: "+stats.Variant, cfg.Seed, nil, probs)
 		return t, nil
 	}
-	prompts := make([]string, len(probs))
-	for i, p := range probs {
-		prompts[i] = p.Prompt
-	}
-	trainIdx, valIdx := datasets.Split(prompts, cfg.Seed, cfg.ValFrac)
-	if cfg.ValSize > 0 && len(valIdx) > cfg.ValSize {
-		// Keep the ValSize held-out problems that come first in a
-		// seed-keyed order; return the rest to train in file order.
-		order := append([]int(nil), valIdx...)
-		sort.SliceStable(order, func(a, b int) bool {
-			return datasets.HashString(cfg.Seed, "dapo/valcap", prompts[order[a]]) < datasets.HashString(cfg.Seed, "dapo/valcap", prompts[order[b]])
-		})
-		keep := map[int]bool{}
-		for _, i := range order[:cfg.ValSize] {
-			keep[i] = true
-		}
-		var kept []int
-		for _, i := range valIdx {
-			if keep[i] {
-				kept = append(kept, i)
-			} else {
-				trainIdx = append(trainIdx, i)
-			}
-		}
-		sort.Ints(trainIdx)
-		valIdx = kept
-	}
-	for _, i := range trainIdx {
-		t.train = append(t.train, probs[i])
-	}
-	for _, i := range valIdx {
-		t.val = append(t.val, probs[i])
-	}
+	train, val := datasets.SplitProblems(probs, cfg.Seed, cfg.ValFrac, cfg.ValSize, "dapo/valcap",
+		func(p datasets.Problem) string { return p.Prompt })
+	t.FilePool = datasets.NewFilePool("dapo: "+stats.Variant, cfg.Seed, train, val)
 	return t, nil
 }
 
@@ -150,26 +116,6 @@ func (t *Task) Instructions() string {
 	return "The last line of your response should be of the form Answer: $Answer (without quotes) where $Answer is the answer to the problem."
 }
 
-// Train implements datasets.Task: the train problems in a fresh seed-keyed
-// permutation per epoch.
-func (t *Task) Train(i int64) (datasets.Problem, error) {
-	if len(t.train) == 0 {
-		return datasets.Problem{}, fmt.Errorf("dapo: %s has no train problems (evaluation file or empty split)", t.stats.Variant)
-	}
-	if i < 0 {
-		return datasets.Problem{}, fmt.Errorf("dapo: negative train cursor %d", i)
-	}
-	return t.train[datasets.EpochIndex(len(t.train), t.cfg.Seed, i)], nil
-}
-
-// TrainSize is the number of distinct train problems.
-func (t *Task) TrainSize() int { return len(t.train) }
-
-// Validation implements datasets.Task.
-func (t *Task) Validation() ([]datasets.Problem, error) {
-	return append([]datasets.Problem(nil), t.val...), nil
-}
-
 // Verify implements datasets.Task with the DAPO rule in the configured mode.
 func (t *Task) Verify(_ context.Context, p datasets.Problem, output string) datasets.Verdict {
 	return Grade(output, p.Truth, t.cfg.AnswerMode)
@@ -186,34 +132,20 @@ const (
 // read streams the file and returns its distinct problems in first-seen
 // order.
 func read(path string) ([]datasets.Problem, Stats, error) {
-	pf, err := file.OpenParquetFile(path, false)
-	if err != nil {
-		return nil, Stats{}, fmt.Errorf("dapo: open %s: %w", path, err)
-	}
-	defer pf.Close()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 4096}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, Stats{}, fmt.Errorf("dapo: read %s: %w", path, err)
-	}
-	sc, err := fr.Schema()
-	if err != nil {
-		return nil, Stats{}, fmt.Errorf("dapo: schema of %s: %w", path, err)
-	}
-	cols, variant, err := checkSchema(sc)
-	if err != nil {
-		return nil, Stats{}, fmt.Errorf("dapo: %s: %w", path, err)
-	}
-	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
-	if err != nil {
-		return nil, Stats{}, fmt.Errorf("dapo: read %s: %w", path, err)
-	}
-	defer rr.Release()
-	st := Stats{Variant: variant}
+	var (
+		cols    colIdx
+		variant string
+		st      Stats
+		probs   []datasets.Problem
+	)
 	seen := map[string]int{}
-	var probs []datasets.Problem
 	row := 0
-	for rr.Next() {
-		rec := rr.RecordBatch()
+	check := func(sc *arrow.Schema) (err error) {
+		cols, variant, err = checkSchema(sc)
+		st.Variant = variant
+		return err
+	}
+	err := pqread.Stream(path, 4096, check, func(rec arrow.RecordBatch) error {
 		prompt := rec.Column(cols.prompt).(*array.List)
 		reward := rec.Column(cols.reward).(*array.Struct)
 		extra := rec.Column(cols.extra).(*array.Struct)
@@ -225,14 +157,14 @@ func read(path string) ([]datasets.Problem, Stats, error) {
 		for i := 0; i < int(rec.NumRows()); i, row = i+1, row+1 {
 			st.Rows++
 			if prompt.IsNull(i) {
-				return nil, st, fmt.Errorf("dapo: %s: row %d: prompt is null", path, row)
+				return fmt.Errorf("%s: row %d: prompt is null", path, row)
 			}
 			text, ok := userMessage(prompt, content, role, i)
 			if !ok {
-				return nil, st, fmt.Errorf("dapo: %s: row %d: prompt has no user message", path, row)
+				return fmt.Errorf("%s: row %d: prompt has no user message", path, row)
 			}
 			if reward.IsNull(i) || truth.IsNull(i) {
-				return nil, st, fmt.Errorf("dapo: %s: row %d: reward_model.ground_truth is null", path, row)
+				return fmt.Errorf("%s: row %d: reward_model.ground_truth is null", path, row)
 			}
 			gt := truth.Value(i)
 			if j, dup := seen[text]; dup {
@@ -257,9 +189,10 @@ func read(path string) ([]datasets.Problem, Stats, error) {
 			seen[text] = len(probs)
 			probs = append(probs, datasets.Problem{ID: variant + "/" + id, Prompt: text, Truth: gt})
 		}
-	}
-	if err := rr.Err(); err != nil {
-		return nil, st, fmt.Errorf("dapo: read %s: %w", path, err)
+		return nil
+	})
+	if err != nil {
+		return nil, st, fmt.Errorf("dapo: %w", err)
 	}
 	st.Distinct = len(probs)
 	return probs, st, nil

@@ -15,6 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/marlowlab/marlow/datasets/datasetstest"
 )
 
 var (
@@ -57,21 +59,7 @@ func writeParquet(t *testing.T, sc *arrow.Schema, rows []map[string]any) string 
 	}
 	defer rec.Release()
 	path := filepath.Join(t.TempDir(), "data.parquet")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithMaxRowGroupLength(7))
-	w, err := pqarrow.NewFileWriter(sc, f, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	datasetstest.WriteParquet(t, path, rec, 7)
 	return path
 }
 
@@ -263,21 +251,8 @@ func TestOpenSchemaErrors(t *testing.T) {
 			}
 			rec := bld.NewRecordBatch()
 			defer rec.Release()
-			f, err := os.Create(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := pqarrow.NewFileWriter(tc.schema, f, parquet.NewWriterProperties(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Write(rec); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			_, err = Open(path, Config{})
+			datasetstest.WriteParquet(t, path, rec, 0)
+			_, err := Open(path, Config{})
 			if err == nil {
 				t.Fatal("want schema error")
 			}

@@ -24,16 +24,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/internal/pqread"
 )
 
 // Defaults.
@@ -64,10 +61,9 @@ type Config struct {
 
 // Task is a DeepCoder code task; it implements datasets.Task.
 type Task struct {
+	datasets.FilePool
 	cfg     Config
 	ver     *Verifier
-	train   []datasets.Problem
-	val     []datasets.Problem
 	skipped map[string]int
 }
 
@@ -121,39 +117,12 @@ func Open(paths []string, cfg Config) (*Task, error) {
 		probs = append(probs, got...)
 	}
 	if cfg.EvalOnly {
-		t.val = probs
+		t.FilePool = datasets.NewFilePool("deepcoder", cfg.Seed, nil, probs)
 		return t, nil
 	}
-	texts := make([]string, len(probs))
-	for i, p := range probs {
-		texts[i] = p.Prompt
-	}
-	trainIdx, valIdx := datasets.Split(texts, cfg.Seed, cfg.ValFrac)
-	if cfg.ValSize > 0 && len(valIdx) > cfg.ValSize {
-		order := append([]int(nil), valIdx...)
-		key := func(i int) uint64 { return datasets.HashString(cfg.Seed, "deepcoder/valcap", probs[i].ID) }
-		sort.SliceStable(order, func(a, b int) bool { return key(order[a]) < key(order[b]) })
-		keep := map[int]bool{}
-		for _, i := range order[:cfg.ValSize] {
-			keep[i] = true
-		}
-		var kept []int
-		for _, i := range valIdx {
-			if keep[i] {
-				kept = append(kept, i)
-			} else {
-				trainIdx = append(trainIdx, i)
-			}
-		}
-		sort.Ints(trainIdx)
-		valIdx = kept
-	}
-	for _, i := range trainIdx {
-		t.train = append(t.train, probs[i])
-	}
-	for _, i := range valIdx {
-		t.val = append(t.val, probs[i])
-	}
+	train, val := datasets.SplitProblems(probs, cfg.Seed, cfg.ValFrac, cfg.ValSize, "deepcoder/valcap",
+		func(p datasets.Problem) string { return p.ID })
+	t.FilePool = datasets.NewFilePool("deepcoder", cfg.Seed, train, val)
 	return t, nil
 }
 
@@ -177,25 +146,6 @@ func (t *Task) Instructions() string { return Instructions }
 
 // Instructions tell an agent how to present a program.
 const Instructions = "Write a Python 3 solution. Put the complete program in one fenced code block (```python ... ```); the last code block of your response is graded. Read from standard input and write to standard output, unless a function signature is given, in which case implement that function (or the Solution class method)."
-
-// Train implements datasets.Task.
-func (t *Task) Train(i int64) (datasets.Problem, error) {
-	if len(t.train) == 0 {
-		return datasets.Problem{}, fmt.Errorf("deepcoder: no train problems")
-	}
-	if i < 0 {
-		return datasets.Problem{}, fmt.Errorf("deepcoder: negative train cursor %d", i)
-	}
-	return t.train[datasets.EpochIndex(len(t.train), t.cfg.Seed, i)], nil
-}
-
-// TrainSize is the number of train problems.
-func (t *Task) TrainSize() int { return len(t.train) }
-
-// Validation implements datasets.Task.
-func (t *Task) Validation() ([]datasets.Problem, error) {
-	return append([]datasets.Problem(nil), t.val...), nil
-}
 
 // Verify implements datasets.Task.
 func (t *Task) Verify(ctx context.Context, p datasets.Problem, output string) datasets.Verdict {
@@ -226,41 +176,25 @@ func shardName(path string) string {
 var columns = []string{"problem", "tests", "starter_code", "metadata"}
 
 func (t *Task) readShard(path string) ([]datasets.Problem, error) {
-	pf, err := file.OpenParquetFile(path, false)
-	if err != nil {
-		return nil, fmt.Errorf("deepcoder: open %s: %w", path, err)
-	}
-	defer pf.Close()
-	// Small batches: one tests value may be tens of megabytes.
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 16}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, fmt.Errorf("deepcoder: read %s: %w", path, err)
-	}
-	sc, err := fr.Schema()
-	if err != nil {
-		return nil, fmt.Errorf("deepcoder: schema of %s: %w", path, err)
-	}
 	idx := make([]int, len(columns))
-	for k, name := range columns {
-		fi := sc.FieldIndices(name)
-		if len(fi) == 0 {
-			return nil, fmt.Errorf("deepcoder: %s: missing column %q (expected string)", path, name)
+	check := func(sc *arrow.Schema) error {
+		for k, name := range columns {
+			fi := sc.FieldIndices(name)
+			if len(fi) == 0 {
+				return fmt.Errorf("missing column %q (expected string)", name)
+			}
+			if id := sc.Field(fi[0]).Type.ID(); id != arrow.STRING && id != arrow.LARGE_STRING {
+				return fmt.Errorf("column %q has type %s, expected string", name, sc.Field(fi[0]).Type)
+			}
+			idx[k] = fi[0]
 		}
-		if id := sc.Field(fi[0]).Type.ID(); id != arrow.STRING && id != arrow.LARGE_STRING {
-			return nil, fmt.Errorf("deepcoder: %s: column %q has type %s, expected string", path, name, sc.Field(fi[0]).Type)
-		}
-		idx[k] = fi[0]
+		return nil
 	}
-	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("deepcoder: read %s: %w", path, err)
-	}
-	defer rr.Release()
 	shard := shardName(path)
 	var out []datasets.Problem
 	row := 0
-	for rr.Next() {
-		rec := rr.RecordBatch()
+	// Small batches: one tests value may be tens of megabytes.
+	err := pqread.Stream(path, 16, check, func(rec arrow.RecordBatch) error {
 		cols := make([]stringCol, len(columns))
 		for k := range columns {
 			cols[k] = asStringCol(rec.Column(idx[k]))
@@ -290,9 +224,10 @@ func (t *Task) readShard(path string) ([]datasets.Problem, error) {
 			}
 			out = append(out, p)
 		}
-	}
-	if err := rr.Err(); err != nil {
-		return nil, fmt.Errorf("deepcoder: read %s: %w", path, err)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deepcoder: %w", err)
 	}
 	return out, nil
 }

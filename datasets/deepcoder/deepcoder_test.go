@@ -12,11 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/datasetstest"
 )
 
 type row struct{ problem, tests, starter, metadata string }
@@ -50,21 +48,7 @@ func writeShard(t *testing.T, dir, subset string, sc *arrow.Schema, rows []row) 
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, subset, "train.parquet")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithMaxRowGroupLength(3))
-	w, err := pqarrow.NewFileWriter(sc, f, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	datasetstest.WriteParquet(t, path, rec, 3)
 	return path
 }
 
@@ -177,15 +161,7 @@ func TestOpenShardErrors(t *testing.T) {
 	rec := bld.NewRecordBatch()
 	defer rec.Release()
 	p2 := filepath.Join(dir, "nometa.parquet")
-	f, _ := os.Create(p2)
-	w, err := pqarrow.NewFileWriter(noMeta, f, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	datasetstest.WriteParquet(t, p2, rec, 0)
 	if _, err := Open([]string{p2}, Config{Verifier: verInst.cfg}); err == nil || !strings.Contains(err.Error(), `missing column "metadata"`) {
 		t.Fatalf("missing-column error: %v", err)
 	}

@@ -112,31 +112,8 @@ var DefaultLimits = Limits{
 	OutputBytes:  1 << 20,
 }
 
-func (l Limits) withDefaults() Limits {
-	d := DefaultLimits
-	if l.Timeout > 0 {
-		d.Timeout = l.Timeout
-	}
-	if l.CPUSeconds > 0 {
-		d.CPUSeconds = l.CPUSeconds
-	}
-	if l.AddressSpace > 0 {
-		d.AddressSpace = l.AddressSpace
-	}
-	if l.Processes > 0 {
-		d.Processes = l.Processes
-	}
-	if l.OpenFiles > 0 {
-		d.OpenFiles = l.OpenFiles
-	}
-	if l.FileSize > 0 {
-		d.FileSize = l.FileSize
-	}
-	if l.OutputBytes > 0 {
-		d.OutputBytes = l.OutputBytes
-	}
-	return d
-}
+// withDefaults fills the zero fields of l from DefaultLimits.
+func (l Limits) withDefaults() Limits { return l.overlay(DefaultLimits) }
 
 // Config configures a Sandbox.
 type Config struct {

@@ -36,7 +36,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/marlowlab/marlow/datasets"
 )
@@ -92,9 +91,7 @@ func (c Config) Validate() error {
 type Task struct {
 	cfg Config
 
-	valOnce sync.Once
-	val     []datasets.Problem
-	valErr  error
+	val datasets.ValidationOnce
 }
 
 var _ datasets.Task = (*Task)(nil)
@@ -144,30 +141,17 @@ func (t *Task) Train(i int64) (datasets.Problem, error) {
 // Validation returns the fixed validation set: ValSize problems with
 // distinct prompts from the held-out share of the prompt space.
 func (t *Task) Validation() ([]datasets.Problem, error) {
-	t.valOnce.Do(func() { t.val, t.valErr = t.buildValidation() })
-	if t.valErr != nil {
-		return nil, t.valErr
-	}
-	return append([]datasets.Problem(nil), t.val...), nil
+	return t.val.Get(t.buildValidation)
 }
 
 func (t *Task) buildValidation() ([]datasets.Problem, error) {
-	out := make([]datasets.Problem, 0, t.cfg.ValSize)
-	seen := make(map[string]bool, t.cfg.ValSize)
-	budget := 1000 + 200*t.cfg.ValSize
-	for j := 0; len(out) < t.cfg.ValSize; j++ {
-		if j >= budget {
-			return nil, fmt.Errorf("synthcode: found only %d of %d distinct held-out validation prompts in %d draws; widen the knobs or lower ValSize",
-				len(out), t.cfg.ValSize, budget)
-		}
-		g, ok := t.draw(datasets.NewRNG(t.cfg.Seed, "synthcode/val", uint64(j)))
-		if !ok || seen[g.prompt] || !datasets.HeldOut(t.cfg.Seed, g.prompt) {
-			continue
-		}
-		seen[g.prompt] = true
-		out = append(out, g.problem(fmt.Sprintf("sc-val-%04d", len(out))))
+	draw := func(j uint64) (generated, string, bool) {
+		g, ok := t.draw(datasets.NewRNG(t.cfg.Seed, "synthcode/val", j))
+		return g, g.prompt, ok
 	}
-	return out, nil
+	return datasets.HeldOutValidation("synthcode", t.cfg.Seed, t.cfg.ValSize, draw, func(k int, g generated) datasets.Problem {
+		return g.problem(fmt.Sprintf("sc-val-%04d", k))
+	})
 }
 
 // Verify grades output: the program in its last fenced code block must

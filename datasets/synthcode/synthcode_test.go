@@ -2,13 +2,11 @@ package synthcode
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/datasetstest"
 )
 
 func mustNew(t testing.TB, cfg Config) *Task {
@@ -20,38 +18,15 @@ func mustNew(t testing.TB, cfg Config) *Task {
 	return task
 }
 
-func digest(t *testing.T, task *Task, n int) string {
-	t.Helper()
-	h := sha256.New()
-	write := func(p datasets.Problem) {
-		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%v\x01", p.ID, p.Prompt, p.Truth, p.Solution, p.Tests)
-	}
-	for i := 0; i < n; i++ {
-		p, err := task.Train(int64(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		write(p)
-	}
-	val, err := task.Validation()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range val {
-		write(p)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 func TestDeterminism(t *testing.T) {
 	cfg := DefaultConfig()
-	a := digest(t, mustNew(t, cfg), 500)
-	b := digest(t, mustNew(t, cfg), 500)
+	a := datasetstest.Digest(t, mustNew(t, cfg), 500)
+	b := datasetstest.Digest(t, mustNew(t, cfg), 500)
 	if a != b {
 		t.Fatalf("same seed gave different problem sets: %s vs %s", a, b)
 	}
 	cfg.Seed++
-	if c := digest(t, mustNew(t, cfg), 500); c == a {
+	if c := datasetstest.Digest(t, mustNew(t, cfg), 500); c == a {
 		t.Fatalf("different seeds gave the same problem set %s", c)
 	}
 	// Train(i) does not depend on which positions were asked before.
@@ -131,54 +106,12 @@ func TestTeacherSolutions(t *testing.T) {
 				t.Fatalf("%s: prompt of %d chars", p.ID, len(p.Prompt))
 			}
 		}
-		for i := 0; i < 3000; i++ {
-			p, err := task.Train(int64(i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := fmt.Sprintf("sc-train-%06d", i); p.ID != want {
-				t.Fatalf("id %q want %q", p.ID, want)
-			}
-			check(p)
-		}
-		val, err := task.Validation()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(val) != cfg.ValSize {
-			t.Fatalf("validation has %d problems, want %d", len(val), cfg.ValSize)
-		}
-		for _, p := range val {
-			check(p)
-		}
+		datasetstest.EachProblem(t, task, 3000, "sc-train-%06d", cfg.ValSize, check)
 	}
 }
 
 func TestValidationDisjoint(t *testing.T) {
-	task := mustNew(t, DefaultConfig())
-	val, err := task.Validation()
-	if err != nil {
-		t.Fatal(err)
-	}
-	prompts := map[string]string{}
-	for k, p := range val {
-		if want := fmt.Sprintf("sc-val-%04d", k); p.ID != want {
-			t.Fatalf("validation id %q want %q", p.ID, want)
-		}
-		if other, dup := prompts[p.Prompt]; dup {
-			t.Fatalf("validation prompt repeated in %s and %s", other, p.ID)
-		}
-		prompts[p.Prompt] = p.ID
-	}
-	for i := 0; i < 100_000; i++ {
-		p, err := task.Train(int64(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if id, clash := prompts[p.Prompt]; clash {
-			t.Fatalf("train %s has the prompt of validation %s", p.ID, id)
-		}
-	}
+	datasetstest.ValidationDisjoint(t, mustNew(t, DefaultConfig()), "sc-val-%04d", 100_000)
 }
 
 // TestPerturbRejected is the property test: every perturbed solution is a

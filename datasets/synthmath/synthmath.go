@@ -27,7 +27,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/marlowlab/marlow/datasets"
 )
@@ -95,9 +94,7 @@ func (c Config) Validate() error {
 type Task struct {
 	cfg Config
 
-	valOnce sync.Once
-	val     []datasets.Problem
-	valErr  error
+	val datasets.ValidationOnce
 }
 
 var _ datasets.Task = (*Task)(nil)
@@ -149,31 +146,17 @@ func (t *Task) Train(i int64) (datasets.Problem, error) {
 // whose prompts lie in the held-out share of the prompt space. It fails
 // when the knobs allow too few distinct held-out prompts.
 func (t *Task) Validation() ([]datasets.Problem, error) {
-	t.valOnce.Do(func() { t.val, t.valErr = t.buildValidation() })
-	if t.valErr != nil {
-		return nil, t.valErr
-	}
-	return append([]datasets.Problem(nil), t.val...), nil
+	return t.val.Get(t.buildValidation)
 }
 
 func (t *Task) buildValidation() ([]datasets.Problem, error) {
-	out := make([]datasets.Problem, 0, t.cfg.ValSize)
-	seen := make(map[string]bool, t.cfg.ValSize)
-	budget := 1000 + 200*t.cfg.ValSize
-	for j := 0; len(out) < t.cfg.ValSize; j++ {
-		if j >= budget {
-			return nil, fmt.Errorf("synthmath: found only %d of %d distinct held-out validation prompts in %d draws; widen the knobs or lower ValSize",
-				len(out), t.cfg.ValSize, budget)
-		}
-		e := t.draw(datasets.NewRNG(t.cfg.Seed, "synthmath/val", uint64(j)))
-		prompt := e.Prompt()
-		if seen[prompt] || !datasets.HeldOut(t.cfg.Seed, prompt) {
-			continue
-		}
-		seen[prompt] = true
-		out = append(out, makeProblem(fmt.Sprintf("sm-val-%04d", len(out)), e))
+	draw := func(j uint64) (Expr, string, bool) {
+		e := t.draw(datasets.NewRNG(t.cfg.Seed, "synthmath/val", j))
+		return e, e.Prompt(), true
 	}
-	return out, nil
+	return datasets.HeldOutValidation("synthmath", t.cfg.Seed, t.cfg.ValSize, draw, func(k int, e Expr) datasets.Problem {
+		return makeProblem(fmt.Sprintf("sm-val-%04d", k), e)
+	})
 }
 
 // draw generates one expression from rng.
