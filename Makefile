@@ -12,17 +12,20 @@ all: build
 build:
 	$(GO) build -o bin/marlow ./cmd/marlow
 
-## demo: the demo study (voting x synth-math x tiny model s, four conditions).
-## Until `marlow run` exists it prints the plan of the demo study.
+## demo: the demo study end to end (voting x synth-math x tiny model s, four
+## conditions): pretrains the base model if it is not committed or cached,
+## trains and evaluates the four runs into runs/demo/ (resuming or skipping
+## what is already there), then writes the report into reports/demo/.
 demo: build
-	@echo "note: 'marlow run' is not built yet; printing the plan of the demo study instead"
-	./bin/marlow plan seeds/demo.yaml
+	./bin/marlow run seeds/demo.yaml
+	./bin/marlow report seeds/demo.yaml
 
 ## test: gofmt check, go vet ./..., go test ./...
 test:
 	bash .ci/run test
 
-## check-slow: slower end-to-end checks (spec parser fuzzing, ...)
+## check-slow: slower end-to-end checks (spec parser fuzzing, interop, the
+## runner's determinism, crash-resume and learning checks, ...)
 check-slow:
 	bash .ci/run check-slow
 

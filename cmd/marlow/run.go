@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/marlowlab/marlow/harness/runner"
+	"github.com/marlowlab/marlow/harness/spec"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// Exit statuses of `marlow run`: 0 when every run is done or skipped, the
+// number of failed runs (at most maxFailExit) when some failed, and
+// exitInterrupted when a signal stopped it.
+const (
+	maxFailExit     = 100
+	exitInterrupted = 130
+)
+
+func init() {
+	var (
+		opt      runner.Options
+		progress string
+		every    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "run SPEC",
+		Short: "Train and evaluate the runs of an experiment, resuming where it stopped",
+		Long: `run executes the runs of SPEC on this machine, --jobs at a time (default one
+per core), each with --threads engine threads, in run folders
+<runs>/<experiment>/<run-id>/. A run already done with the same config is
+skipped; a partial one resumes from its last checkpoint; a folder written by
+another config is refused (the differing keys are listed) before anything
+runs. A dirty work tree is refused unless --allow-dirty (then recorded).
+
+Progress: one bar per active run on a terminal, plain lines otherwise.
+SIGINT/SIGTERM: runs finish their current step, commit it and are marked
+interrupted (a second signal kills at once). A failing run is marked failed
+with its error and the others continue. Exit status: 0 when all runs are
+done, the number of failed runs (at most 100) otherwise, 130 when
+interrupted.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := spec.Load(args[0])
+			if err != nil {
+				return err
+			}
+			errOut := cmd.ErrOrStderr()
+			rep, err := newReporter(progress, errOut, every)
+			if err != nil {
+				return err
+			}
+			opt.Reporter = rep
+			opt.BaseModel = runner.PretrainedBase(s, opt.Threads, errOut)
+			ctx, cancel := context.WithCancelCause(cmd.Context())
+			defer cancel(nil)
+			stopSignals := onSignal(func(sig os.Signal) {
+				rep.Note("marlow: %v received: finishing the current step of each run (signal again to kill)", sig)
+				cancel(fmt.Errorf("%v received", sig))
+			})
+			defer stopSignals()
+			sum, err := runner.Run(ctx, s, opt)
+			rep.Close()
+			if err != nil {
+				return err
+			}
+			return runExit(cmd.OutOrStdout(), sum)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opt.RunsDir, "runs", runner.DefaultRunsDir, "root folder of run folders (runs live in <runs>/<experiment>/<run-id>)")
+	f.IntVar(&opt.Jobs, "jobs", runtime.NumCPU(), "runs executed at once")
+	f.IntVar(&opt.Threads, "threads", 1, "engine threads per run (results do not depend on it)")
+	f.StringVar(&opt.Only, "only", "", "run only the runs whose id matches this glob (e.g. 'voting-*')")
+	f.BoolVar(&opt.AllowDirty, "allow-dirty", false, "accept uncommitted changes (recorded in each manifest)")
+	f.BoolVar(&opt.UnsafeCodeExec, "unsafe-code-exec", false, "run generated code without network isolation when the sandbox cannot isolate it")
+	f.StringVar(&progress, "progress", "auto", "progress display: auto (bars on a terminal, else lines), bars, lines or none")
+	f.DurationVar(&every, "log-every", 30*time.Second, "period of a run's progress line in lines mode")
+	rootCmd.AddCommand(cmd)
+}
+
+// onSignal calls fn on the first SIGINT or SIGTERM and then restores the
+// default handling, so that a second signal kills the process. The
+// returned function stops listening.
+func onSignal(fn func(os.Signal)) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			signal.Stop(sigs)
+			fn(sig)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
+}
+
+// newReporter picks the progress display.
+func newReporter(mode string, w io.Writer, every time.Duration) (runner.Reporter, error) {
+	switch mode {
+	case "auto":
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			return runner.NewBars(w), nil
+		}
+		return runner.NewLines(w, every), nil
+	case "bars":
+		return runner.NewBars(w), nil
+	case "lines":
+		return runner.NewLines(w, every), nil
+	case "none":
+		return runner.NewLines(io.Discard, every), nil
+	}
+	return nil, fmt.Errorf("--progress %q: want auto, bars, lines or none", mode)
+}
+
+// runExit prints the summary and maps it to the exit status.
+func runExit(w io.Writer, sum *runner.Summary) error {
+	states := []string{runner.StateDone, runner.StateSkipped, runner.StateFailed, runner.StateInterrupted, runner.StateNotStarted}
+	var parts []string
+	for _, st := range states {
+		if n := sum.Count(st); n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", st, n))
+		}
+	}
+	fmt.Fprintf(w, "%d runs: %s\n", len(sum.Outcomes), strings.Join(parts, ", "))
+	for _, o := range sum.Failed() {
+		fmt.Fprintf(w, "failed: %s: %v\n", o.ID, o.Err)
+	}
+	if n := sum.Count(runner.StateInterrupted) + sum.Count(runner.StateNotStarted); n > 0 {
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("run: interrupted; %d runs not finished (run the same command to resume)", n)}
+	}
+	if n := len(sum.Failed()); n > 0 {
+		return &exitError{code: min(n, maxFailExit), err: fmt.Errorf("run: %d of %d runs failed", n, len(sum.Outcomes))}
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/dapo"
+	"github.com/marlowlab/marlow/datasets/deepcoder"
+	"github.com/marlowlab/marlow/datasets/synthcode"
+	"github.com/marlowlab/marlow/datasets/synthmath"
+	"github.com/marlowlab/marlow/harness/spec"
+)
+
+// TaskOptions are the settings of OpenTask that are not part of a run's
+// config.
+type TaskOptions struct {
+	// UnsafeCodeExec lets DeepCoder programs run without network isolation
+	// (the CLI's --unsafe-code-exec).
+	UnsafeCodeExec bool
+}
+
+// ExecutesCode reports whether a source runs generated programs outside
+// the harness (and so needs the sandbox): DeepCoder runs Python, while
+// synth-code programs are interpreted by the harness itself.
+func ExecutesCode(source string) bool { return source == "deepcoder" }
+
+// OpenTask builds the task source of a run's data config. Synthetic tasks
+// take their knobs from the config, keyed by split_seed; file sources read
+// path. A train_size above 0 restricts the train stream to a fixed pool of
+// that many problems, visited in a fresh split_seed-keyed order each epoch.
+func OpenTask(d spec.DataConfig, opt TaskOptions) (datasets.Task, error) {
+	var (
+		t   datasets.Task
+		err error
+	)
+	switch d.Source {
+	case synthmath.Name:
+		if d.SynthMath == nil {
+			return nil, fmt.Errorf("task %s: source synth-math has no synth_math settings", d.Task)
+		}
+		sm := d.SynthMath
+		t, err = synthmath.New(synthmath.Config{
+			Seed: d.SplitSeed, ValSize: d.ValSize,
+			OperandsMin: sm.OperandsMin, OperandsMax: sm.OperandsMax, ValueMax: sm.ValueMax,
+			Ops: strings.Join(sm.Operators, ""),
+		})
+	case synthcode.Name:
+		if d.SynthCode == nil {
+			return nil, fmt.Errorf("task %s: source synth-code has no synth_code settings", d.Task)
+		}
+		sc := d.SynthCode
+		t, err = synthcode.New(synthcode.Config{
+			Seed: d.SplitSeed, ValSize: d.ValSize,
+			StagesMin: sc.StagesMin, StagesMax: sc.StagesMax, ReduceProb: sc.ReduceProb, ValueMax: sc.ValueMax,
+			ListMin: sc.ListMin, ListMax: sc.ListMax, Examples: sc.ShownExamples, Hidden: sc.HiddenTests,
+		})
+	case "dapo-math":
+		t, err = dapo.Open(d.Path, dapo.Config{Seed: d.SplitSeed, ValSize: d.ValSize, AnswerMode: d.AnswerMode})
+	case "deepcoder":
+		var shards []string
+		shards, err = shardPaths(d.Path)
+		if err == nil {
+			t, err = deepcoder.Open(shards, deepcoder.Config{Seed: d.SplitSeed, ValSize: d.ValSize,
+				Verifier: deepcoder.VerifierConfig{AllowUnsafe: opt.UnsafeCodeExec}})
+		}
+	default:
+		return nil, fmt.Errorf("task %s: unknown source %q", d.Task, d.Source)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("task %s (source %s): %w", d.Task, d.Source, err)
+	}
+	if d.TrainSize > 0 {
+		if sized, ok := t.(interface{ TrainSize() int }); ok && d.TrainSize > sized.TrainSize() {
+			return nil, fmt.Errorf("task %s: train_size %d exceeds the %d train problems of %s", d.Task, d.TrainSize, sized.TrainSize(), d.Path)
+		}
+		t = &pool{Task: t, n: d.TrainSize, seed: d.SplitSeed}
+	}
+	return t, nil
+}
+
+// shardPaths lists the Parquet shards of a DeepCoder path: the file itself,
+// or the *.parquet files of a folder in name order.
+func shardPaths(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".parquet") {
+			out = append(out, filepath.Join(path, e.Name()))
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("folder %s holds no .parquet shards", path)
+	}
+	return out, nil
+}
+
+// pool restricts a task's train stream to its first n problems.
+type pool struct {
+	datasets.Task
+	n    int
+	seed uint64
+}
+
+// Train returns problem i of the pooled stream: epoch i/n visits the pool's
+// n problems in a seed-keyed permutation.
+func (p *pool) Train(i int64) (datasets.Problem, error) {
+	if i < 0 {
+		return datasets.Problem{}, fmt.Errorf("task %s: negative train cursor %d", p.Name(), i)
+	}
+	return p.Task.Train(int64(datasets.EpochIndex(p.n, p.seed, i)))
+}
+
+// TrainSize is the pool's size.
+func (p *pool) TrainSize() int { return p.n }
