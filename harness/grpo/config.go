@@ -14,8 +14,11 @@ import (
 // Config is everything the training loop needs besides the engine, the task
 // and the log. The runner maps a spec's resolved run config onto it.
 type Config struct {
-	RunID     string `json:"run_id"`
-	Seed      uint64 `json:"seed"`      // the run's seed; keys every request, sample and adapter init
+	RunID string `json:"run_id"`
+	Seed  uint64 `json:"seed"` // the run's seed; keys every request, sample and adapter init
+	// ValSeed keys validation sampling in place of Seed when non-zero; the
+	// runner gives every run of a cell the same one (common random numbers).
+	ValSeed   uint64 `json:"val_seed,omitempty"`
 	Condition string `json:"condition"` // Base, SARL, SP or IP
 	// Workflow is the workflow trained in (Single for sa-rl), or evaluated
 	// in for base.
@@ -188,4 +191,12 @@ func (c Config) trainOptions(step int) engine.TrainOptions {
 		Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.AdamEps, WeightDecay: c.WeightDecay, GradClip: c.GradClip,
 		KLCoef: c.KLCoef,
 	}
+}
+
+// valSeed is the seed of validation sampling: ValSeed, or Seed when unset.
+func (c Config) valSeed() uint64 {
+	if c.ValSeed != 0 {
+		return c.ValSeed
+	}
+	return c.Seed
 }

@@ -178,7 +178,7 @@ func (t *Trainer) evaluate(ctx context.Context, step int64) error {
 	}
 	for i, wf := range cfg.evalWorkflows() {
 		r := &workflow.Runner{Engine: t.Engine, Task: t.Task, Config: cfg.workflowConfig(wf), Route: t.route}
-		eps, err := r.Run(ctx, workflow.Batch{RunSeed: cfg.Seed, Purpose: "val", Step: step}, jobs)
+		eps, err := r.Run(ctx, workflow.Batch{RunSeed: cfg.valSeed(), Purpose: "val", Step: step}, jobs)
 		if err != nil {
 			return fmt.Errorf("grpo: run %s: validate %s at step %d: %w", cfg.RunID, wf, step, err)
 		}

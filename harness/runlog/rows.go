@@ -111,14 +111,19 @@ type Manifest struct {
 	Config        any      `json:"config"` // fully resolved run config
 	// Analysis holds the analysis parameters of the spec (cliff_abs,
 	// cliff_rel, amp_k, amp_cos, ...) so a report can be rebuilt from logs.
-	Analysis      map[string]float64 `json:"analysis"`
-	Provenance    pin.Provenance     `json:"provenance"`
-	Engine        string             `json:"engine"`
-	EngineVersion string             `json:"engine_version"`
-	Status        string             `json:"status"`
-	Error         string             `json:"error,omitempty"`
-	Created       string             `json:"created"` // RFC 3339, UTC
-	Updated       string             `json:"updated"`
-	LastStep      int64              `json:"last_step"`   // last committed step; -1 before the first commit
-	TotalSteps    int64              `json:"total_steps"` // planned training steps (0 for base)
+	Analysis   map[string]float64 `json:"analysis"`
+	Provenance pin.Provenance     `json:"provenance"`
+	Engine     string             `json:"engine"`
+	// Sandbox is the isolation that generated code ran under (the sandbox
+	// probe's level, with " unsafe" appended when --unsafe-code-exec allowed
+	// running without network isolation); empty for tasks that execute no
+	// generated code.
+	Sandbox       string `json:"sandbox,omitempty"`
+	EngineVersion string `json:"engine_version"`
+	Status        string `json:"status"`
+	Error         string `json:"error,omitempty"`
+	Created       string `json:"created"` // RFC 3339, UTC
+	Updated       string `json:"updated"`
+	LastStep      int64  `json:"last_step"`   // last committed step; -1 before the first commit
+	TotalSteps    int64  `json:"total_steps"` // planned training steps (0 for base)
 }

@@ -26,6 +26,7 @@ func TrainerConfig(rc spec.RunConfig) grpo.Config {
 	c := grpo.DefaultConfig()
 	c.RunID = rc.ID
 	c.Seed = rc.Seed
+	c.ValSeed = rc.ValSeed
 	c.Condition = rc.Condition
 	c.Workflow = rc.Workflow
 	c.EvalWorkflows = append([]string(nil), rc.EvalWorkflows...)

@@ -459,6 +459,12 @@ func (x *executor) execute(ctx context.Context, j job) Outcome {
 		ConfigHash: r.ConfigHash, Config: rc, Analysis: AnalysisParams(rc.Analysis),
 		Provenance: prov, Engine: rc.Model.Engine, EngineVersion: version,
 	}
+	if ExecutesCode(rc.Data.Source) {
+		m.Sandbox = sandbox.Probe().Level
+		if x.opt.UnsafeCodeExec {
+			m.Sandbox += " unsafe"
+		}
+	}
 	steps := 0
 	if rc.Train {
 		steps = rc.GRPO.Steps

@@ -56,23 +56,29 @@ type DataConfig struct {
 // JSON (sorted keys, no insignificant whitespace) is hashed into the run's
 // ConfigHash.
 type RunConfig struct {
-	ID            string           `json:"id"`
-	Workflow      string           `json:"workflow"`       // the workflow trained in ("single" for sa-rl)
-	EvalWorkflows []string         `json:"eval_workflows"` // sorted
-	Condition     string           `json:"condition"`
-	Train         bool             `json:"train"` // false for base (evaluation only)
-	Task          string           `json:"task"`
-	Scale         string           `json:"scale"`
-	SeedIndex     int              `json:"seed_index"`
-	Seed          uint64           `json:"seed"`
-	SeedVersion   string           `json:"seed_version"`
-	Model         ModelConfig      `json:"model"`
-	Data          DataConfig       `json:"data"`
-	GRPO          GRPO             `json:"grpo"`
-	WorkflowSet   WorkflowSettings `json:"workflow_settings"` // MaxIterations resolved by task kind
-	Eval          Eval             `json:"eval"`
-	Checkpoint    Checkpoint       `json:"checkpoint"`
-	Analysis      Analysis         `json:"analysis"`
+	ID            string   `json:"id"`
+	Workflow      string   `json:"workflow"`       // the workflow trained in ("single" for sa-rl)
+	EvalWorkflows []string `json:"eval_workflows"` // sorted
+	Condition     string   `json:"condition"`
+	Train         bool     `json:"train"` // false for base (evaluation only)
+	Task          string   `json:"task"`
+	Scale         string   `json:"scale"`
+	SeedIndex     int      `json:"seed_index"`
+	Seed          uint64   `json:"seed"`
+	SeedVersion   string   `json:"seed_version"`
+	// ValSeed keys validation sampling. Every run of one (task, scale,
+	// seed) shares it, so base, sa-rl, sp and ip are validated with common
+	// random numbers: at step 0, where all of them are the base policy, their
+	// validations are identical, and later differences come from training
+	// rather than from sampling noise.
+	ValSeed     uint64           `json:"val_seed"`
+	Model       ModelConfig      `json:"model"`
+	Data        DataConfig       `json:"data"`
+	GRPO        GRPO             `json:"grpo"`
+	WorkflowSet WorkflowSettings `json:"workflow_settings"` // MaxIterations resolved by task kind
+	Eval        Eval             `json:"eval"`
+	Checkpoint  Checkpoint       `json:"checkpoint"`
+	Analysis    Analysis         `json:"analysis"`
 }
 
 // Run is one planned run.
@@ -87,6 +93,12 @@ type Run struct {
 	Seed          uint64    `json:"seed"`
 	ConfigHash    string    `json:"config_hash"`
 	Config        RunConfig `json:"config"`
+}
+
+// ValKey is the key from which a run's ValSeed is derived:
+// "val/<task>/<scale>/seed<N>".
+func ValKey(task, scale string, seed int) string {
+	return fmt.Sprintf("val/%s/%s/seed%d", task, scale, seed)
 }
 
 // RunID returns the ID of a run: "sa-rl-<scale>-<task>-seed<N>" for sa-rl
@@ -140,7 +152,8 @@ func Plan(s *Spec) ([]Run, error) {
 						ID: id, Workflow: workflow, EvalWorkflows: eval, Condition: cond,
 						Train: cond != "base", Task: task, Scale: scale, SeedIndex: seed,
 						Seed: DeriveSeed(s.MasterSeed, id), SeedVersion: SeedVersion,
-						Model: ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny},
+						ValSeed: DeriveSeed(s.MasterSeed, ValKey(task, scale, seed)),
+						Model:   ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny},
 						Data: DataConfig{Task: task, Source: t.Source, Kind: SourceKind[t.Source], Path: t.Path,
 							TrainSize: t.TrainSize, ValSize: t.ValSize, ValFrac: t.ValFrac, SplitSeed: t.SplitSeed, AnswerMode: t.AnswerMode,
 							SynthMath: t.SynthMath, SynthCode: t.SynthCode},

@@ -313,3 +313,33 @@ func TestConfigHashIgnoresAnalysisAndDirectories(t *testing.T) {
 		}
 	}
 }
+
+func TestValSeedSharedWithinCell(t *testing.T) {
+	s, err := Load("../../seeds/smoke.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byCell := map[string]uint64{}
+	seen := map[uint64]string{}
+	for _, r := range runs {
+		key := ValKey(r.Task, r.Scale, r.SeedIndex)
+		if r.Config.ValSeed == 0 {
+			t.Fatalf("%s: zero val seed", r.ID)
+		}
+		if v, ok := byCell[key]; ok && v != r.Config.ValSeed {
+			t.Errorf("%s: val seed %d differs from %d of the same (task, scale, seed)", r.ID, r.Config.ValSeed, v)
+		}
+		byCell[key] = r.Config.ValSeed
+		if k, ok := seen[r.Config.ValSeed]; ok && k != key {
+			t.Errorf("val seed shared by %s and %s", k, key)
+		}
+		seen[r.Config.ValSeed] = key
+	}
+	if len(byCell) < 2 {
+		t.Fatalf("smoke plan has %d (task, scale, seed) groups, want >= 2", len(byCell))
+	}
+}
