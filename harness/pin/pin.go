@@ -117,7 +117,7 @@ func Inspect(specPath string) (Provenance, error) {
 	}
 	changed := make([]string, 0, len(st))
 	for path, fs := range st {
-		if fs.Staging != git.Unmodified || fs.Worktree != git.Unmodified {
+		if (fs.Staging != git.Unmodified || fs.Worktree != git.Unmodified) && !IsOutput(path) {
 			changed = append(changed, path)
 		}
 	}
@@ -246,4 +246,19 @@ func hashOne(path string) (string, error) {
 		return "", fmt.Errorf("pin: hash %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// IsOutput reports whether a repository path (slash-separated, relative to
+// the root) is an output of marlow rather than an input to a run: a report
+// folder written by `marlow report` (reports/<experiment>/..., but not the
+// Go sources at the top of reports/ nor reports/testdata). Changes there
+// never make a tree dirty, so regenerating a report does not block the next
+// run.
+func IsOutput(path string) bool {
+	rest, ok := strings.CutPrefix(path, "reports/")
+	if !ok {
+		return false
+	}
+	dir, _, nested := strings.Cut(rest, "/")
+	return nested && dir != "testdata"
 }

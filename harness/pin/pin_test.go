@@ -191,3 +191,39 @@ func TestHashFile(t *testing.T) {
 // folderHash was computed independently with Python's hashlib from the
 // listing in TestHashFile.
 const folderHash = "3d05577f868454c1d2263b3e3a0c8e1c0476b6b5cf8e183f66b875a343ba622f"
+
+func TestIsOutput(t *testing.T) {
+	cases := []struct {
+		path string
+		want bool
+	}{
+		{"reports/demo/README.md", true},
+		{"reports/demo/figures/accuracy.png", true},
+		{"reports/figures.go", false},
+		{"reports/testdata/golden/README.md", false},
+		{"runs/demo/x/manifest.json", false},
+		{"harness/spec/spec.go", false},
+		{"reportsx/demo/README.md", false},
+	}
+	for _, c := range cases {
+		if got := IsOutput(c.path); got != c.want {
+			t.Errorf("IsOutput(%q) = %v, want %v", c.path, got, c.want)
+		}
+	}
+}
+
+func TestReportFolderKeepsTreeClean(t *testing.T) {
+	dir, _ := newRepo(t)
+	write(t, filepath.Join(dir, "reports", "x", "README.md"), "# report\n")
+	p, err := Resolve(filepath.Join(dir, "seeds", "spec.yaml"), false, nil)
+	if err != nil {
+		t.Fatalf("a new report folder made the tree dirty: %v", err)
+	}
+	if p.Dirty {
+		t.Fatal("provenance says dirty after writing only a report folder")
+	}
+	write(t, filepath.Join(dir, "reports", "render.go"), "package reports\n")
+	if _, err := Resolve(filepath.Join(dir, "seeds", "spec.yaml"), false, nil); err == nil {
+		t.Fatal("a new source file under reports/ did not make the tree dirty")
+	}
+}
