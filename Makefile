@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: all build demo test check-slow ci clean
+.PHONY: all build demo figures test check-slow ci clean
 
 all: build
 
@@ -19,6 +19,15 @@ build:
 demo: build
 	./bin/marlow run seeds/demo.yaml
 	./bin/marlow report seeds/demo.yaml
+
+## figures: rebuild every committed report from its stored log archive
+## (reports/<experiment>/logs.tar.zst, made with `marlow archive`).
+figures: build
+	@set -e; for a in reports/*/logs.tar.zst; do \
+		[ -e "$$a" ] || continue; \
+		echo "marlow report $$a"; \
+		./bin/marlow report "$$a" --out "$$(dirname "$$a")"; \
+	done
 
 ## test: gofmt check, go vet ./..., go test ./...
 test:
