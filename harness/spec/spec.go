@@ -68,6 +68,7 @@ type Spec struct {
 	Eval       Eval             `yaml:"eval" json:"eval"`
 	Checkpoint Checkpoint       `yaml:"checkpoint" json:"checkpoint"`
 	Analysis   Analysis         `yaml:"analysis" json:"analysis"`
+	Pretrain   Pretrain         `yaml:"pretrain" json:"pretrain"`
 
 	// File is the absolute path of the spec file.
 	File string `yaml:"-" json:"-"`
@@ -295,6 +296,55 @@ func (a *Analysis) setDefaults() {
 		CaptureFormatDrop: 0.2, NGram: 3, Bootstrap: 1000, BootstrapSeed: 1, CI: 0.95}
 }
 
+// Pretrain are the settings of `marlow pretrain` for the tiny scales: the
+// teacher's role mix and noise rates and the supervised training budget
+// (harness/pretrain.Config).
+type Pretrain struct {
+	Seed             uint64         `yaml:"seed" json:"seed"`
+	Steps            map[string]int `yaml:"steps" json:"steps"` // "default" plus per-scale budgets
+	BatchSize        int            `yaml:"batch_size" json:"batch_size"`
+	LR               float64        `yaml:"lr" json:"lr"`
+	WarmupSteps      int            `yaml:"warmup_steps" json:"warmup_steps"`
+	MinLRRatio       float64        `yaml:"min_lr_ratio" json:"min_lr_ratio"`
+	WeightDecay      float64        `yaml:"weight_decay" json:"weight_decay"`
+	GradClip         float64        `yaml:"grad_clip" json:"grad_clip"`
+	Beta1            float64        `yaml:"beta1" json:"beta1"`
+	Beta2            float64        `yaml:"beta2" json:"beta2"`
+	Roles            PretrainRoles  `yaml:"roles" json:"roles"`
+	Noise            PretrainNoise  `yaml:"noise" json:"noise"`
+	CandidateCorrect float64        `yaml:"candidate_correct" json:"candidate_correct"`
+}
+
+// PretrainRoles are the shares of teacher transcripts per role (reviser is
+// eval-opt's revision turn of the generator); they are normalised.
+type PretrainRoles struct {
+	Generator    float64 `yaml:"generator" json:"generator"`
+	Reviser      float64 `yaml:"reviser" json:"reviser"`
+	Evaluator    float64 `yaml:"evaluator" json:"evaluator"`
+	Aggregator   float64 `yaml:"aggregator" json:"aggregator"`
+	Orchestrator float64 `yaml:"orchestrator" json:"orchestrator"`
+	Worker       float64 `yaml:"worker" json:"worker"`
+	Synthesizer  float64 `yaml:"synthesizer" json:"synthesizer"`
+}
+
+// PretrainNoise are the teacher's deliberate error rates.
+type PretrainNoise struct {
+	Slip              float64 `yaml:"slip" json:"slip"`
+	WrongVerdict      float64 `yaml:"wrong_verdict" json:"wrong_verdict"`
+	RandomSelection   float64 `yaml:"random_selection" json:"random_selection"`
+	TooManyStrategies float64 `yaml:"too_many_strategies" json:"too_many_strategies"`
+	Malformed         float64 `yaml:"malformed" json:"malformed"`
+}
+
+func (p *Pretrain) setDefaults() {
+	*p = Pretrain{Seed: 1, Steps: map[string]int{"default": 900}, BatchSize: 8, LR: 5e-3,
+		WarmupSteps: 30, MinLRRatio: 0.1, WeightDecay: 0, GradClip: 1, Beta1: 0.9, Beta2: 0.95,
+		Roles: PretrainRoles{Generator: 0.50, Reviser: 0.06, Evaluator: 0.10, Aggregator: 0.07,
+			Orchestrator: 0.07, Worker: 0.12, Synthesizer: 0.08},
+		Noise:            PretrainNoise{Slip: 0.15, WrongVerdict: 0.1, RandomSelection: 0.1, TooManyStrategies: 0.05, Malformed: 0.03},
+		CandidateCorrect: 0.5}
+}
+
 func (s *Spec) setDefaults() {
 	s.Models = map[string]Model{}
 	s.Tasks = map[string]Task{}
@@ -303,6 +353,7 @@ func (s *Spec) setDefaults() {
 	s.Eval.setDefaults()
 	s.Checkpoint.setDefaults()
 	s.Analysis.setDefaults()
+	s.Pretrain.setDefaults()
 }
 
 // Load reads, defaults and validates the spec at path. Every problem found

@@ -138,6 +138,7 @@ func validate(s *Spec, root *yaml.Node, errs *errList) {
 	validateEval(s.Eval, c.section("eval"))
 	c.minInt("checkpoint.every", s.Checkpoint.Every, 1)
 	validateAnalysis(s.Analysis, c.section("analysis"))
+	validatePretrain(s.Pretrain, c.section("pretrain"))
 	validateWorkflowUse(s, c)
 	// Every (task, scale) cell, with its overrides applied.
 	for _, task := range s.Matrix.Tasks {
@@ -517,6 +518,46 @@ func validateAnalysis(a Analysis, c checker) {
 	if a.CI >= 1 {
 		c.errf("ci", "must be < 1, got %g", a.CI)
 	}
+}
+
+func validatePretrain(p Pretrain, c checker) {
+	if _, ok := p.Steps["default"]; !ok {
+		c.errf("steps", "needs a `default` entry")
+	}
+	for _, k := range sortedKeys(p.Steps) {
+		c.rangeInt("steps."+k, p.Steps[k], 1, 1_000_000)
+	}
+	c.rangeInt("batch_size", p.BatchSize, 1, 4096)
+	c.rangeFloat("lr", p.LR, 0, 1, true)
+	c.minInt("warmup_steps", p.WarmupSteps, 0)
+	c.rangeFloat("min_lr_ratio", p.MinLRRatio, 0, 1, false)
+	c.rangeFloat("weight_decay", p.WeightDecay, 0, 0.999, false)
+	c.rangeFloat("grad_clip", p.GradClip, 0, 1e9, false)
+	c.rangeFloat("beta1", p.Beta1, 0, 0.999999, false)
+	c.rangeFloat("beta2", p.Beta2, 0, 0.999999, false)
+	r := p.Roles
+	shares := []struct {
+		key string
+		v   float64
+	}{{"generator", r.Generator}, {"reviser", r.Reviser}, {"evaluator", r.Evaluator}, {"aggregator", r.Aggregator},
+		{"orchestrator", r.Orchestrator}, {"worker", r.Worker}, {"synthesizer", r.Synthesizer}}
+	sum := 0.0
+	for _, sh := range shares {
+		c.rangeFloat("roles."+sh.key, sh.v, 0, 1e6, false)
+		if sh.v > 0 {
+			sum += sh.v
+		}
+	}
+	if !(sum > 0) {
+		c.errf("roles", "at least one role needs a positive share")
+	}
+	n := p.Noise
+	c.rangeFloat("noise.slip", n.Slip, 0, 1, false)
+	c.rangeFloat("noise.wrong_verdict", n.WrongVerdict, 0, 1, false)
+	c.rangeFloat("noise.random_selection", n.RandomSelection, 0, 1, false)
+	c.rangeFloat("noise.too_many_strategies", n.TooManyStrategies, 0, 1, false)
+	c.rangeFloat("noise.malformed", n.Malformed, 0, 1, false)
+	c.rangeFloat("candidate_correct", p.CandidateCorrect, 0, 1, false)
 }
 
 // resolvePath expands ${VAR} and ${VAR:-default} and makes the result
