@@ -35,6 +35,10 @@ type ModelConfig struct {
 	Engine     string `json:"engine"`
 	Checkpoint string `json:"checkpoint,omitempty"` // absolute path of a Hugging Face folder
 	Tiny       *Tiny  `json:"tiny,omitempty"`
+	// Pretrain are the settings that build a tiny scale's base checkpoint;
+	// they determine the run as much as the shape does, so they are part of
+	// the config hash. Nil for checkpoint models.
+	Pretrain *Pretrain `json:"pretrain,omitempty"`
 }
 
 // DataConfig is the resolved data of a run.
@@ -153,7 +157,7 @@ func Plan(s *Spec) ([]Run, error) {
 						Train: cond != "base", Task: task, Scale: scale, SeedIndex: seed,
 						Seed: DeriveSeed(s.MasterSeed, id), SeedVersion: SeedVersion,
 						ValSeed: DeriveSeed(s.MasterSeed, ValKey(task, scale, seed)),
-						Model:   ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny},
+						Model:   ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny, Pretrain: pretrainOf(s, m)},
 						Data: DataConfig{Task: task, Source: t.Source, Kind: SourceKind[t.Source], Path: t.Path,
 							TrainSize: t.TrainSize, ValSize: t.ValSize, ValFrac: t.ValFrac, SplitSeed: t.SplitSeed, AnswerMode: t.AnswerMode,
 							SynthMath: t.SynthMath, SynthCode: t.SynthCode},
@@ -264,4 +268,14 @@ func Counts(runs []Run) []ConditionCount {
 type ConditionCount struct {
 	Condition string `json:"condition"`
 	Runs      int    `json:"runs"`
+}
+
+// pretrainOf returns the pretrain settings that build a tiny model, nil for
+// a model read from a checkpoint.
+func pretrainOf(s *Spec, m Model) *Pretrain {
+	if m.Tiny == nil {
+		return nil
+	}
+	p := s.Pretrain
+	return &p
 }
