@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/marlowlab/marlow/datasets"
@@ -237,8 +236,7 @@ func SynthTaskConfig(name string, t spec.Task) (TaskConfig, error) {
 		c := synthmath.DefaultConfig()
 		c.Seed, c.ValSize = t.SplitSeed, t.ValSize
 		if m := t.SynthMath; m != nil {
-			c.OperandsMin, c.OperandsMax, c.ValueMax = m.OperandsMin, m.OperandsMax, m.ValueMax
-			c.Ops = strings.Join(m.Operators, "")
+			c = m.Config(t.SplitSeed, t.ValSize)
 		}
 		if err := c.Validate(); err != nil {
 			return tc, fmt.Errorf("tasks.%s: %w", name, err)
@@ -248,8 +246,7 @@ func SynthTaskConfig(name string, t spec.Task) (TaskConfig, error) {
 		c := synthcode.DefaultConfig()
 		c.Seed, c.ValSize = t.SplitSeed, t.ValSize
 		if m := t.SynthCode; m != nil {
-			c.StagesMin, c.StagesMax, c.ReduceProb, c.ValueMax = m.StagesMin, m.StagesMax, m.ReduceProb, m.ValueMax
-			c.ListMin, c.ListMax, c.Examples, c.Hidden = m.ListMin, m.ListMax, m.ShownExamples, m.HiddenTests
+			c = m.Config(t.SplitSeed, t.ValSize)
 		}
 		if err := c.Validate(); err != nil {
 			return tc, fmt.Errorf("tasks.%s: %w", name, err)

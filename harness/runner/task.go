@@ -42,29 +42,19 @@ func OpenTask(d spec.DataConfig, opt TaskOptions) (datasets.Task, error) {
 		if d.SynthMath == nil {
 			return nil, fmt.Errorf("task %s: source synth-math has no synth_math settings", d.Task)
 		}
-		sm := d.SynthMath
-		t, err = synthmath.New(synthmath.Config{
-			Seed: d.SplitSeed, ValSize: d.ValSize,
-			OperandsMin: sm.OperandsMin, OperandsMax: sm.OperandsMax, ValueMax: sm.ValueMax,
-			Ops: strings.Join(sm.Operators, ""),
-		})
+		t, err = synthmath.New(d.SynthMath.Config(d.SplitSeed, d.ValSize))
 	case synthcode.Name:
 		if d.SynthCode == nil {
 			return nil, fmt.Errorf("task %s: source synth-code has no synth_code settings", d.Task)
 		}
-		sc := d.SynthCode
-		t, err = synthcode.New(synthcode.Config{
-			Seed: d.SplitSeed, ValSize: d.ValSize,
-			StagesMin: sc.StagesMin, StagesMax: sc.StagesMax, ReduceProb: sc.ReduceProb, ValueMax: sc.ValueMax,
-			ListMin: sc.ListMin, ListMax: sc.ListMax, Examples: sc.ShownExamples, Hidden: sc.HiddenTests,
-		})
+		t, err = synthcode.New(d.SynthCode.Config(d.SplitSeed, d.ValSize))
 	case "dapo-math":
-		t, err = dapo.Open(d.Path, dapo.Config{Seed: d.SplitSeed, ValSize: d.ValSize, AnswerMode: d.AnswerMode})
+		t, err = dapo.Open(d.Path, dapo.Config{Seed: d.SplitSeed, ValSize: d.ValSize, ValFrac: d.ValFrac, AnswerMode: d.AnswerMode})
 	case "deepcoder":
 		var shards []string
 		shards, err = shardPaths(d.Path)
 		if err == nil {
-			t, err = deepcoder.Open(shards, deepcoder.Config{Seed: d.SplitSeed, ValSize: d.ValSize,
+			t, err = deepcoder.Open(shards, deepcoder.Config{Seed: d.SplitSeed, ValSize: d.ValSize, ValFrac: d.ValFrac,
 				Verifier: deepcoder.VerifierConfig{AllowUnsafe: opt.UnsafeCodeExec}})
 		}
 	default:
