@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/marlowlab/marlow/analysis"
 	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/spec"
@@ -390,5 +391,23 @@ func TestSelect(t *testing.T) {
 		if strings.Join(ids, " ") != c.want || err != nil {
 			t.Errorf("%q: %v (%v), want %s", c.only, ids, err, c.want)
 		}
+	}
+}
+
+// The manifest's analysis map is the only interface between the spec and
+// the analysis package (which must not import the spec): the spec's
+// defaults, written by AnalysisParams, must read back through
+// analysis.ParamsFromMap as analysis's own defaults.
+func TestAnalysisParamsReadByAnalysis(t *testing.T) {
+	s, err := spec.Load("../../seeds/demo.yaml") // no analysis section: every default
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := analysis.ParamsFromMap(AnalysisParams(s.Analysis))
+	if err != nil {
+		t.Fatalf("analysis rejects the runner's parameter map: %v", err)
+	}
+	if want := analysis.DefaultParams(); !reflect.DeepEqual(got, want) {
+		t.Errorf("spec defaults read by analysis = %+v, want analysis defaults %+v", got, want)
 	}
 }
