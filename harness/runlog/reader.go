@@ -85,6 +85,7 @@ func parseManifest(s source, dir string) (Manifest, error) {
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
+	dec.UseNumber() // keep 64-bit seeds in the config exact
 	if err := dec.Decode(&m); err != nil {
 		return Manifest{}, fmt.Errorf("%w: %w", ErrBadManifest, err)
 	}
