@@ -34,7 +34,8 @@ test:
 	bash .ci/run test
 
 ## check-slow: slower end-to-end checks (spec parser fuzzing, interop, the
-## runner's determinism, crash-resume and learning checks, ...)
+## mini base models' calibration, the runner's determinism, crash-resume
+## and learning checks, ...)
 check-slow:
 	bash .ci/run check-slow
 
