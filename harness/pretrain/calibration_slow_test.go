@@ -16,14 +16,12 @@ import (
 // measurement must equal the calibration.md committed beside each
 // checkpoint, so the tables in the repository are what the tool measures,
 // and every scale and task must keep single-agent validation accuracy
-// between 15% and 60% and every role's format compliance at least
-// minFormat.
+// between 15% and 60% and every role's format compliance at least 80%.
 //
-// Two calibration targets of the CPU study are not met yet and are only
-// logged: accuracy rising strictly from s to l (synth-code gives s .219,
-// m .312, l .281), and format compliance of at least 80% (m's orchestrator
-// on synth-code is 51/64 = .797); minFormat is therefore .75, a guard
-// against regressions rather than the target.
+// One calibration target of the CPU study is not met yet and is only
+// logged: accuracy rising
+// strictly from s to l (synth-code gives s .188, m .289, l .289: m and l
+// tie at 37 of 128 problems).
 func TestMiniCalibration(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -38,7 +36,7 @@ func TestMiniCalibration(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := Locator{RepoRoot: root, CacheRoot: t.TempDir(), NoBuild: true}
-	const lo, hi, minFormat, targetFormat = 0.15, 0.60, 0.75, 0.80
+	const lo, hi, minFormat = 0.15, 0.60, 0.80
 	prev := map[string]float64{} // task -> single-agent accuracy of the previous scale
 	for _, sc := range scales {
 		job, err := FromSpec(s, sc, ConfigOf(s))
@@ -65,8 +63,6 @@ func TestMiniCalibration(t *testing.T) {
 			for _, r := range row.Roles {
 				if r.Rate() < minFormat {
 					t.Errorf("scale %s %s %s: %s format compliance %.3f < %.2f", sc, row.Task, row.Workflow, r.Role, r.Rate(), minFormat)
-				} else if r.Rate() < targetFormat {
-					t.Logf("target missed: scale %s %s %s: %s format compliance %.3f < %.2f", sc, row.Task, row.Workflow, r.Role, r.Rate(), targetFormat)
 				}
 			}
 			if row.Workflow != "single" {
