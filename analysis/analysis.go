@@ -10,8 +10,10 @@ package analysis
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -495,32 +497,18 @@ func provenance(runs []*runlog.Run) Provenance {
 			}
 		}
 	}
-	keys := func(m map[string]bool) []string {
-		out := make([]string, 0, len(m))
-		for k := range m {
-			out = append(out, k)
-		}
-		sort.Strings(out)
-		return out
-	}
-	pv.Commits, pv.Engines, pv.GoVersions = keys(commits), keys(engines), keys(gov)
+	pv.Commits = slices.Sorted(maps.Keys(commits))
+	pv.Engines = slices.Sorted(maps.Keys(engines))
+	pv.GoVersions = slices.Sorted(maps.Keys(gov))
 	for s := range masters {
 		pv.MasterSeeds = append(pv.MasterSeeds, s)
 	}
 	sort.Slice(pv.MasterSeeds, func(i, j int) bool { return pv.MasterSeeds[i] < pv.MasterSeeds[j] })
-	fk := make([]string, 0, len(files))
-	for f := range files {
-		fk = append(fk, f)
-	}
-	sort.Strings(fk)
+	fk := slices.Sorted(maps.Keys(files))
 	for _, f := range fk {
 		pv.Files = append(pv.Files, [2]string{f, files[f]})
 	}
-	sk := make([]string, 0, len(status))
-	for s := range status {
-		sk = append(sk, s)
-	}
-	sort.Strings(sk)
+	sk := slices.Sorted(maps.Keys(status))
 	for _, s := range sk {
 		pv.Status = append(pv.Status, [2]string{s, fmt.Sprint(status[s])})
 	}

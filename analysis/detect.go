@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/marlowlab/marlow/harness/runlog"
@@ -133,11 +135,7 @@ func DetectDominance(steps []runlog.StepRow) []Dominance {
 		}
 		m[cell{s.Step, s.Role}] = s.GradShare
 	}
-	names := make([]string, 0, len(pols))
-	for k := range pols {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(pols))
 	var out []Dominance
 	for _, pol := range names {
 		m := pols[pol]

@@ -1,8 +1,9 @@
 package analysis
 
 import (
+	"maps"
 	"math"
-	"sort"
+	"slices"
 )
 
 // ngramProfile counts the character n-grams (over runes) of the texts.
@@ -32,15 +33,7 @@ func cosineProfiles(a, b map[string]float64) float64 {
 	if len(a) == 0 || len(b) == 0 {
 		return math.NaN()
 	}
-	keys := func(m map[string]float64) []string {
-		ks := make([]string, 0, len(m))
-		for k := range m {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		return ks
-	}
-	ka, kb := keys(a), keys(b)
+	ka, kb := slices.Sorted(maps.Keys(a)), slices.Sorted(maps.Keys(b))
 	var dot, na, nb float64
 	for _, k := range ka {
 		na += a[k] * a[k]

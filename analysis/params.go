@@ -2,8 +2,9 @@ package analysis
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 )
 
 // Params are the analysis parameters of an experiment. They come from the
@@ -40,11 +41,7 @@ var paramKeys = []string{
 // defaults for absent keys. Unknown keys and out-of-range values are errors.
 func ParamsFromMap(m map[string]float64) (Params, error) {
 	p := DefaultParams()
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	for _, k := range keys {
 		v := m[k]
 		if math.IsNaN(v) || math.IsInf(v, 0) {

@@ -66,9 +66,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -223,11 +224,7 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (Result, error) {
 		return Result{}, fmt.Errorf("sandbox: create working dir under %s: %w", s.cfg.TempRoot, err)
 	}
 	defer os.RemoveAll(dir)
-	names := make([]string, 0, len(spec.Files))
-	for n := range spec.Files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(spec.Files))
 	for _, n := range names {
 		if n == "" || strings.ContainsAny(n, "/\\") || n == "." || n == ".." {
 			return Result{}, fmt.Errorf("sandbox: invalid file name %q", n)

@@ -1,7 +1,9 @@
 package grpo
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/marlowlab/marlow/harness/engine"
@@ -103,11 +105,7 @@ func EvalRows(runID string, step int64, wf string, eps []*workflow.Episode) []ru
 			}
 		}
 	}
-	roles := make([]string, 0, len(by))
-	for r := range by {
-		roles = append(roles, r)
-	}
-	sort.Strings(roles)
+	roles := slices.Sorted(maps.Keys(by))
 	rows := make([]runlog.EvalRow, 0, len(roles)+1)
 	for _, r := range roles {
 		a := by[r]

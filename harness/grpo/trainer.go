@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/marlowlab/marlow/datasets"
@@ -242,11 +243,7 @@ func (t *Trainer) step(ctx context.Context, step int64, steps int) error {
 		a := t.route(role)
 		byPolicy[a] = append(byPolicy[a], role)
 	}
-	policies := make([]string, 0, len(byPolicy))
-	for a := range byPolicy {
-		policies = append(policies, a)
-	}
-	sort.Strings(policies)
+	policies := slices.Sorted(maps.Keys(byPolicy))
 	opt := cfg.trainOptions(int(step))
 	var stepRows []runlog.StepRow
 	for _, a := range policies {

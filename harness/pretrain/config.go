@@ -15,8 +15,9 @@ package pretrain
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/spec"
@@ -149,11 +150,7 @@ func (c Config) Validate() error {
 	if _, ok := c.Steps["default"]; !ok {
 		bad("steps", "needs a \"default\" entry")
 	}
-	keys := make([]string, 0, len(c.Steps))
-	for k := range c.Steps {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(c.Steps))
 	for _, k := range keys {
 		if v := c.Steps[k]; v < 1 || v > 1_000_000 {
 			bad("steps."+k, "%d out of range [1, 1000000]", v)
@@ -218,11 +215,7 @@ func (c Config) clone() Config {
 
 // String renders the budget knobs on one line, for logs.
 func (c Config) String() string {
-	keys := make([]string, 0, len(c.Steps))
-	for k := range c.Steps {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(c.Steps))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s=%d", k, c.Steps[k])

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -282,11 +284,7 @@ func FromSpec(s *spec.Spec, scale string, cfg Config) (Job, error) {
 	}
 	j := Job{Scale: scale, Model: TinyModel(*m.Tiny, tok.VocabSize(), int(tok.ID(model.ImEnd))),
 		Alphabet: alphabet, Pretrain: cfg.clone(), NVotes: s.Workflow.NVotes, MaxSubtasks: s.Workflow.MaxSubtasks}
-	names := make([]string, 0, len(s.Tasks))
-	for n := range s.Tasks {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(s.Tasks))
 	have := map[string]bool{}
 	for _, n := range names {
 		t := s.Tasks[n]

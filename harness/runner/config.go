@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/engine"
@@ -112,11 +113,7 @@ func ConfigDiff(old, cur any) ([]string, error) {
 	for k := range b {
 		keys[k] = true
 	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
+	sorted := slices.Sorted(maps.Keys(keys))
 	var out []string
 	for _, k := range sorted {
 		va, oka := a[k]

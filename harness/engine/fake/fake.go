@@ -13,10 +13,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 
 	"github.com/marlowlab/marlow/harness/engine"
 )
@@ -174,11 +175,7 @@ func (e *Engine) TrainStep(ctx context.Context, adapter string, turns []engine.T
 		byRole[t.Role] = append(byRole[t.Role], t)
 		all = append(all, t)
 	}
-	roles := make([]string, 0, len(byRole))
-	for r := range byRole {
-		roles = append(roles, r)
-	}
-	sort.Strings(roles)
+	roles := slices.Sorted(maps.Keys(byRole))
 	grads := map[string][]float64{}
 	var sq float64
 	for _, r := range roles {
@@ -270,11 +267,7 @@ func agentCos(turns []engine.Turn) (mean, min float64) {
 	for _, t := range turns {
 		by[t.Agent] = append(by[t.Agent], t)
 	}
-	agents := make([]string, 0, len(by))
-	for a := range by {
-		agents = append(agents, a)
-	}
-	sort.Strings(agents)
+	agents := slices.Sorted(maps.Keys(by))
 	if len(agents) < 2 {
 		return math.NaN(), math.NaN()
 	}
