@@ -56,6 +56,7 @@ type Config struct {
 	EvalEvery          int  `json:"eval_every"` // validate every N steps (0: only before and at the end)
 	EvalBeforeTraining bool `json:"eval_before_training"`
 	ValSize            int  `json:"val_size"`         // first N validation problems (0: all)
+	ValSamples         int  `json:"val_samples"`      // rollouts per validation problem (0 or 1: one; k: avg@k)
 	SaveEvery          int  `json:"save_every"`       // checkpoint every N steps (0: only at the end)
 	SamplesPerStep     int  `json:"samples_per_step"` // train turns sampled into samples/ per step
 }
@@ -121,6 +122,9 @@ func (c Config) Validate() error {
 		if err := c.workflowConfig(w).Validate(); err != nil {
 			return bad("%w", err)
 		}
+	}
+	if c.ValSamples < 0 || c.ValSamples > 64 {
+		return bad("val_samples %d is outside [0, 64]", c.ValSamples)
 	}
 	if c.ValSize < 0 {
 		return bad("val_size %d is negative", c.ValSize)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -413,5 +414,77 @@ func TestBaseEvaluatesOnly(t *testing.T) {
 	}
 	if len(r.Evals) == 0 {
 		t.Error("base run wrote no evals")
+	}
+}
+
+// TestValidationSharesDraws checks that every evaluation of a run draws the
+// same random numbers: with a learning rate too small to move the fake
+// policy, the validation completions at steps 0, 2 and 3 are identical, so
+// a change between evaluations can only come from training.
+func TestValidationSharesDraws(t *testing.T) {
+	cfg := testConfig(SP, workflow.Voting)
+	cfg.LR = 1e-12
+	r := runFull(t, t.TempDir(), cfg)
+	byStep := map[int64][]string{}
+	for _, s := range r.Samples {
+		if s.Split == "val" {
+			byStep[s.Step] = append(byStep[s.Step], s.ProblemID+"|"+s.Agent+"|"+s.Completion)
+		}
+	}
+	if len(byStep) != 3 {
+		t.Fatalf("validation at %d steps, want 3 (0, 2, 3)", len(byStep))
+	}
+	for _, step := range []int64{2, 3} {
+		if !slices.Equal(byStep[step], byStep[0]) {
+			t.Errorf("validation at step %d drew other completions than at step 0", step)
+		}
+	}
+}
+
+// TestValidationSamples checks avg@k validation: k rollouts of every
+// validation problem, each logged with its rollout index, and accuracies
+// over all of them.
+func TestValidationSamples(t *testing.T) {
+	for _, k := range []int{0, 1, 3} {
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			cfg := testConfig(Base, workflow.Voting)
+			cfg.ValSamples = k
+			r := runFull(t, t.TempDir(), cfg)
+			want := int64(cfg.ValSize * max(k, 1))
+			var final runlog.EvalRow
+			for _, e := range r.Evals {
+				if e.Role == "*" {
+					final = e
+				}
+			}
+			if final.Problems != want {
+				t.Errorf("evals cover %d episodes, want %d", final.Problems, want)
+			}
+			rollouts := map[string]map[int64]bool{}
+			var correct int
+			for _, s := range r.Samples {
+				if s.Split != "val" || s.Agent != FinalAgent {
+					continue
+				}
+				if rollouts[s.ProblemID] == nil {
+					rollouts[s.ProblemID] = map[int64]bool{}
+				}
+				rollouts[s.ProblemID][s.Rollout] = true
+				if s.Correct {
+					correct++
+				}
+			}
+			if len(rollouts) != cfg.ValSize {
+				t.Errorf("%d validation problems sampled, want %d", len(rollouts), cfg.ValSize)
+			}
+			for id, rs := range rollouts {
+				if len(rs) != max(k, 1) {
+					t.Errorf("problem %s: rollouts %v, want %d", id, rs, max(k, 1))
+				}
+			}
+			if got := float64(correct) / float64(want); math.Abs(got-final.Accuracy) > 1e-12 {
+				t.Errorf("accuracy %v, but %d of %d final answers are correct", final.Accuracy, correct, want)
+			}
+		})
 	}
 }

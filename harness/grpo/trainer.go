@@ -173,13 +173,20 @@ func (t *Trainer) report(step int64, reward float64) {
 // evaluate validates in every eval workflow and adds evals and samples rows.
 func (t *Trainer) evaluate(ctx context.Context, step int64) error {
 	cfg := t.Config
-	jobs := make([]workflow.Job, len(t.val))
+	k := max(cfg.ValSamples, 1)
+	jobs := make([]workflow.Job, 0, len(t.val)*k)
 	for i, p := range t.val {
-		jobs[i] = workflow.Job{Problem: p, Index: int64(i)}
+		for g := 0; g < k; g++ {
+			jobs = append(jobs, workflow.Job{Problem: p, Index: int64(i), Rollout: g})
+		}
 	}
 	for i, wf := range cfg.evalWorkflows() {
 		r := &workflow.Runner{Engine: t.Engine, Task: t.Task, Config: cfg.workflowConfig(wf), Route: t.route}
-		eps, err := r.Run(ctx, workflow.Batch{RunSeed: cfg.valSeed(), Purpose: "val", Step: step}, jobs)
+		// Step 0 in every evaluation's seed key: each validation draws the
+		// same random numbers (common random numbers across steps as well
+		// as across the cell's runs), so a change in accuracy between two
+		// evaluations comes from the policy, not from a new draw.
+		eps, err := r.Run(ctx, workflow.Batch{RunSeed: cfg.valSeed(), Purpose: "val", Step: 0}, jobs)
 		if err != nil {
 			return fmt.Errorf("grpo: run %s: validate %s at step %d: %w", cfg.RunID, wf, step, err)
 		}

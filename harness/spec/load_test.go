@@ -121,6 +121,8 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "integer overflow", old: "steps: 20", new: "steps: 99999999999999999999", want: "grpo.steps: expected an integer", at: "steps:"},
 		{name: "nan", old: "  steps: 20\n", new: "  steps: 20\n  lr: .nan\n", want: "grpo.lr: must be a finite number", at: "lr:"},
 		{name: "bad experiment name", old: "experiment: t", new: "experiment: My Study", want: `experiment: "My Study" must match`, at: "experiment:"},
+		{name: "eval samples zero", new: "eval:\n  samples: 0\n", want: "eval.samples: must be in [1, 64], got 0", at: "samples:"},
+		{name: "eval samples too many", new: "eval:\n  samples: 65\n", want: "eval.samples: must be in [1, 64], got 65", at: "samples:"},
 		{name: "eval larger than validation split", new: "eval:\n  val_size: 500\n", want: "eval.val_size: 500 exceeds the validation split of task synth-math", at: "val_size"},
 		{name: "plans no runs", old: "[voting, eval-opt]", new: "[single]", whole: "", want: "", at: ""}, // replaced below
 		{whole: "", name: "empty file", want: "file is empty"},

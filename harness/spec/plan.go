@@ -73,8 +73,9 @@ type RunConfig struct {
 	// ValSeed keys validation sampling. Every run of one (task, scale,
 	// seed) shares it, so base, sa-rl, sp and ip are validated with common
 	// random numbers: at step 0, where all of them are the base policy, their
-	// validations are identical, and later differences come from training
-	// rather than from sampling noise.
+	// validations are identical; and since every evaluation of a run draws
+	// the same numbers too, later differences come from training rather
+	// than from sampling noise.
 	ValSeed     uint64           `json:"val_seed"`
 	Model       ModelConfig      `json:"model"`
 	Data        DataConfig       `json:"data"`

@@ -266,9 +266,14 @@ type Eval struct {
 	// ValSize is how many validation problems each evaluation uses; 0 = all
 	// of the task's validation split.
 	ValSize int `yaml:"val_size" json:"val_size"`
+	// Samples is how many rollouts of the workflow each validation problem
+	// gets; accuracies are then means over all of them (avg@k), which
+	// halves the sampling noise of a comparison at k = 4 without needing
+	// more held-out problems.
+	Samples int `yaml:"samples" json:"samples"`
 }
 
-func (e *Eval) setDefaults() { *e = Eval{Every: 10, BeforeTraining: true} }
+func (e *Eval) setDefaults() { *e = Eval{Every: 10, BeforeTraining: true, Samples: 1} }
 
 // Checkpoint is the checkpoint cadence.
 type Checkpoint struct {

@@ -503,6 +503,7 @@ func validateWorkflowUse(s *Spec, c checker) {
 func validateEval(e Eval, c checker) {
 	c.minInt("every", e.Every, 1)
 	c.minInt("val_size", e.ValSize, 0)
+	c.rangeInt("samples", e.Samples, 1, 64)
 }
 
 func validateAnalysis(a Analysis, c checker) {
