@@ -313,18 +313,14 @@ func mustLoad(t *testing.T, p string) *spec.Spec {
 }
 
 // TestDemoLearning runs the demo cell and checks that every trained
-// condition raises voting validation accuracy above the base model's.
-//
-// It is opt-in (MARLOW_DEMO_LEARNING=1) because it does not pass yet: with
-// the demo's base model at voting accuracy 0.281, the 30-step demo lifts
-// the ceiling of sp (0.375) and sa-rl (0.344) above base but ends no
-// trained condition above it (finals 0.281, 0.229, 0.188), so the learning
-// acceptance of the study loop is still open. It runs as it is, asserting
-// the real bound, so a recipe that fixes it shows at once.
+// condition ends with voting validation accuracy above the base model's:
+// the mean of its last three evaluations must beat base by more than
+// demoMargin. The runs are deterministic, so this asserts the measured
+// outcome at the spec's fixed seed (base 0.146; sa-rl 0.248, sp 0.219,
+// ip 0.188 over 96 problems x 2 rollouts); the margin is set well below
+// the smallest measured gain (ip, +0.042) so that it guards against a
+// recipe or engine change that stops learning, not against rounding.
 func TestDemoLearning(t *testing.T) {
-	if os.Getenv("MARLOW_DEMO_LEARNING") != "1" {
-		t.Skip("opt-in: set MARLOW_DEMO_LEARNING=1 (the learning bound is not met yet; see the doc comment)")
-	}
 	ensureBase(t, demoSpec)
 	runs := t.TempDir()
 	took := runChild(t, childArgs{Spec: demoSpec, Runs: runs, Jobs: 2, Threads: 1, GOMAXPROCS: 2})
@@ -351,15 +347,8 @@ func TestDemoLearning(t *testing.T) {
 	if base < minLearnableBase {
 		// GRPO learns only from groups whose rollouts disagree: with the
 		// base model right on fewer than minLearnableBase of the problems,
-		// nearly every group has zero variance and the margins below are
-		// sampling noise. The committed tiny models do not yet reach the
-		// calibration targets of `marlow pretrain --report` (single-agent
-		// accuracy 15-60%), so the learning bound cannot be asserted; the
-		// measured curves are still logged.
-		for _, cond := range []string{"sa-rl", "sp", "ip"} {
-			t.Logf("%s: curve %v", cond, round3(acc[cond]))
-		}
-		t.Skipf("base voting accuracy %.3f is below %.2f: the demo's base model is not calibrated, so learning cannot be measured", base, minLearnableBase)
+		// nearly every group has zero variance and a margin would be noise.
+		t.Fatalf("base voting accuracy %.3f is below %.2f: the demo's base model (seeds/models) is not the calibrated one", base, minLearnableBase)
 	}
 	for _, cond := range []string{"sa-rl", "sp", "ip"} {
 		a := acc[cond]
@@ -376,9 +365,9 @@ func TestDemoLearning(t *testing.T) {
 }
 
 // demoMargin is the bound on (final - base) voting accuracy asserted for
-// each trained condition of the demo at its fixed seed: more than one
-// validation problem of 32.
-const demoMargin = 1.0 / 32
+// each trained condition of the demo at its fixed seed: more than 4 of the
+// 192 validation episodes.
+const demoMargin = 4.0 / 192
 
 // minLearnableBase is the base voting accuracy below which the demo cannot
 // show learning (see TestDemoLearning).
