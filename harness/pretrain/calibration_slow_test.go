@@ -19,9 +19,8 @@ import (
 // between 15% and 60% and every role's format compliance at least 80%.
 //
 // One calibration target of the CPU study is not met yet and is only
-// logged: accuracy rising
-// strictly from s to l (synth-code gives s .188, m .289, l .289: m and l
-// tie at 37 of 128 problems).
+// logged: accuracy rising strictly from s to l (synth-code gives s .188,
+// m .289, l .289: m and l tie at 37 of 128 problems).
 func TestMiniCalibration(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {

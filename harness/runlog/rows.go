@@ -56,11 +56,11 @@ type EvalRow struct {
 	Split        string // "val"
 	Role         string
 	Accuracy     float64 // "*": final-answer accuracy; role: mean regraded correctness of its answers
-	AnyCorrect   float64 // fraction of problems where any agent of the role (any agent for "*") was correct
+	AnyCorrect   float64 // fraction of episodes where any agent of the role (any agent for "*") was correct
 	SelectionAcc float64 // aggregator/synthesizer: picked a correct candidate when one existed; else NaN
 	FormatRate   float64 // fraction of the role's turns whose output was compliant
 	MeanLen      float64 // mean output length in tokens
-	Problems     int64
+	Problems     int64   // validation episodes: problems x eval.samples rollouts
 	Turns        int64
 }
 
