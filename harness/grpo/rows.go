@@ -48,12 +48,12 @@ func ratio(num, den int) float64 {
 func EvalRows(runID string, step int64, wf string, eps []*workflow.Episode) []runlog.EvalRow {
 	type acc struct {
 		turns, compliant, tokens, graded, correct     int
-		problems, anyCorrect, selEligible, selCorrect int
+		episodes, anyCorrect, selEligible, selCorrect int
 	}
 	by := map[string]*acc{}
 	var total acc
 	for _, ep := range eps {
-		total.problems++
+		total.episodes++
 		if ep.FinalVerdict.Correct {
 			total.correct++
 		}
@@ -68,7 +68,7 @@ func EvalRows(runID string, step int64, wf string, eps []*workflow.Episode) []ru
 			}
 			if !seen[t.Role] {
 				seen[t.Role] = true
-				a.problems++
+				a.episodes++
 			}
 			a.turns++
 			total.turns++
@@ -111,9 +111,9 @@ func EvalRows(runID string, step int64, wf string, eps []*workflow.Episode) []ru
 		a := by[r]
 		row := runlog.EvalRow{
 			RunID: runID, Step: step, Workflow: wf, Split: "val", Role: r,
-			Accuracy: ratio(a.correct, a.graded), AnyCorrect: ratio(a.anyCorrect, a.problems),
+			Accuracy: ratio(a.correct, a.graded), AnyCorrect: ratio(a.anyCorrect, a.episodes),
 			SelectionAcc: math.NaN(), FormatRate: ratio(a.compliant, a.turns), MeanLen: ratio(a.tokens, a.turns),
-			Problems: int64(a.problems), Turns: int64(a.turns),
+			Problems: int64(a.episodes), Turns: int64(a.turns),
 		}
 		if a.graded == 0 {
 			row.AnyCorrect = math.NaN()
@@ -125,9 +125,9 @@ func EvalRows(runID string, step int64, wf string, eps []*workflow.Episode) []ru
 	}
 	rows = append(rows, runlog.EvalRow{
 		RunID: runID, Step: step, Workflow: wf, Split: "val", Role: "*",
-		Accuracy: ratio(total.correct, total.problems), AnyCorrect: ratio(total.anyCorrect, total.problems),
+		Accuracy: ratio(total.correct, total.episodes), AnyCorrect: ratio(total.anyCorrect, total.episodes),
 		SelectionAcc: math.NaN(), FormatRate: ratio(total.compliant, total.turns), MeanLen: ratio(total.tokens, total.turns),
-		Problems: int64(total.problems), Turns: int64(total.turns),
+		Problems: int64(total.episodes), Turns: int64(total.turns),
 	})
 	return rows
 }
