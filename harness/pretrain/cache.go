@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/marlowlab/marlow/harness/model"
 	"github.com/marlowlab/marlow/harness/spec"
@@ -192,19 +193,17 @@ func Ensure(ctx context.Context, s *spec.Spec, scale string, opt Options) (strin
 // Scales returns the spec's matrix scales that have a tiny shape, in the
 // matrix order, or only the one named when only is not "".
 func Scales(s *spec.Spec, only string) ([]string, error) {
-	var out []string
-	for _, sc := range s.Matrix.Scales {
-		if m, ok := s.Models[sc]; ok && m.Tiny != nil && (only == "" || only == sc) {
-			out = append(out, sc)
+	all := tinyScales(s)
+	if only != "" {
+		if !slices.Contains(all, only) {
+			return nil, fmt.Errorf("pretrain: spec %s has no tiny scale %q (tiny scales: %v)", s.File, only, all)
 		}
+		return []string{only}, nil
 	}
-	if only != "" && len(out) == 0 {
-		return nil, fmt.Errorf("pretrain: spec %s has no tiny scale %q (tiny scales: %v)", s.File, only, tinyScales(s))
-	}
-	if len(out) == 0 {
+	if len(all) == 0 {
 		return nil, fmt.Errorf("pretrain: spec %s has no tiny scales; nothing to pretrain", s.File)
 	}
-	return out, nil
+	return all, nil
 }
 
 func tinyScales(s *spec.Spec) []string {

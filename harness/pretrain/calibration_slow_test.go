@@ -33,7 +33,7 @@ func TestMiniCalibration(t *testing.T) {
 	}
 	l := Locator{RepoRoot: root, CacheRoot: t.TempDir(), NoBuild: true}
 	const lo, hi, minFormat = 0.15, 0.60, 0.80
-	prev := map[string]float64{} // task -> single-agent accuracy of the previous scale
+	prev := map[string]float64{} // task -> single-agent accuracy of the previous scale (Scales keeps the matrix order s, m, l)
 	for _, sc := range scales {
 		job, err := FromSpec(s, sc, ConfigOf(s))
 		if err != nil {
