@@ -4,24 +4,29 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/marlowlab/marlow/harness/bench"
 	"github.com/marlowlab/marlow/harness/engine/native"
 	"github.com/spf13/cobra"
 )
 
 func init() {
-	bench := &cobra.Command{
+	benchCmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure the speed of marlow's components",
 	}
-	var size string
+	var size, name string
 	var threads int
 	var minTime time.Duration
 	eng := &cobra.Command{
 		Use:   "engine",
-		Short: "Benchmark the native engine: train tok/s, generated tok/s, GEMM GFLOP/s, peak RSS",
+		Short: "Benchmark an engine: train tok/s, generated tok/s, GEMM GFLOP/s, peak RSS",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := native.Bench(cmd.Context(), size, native.BenchOptions{Threads: threads, MinTime: minTime})
+			engines, err := newEngines()
+			if err != nil {
+				return err
+			}
+			r, err := bench.Engine(cmd.Context(), engines, size, bench.Options{Engine: name, Threads: threads, MinTime: minTime})
 			if err != nil {
 				return err
 			}
@@ -30,8 +35,9 @@ func init() {
 		},
 	}
 	eng.Flags().StringVar(&size, "size", "d64l2", "model size: d64l2 or d128l4")
+	eng.Flags().StringVar(&name, "engine", native.Name, "registered engine to measure")
 	eng.Flags().IntVar(&threads, "threads", 2, "engine threads")
 	eng.Flags().DurationVar(&minTime, "time", 3*time.Second, "minimum time per measurement")
-	bench.AddCommand(eng)
-	rootCmd.AddCommand(bench)
+	benchCmd.AddCommand(eng)
+	rootCmd.AddCommand(benchCmd)
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/pretrain"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/spf13/cobra"
@@ -70,8 +71,18 @@ format compliance.`,
 			if err != nil || !report {
 				return err
 			}
+			engines, err := newEngines()
+			if err != nil {
+				return err
+			}
 			for i, b := range built {
-				cal, err := pretrain.Calibrate(cmd.Context(), s, jobs[i], b.Dir, pretrain.CalibrateOptions{Threads: threads, ValSize: valN, Progress: errOut})
+				name := s.Models[b.Scale].Engine
+				eng, _, err := engines.Open(cmd.Context(), name, b.Dir, engine.Options{Threads: threads})
+				if err != nil {
+					return fmt.Errorf("pretrain: calibrate %s: %w", b.Scale, err)
+				}
+				cal, err := pretrain.Calibrate(cmd.Context(), s, jobs[i], eng, pretrain.CalibrateOptions{ValSize: valN, Progress: errOut})
+				eng.Close()
 				if err != nil {
 					return err
 				}

@@ -58,6 +58,9 @@ interrupted.`,
 			if err != nil {
 				return err
 			}
+			if opt.Engines, err = newEngines(); err != nil {
+				return err
+			}
 			opt.Reporter = rep
 			opt.BaseModel = runner.PretrainedBase(s, opt.Threads, errOut)
 			ctx, cancel := context.WithCancelCause(cmd.Context())

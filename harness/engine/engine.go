@@ -3,9 +3,14 @@
 // sampling, and a policy-gradient train step that reports per-role gradient
 // statistics.
 //
-// Two engines implement it: native (a pure-Go CPU transformer, the default)
-// and torch (a Python server on a GPU node). Engines own tokenization; the
-// harness exchanges chat messages, token ids and log-probs with them.
+// Implementations register a Driver (a name, a version for manifests, a
+// check of their prerequisites and an Open function) in a Registry, which
+// the program fills: this package depends on none of them. The native
+// engine (package native: a pure-Go CPU transformer, the default) exists
+// and is registered by the CLI; a torch engine (a Python server on a GPU
+// node) is registered under "torch" only in a program built with it.
+// Engines own tokenization; the harness exchanges chat messages, token ids
+// and log-probs with them.
 package engine
 
 import (
@@ -35,6 +40,9 @@ type Request struct {
 	MaxNewTokens int
 	Temperature  float64 // > 0
 	Seed         uint64  // keys this request's own random stream
+	// IgnoreEndOfTurn keeps sampling past the end-of-turn token until
+	// MaxNewTokens (benchmarks use it so every sequence runs to length).
+	IgnoreEndOfTurn bool
 }
 
 // Finish reasons of a Completion.

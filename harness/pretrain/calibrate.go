@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/marlowlab/marlow/datasets"
-	"github.com/marlowlab/marlow/harness/engine/native"
+	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
@@ -19,7 +19,6 @@ const CalibrationFile = "calibration.md"
 
 // CalibrateOptions tune Calibrate.
 type CalibrateOptions struct {
-	Threads int
 	// ValSize caps the validation problems per task (0 = the spec's
 	// eval.val_size, else the task's val_size).
 	ValSize int
@@ -67,21 +66,13 @@ type Calibration struct {
 	Rows   []CalRow // by task (matrix order), then workflow (design order)
 }
 
-// Calibrate runs every workflow with the base checkpoint in dir on the
-// validation set of each synthetic task of the spec's matrix (one rollout
-// per problem at the spec's temperature and completion budgets) and
-// returns accuracies and per-role format compliance.
-func Calibrate(ctx context.Context, s *spec.Spec, job Job, dir string, opt CalibrateOptions) (Calibration, error) {
+// Calibrate runs every workflow with eng (an engine opened over the base
+// checkpoint of job, with no adapters needed) on the validation set of each
+// synthetic task of the spec's matrix (one rollout per problem at the
+// spec's temperature and completion budgets) and returns accuracies and
+// per-role format compliance.
+func Calibrate(ctx context.Context, s *spec.Spec, job Job, eng engine.Engine, opt CalibrateOptions) (Calibration, error) {
 	cal := Calibration{Scale: job.Scale, Params: job.Model.NumParams()}
-	threads := opt.Threads
-	if threads <= 0 {
-		threads = 1
-	}
-	eng, err := native.Open(dir, native.Options{Threads: threads})
-	if err != nil {
-		return cal, fmt.Errorf("pretrain: calibrate %s: %w", job.Scale, err)
-	}
-	defer eng.Close()
 	wfs := opt.Workflows
 	if len(wfs) == 0 {
 		wfs = workflow.Names
@@ -152,7 +143,7 @@ func WorkflowConfig(s *spec.Spec, name, kind string) workflow.Config {
 		Temperature: s.GRPO.Temperature, MaxNewTokens: mnt, DefaultMaxNewTokens: s.GRPO.MaxNewTokens["default"]}
 }
 
-func calibrateOne(ctx context.Context, s *spec.Spec, eng *native.Engine, task datasets.Task, name, wf string, jobs []workflow.Job) (CalRow, error) {
+func calibrateOne(ctx context.Context, s *spec.Spec, eng engine.Engine, task datasets.Task, name, wf string, jobs []workflow.Job) (CalRow, error) {
 	row := CalRow{Task: name, Workflow: wf, Problems: len(jobs)}
 	r := &workflow.Runner{Engine: eng, Task: task, Config: WorkflowConfig(s, wf, task.Kind())}
 	eps, err := r.Run(ctx, workflow.Batch{RunSeed: s.MasterSeed, Purpose: "val"}, jobs)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/marlowlab/marlow/harness/engine/native"
 	"github.com/marlowlab/marlow/harness/spec"
 )
 
@@ -43,7 +44,12 @@ func TestMiniCalibration(t *testing.T) {
 		if err != nil || where != FromCommitted {
 			t.Fatalf("scale %s: no committed checkpoint (%q, %v)", sc, where, err)
 		}
-		cal, err := Calibrate(context.Background(), s, job, dir, CalibrateOptions{Threads: 2})
+		eng, err := native.Open(dir, native.Options{Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cal, err := Calibrate(context.Background(), s, job, eng, CalibrateOptions{})
+		eng.Close()
 		if err != nil {
 			t.Fatal(err)
 		}

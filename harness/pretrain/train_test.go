@@ -342,7 +342,12 @@ func TestCalibrateRunsEveryWorkflow(t *testing.T) {
 	if _, err := Train(context.Background(), job, dir, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	cal, err := Calibrate(context.Background(), s, job, dir, CalibrateOptions{ValSize: 2})
+	eng, err := native.Open(dir, native.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	cal, err := Calibrate(context.Background(), s, job, eng, CalibrateOptions{ValSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

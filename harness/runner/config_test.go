@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/marlowlab/marlow/analysis"
 	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/datasets/synthmath"
+	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/spec"
 )
 
@@ -355,11 +357,11 @@ func TestOpenTask(t *testing.T) {
 }
 
 func TestNativeEngineRefusesOthers(t *testing.T) {
-	_, _, err := NativeEngine(spec.ModelConfig{Scale: "s", Engine: "torch"}, t.TempDir(), 1)
+	_, _, err := nativeEngines().Open(context.Background(), "torch", t.TempDir(), engine.Options{Threads: 1})
 	if err == nil || !strings.Contains(err.Error(), `engine "torch"`) {
 		t.Fatalf("err %v", err)
 	}
-	_, _, err = NativeEngine(spec.ModelConfig{Scale: "s", Engine: "native"}, filepath.Join(t.TempDir(), "none"), 1)
+	_, _, err = nativeEngines().Open(context.Background(), "native", filepath.Join(t.TempDir(), "none"), engine.Options{Threads: 1})
 	if err == nil {
 		t.Fatal("a missing checkpoint folder opened")
 	}

@@ -55,7 +55,7 @@ func TestE2EChild(t *testing.T) {
 	}
 	threads := max(atoi("MARLOW_E2E_THREADS"), 1)
 	opt := Options{RunsDir: os.Getenv("MARLOW_E2E_RUNS"), Only: os.Getenv("MARLOW_E2E_ONLY"),
-		Jobs: atoi("MARLOW_E2E_JOBS"), Threads: threads, AllowDirty: true,
+		Jobs: atoi("MARLOW_E2E_JOBS"), Threads: threads, AllowDirty: true, Engines: nativeEngines(),
 		BaseModel: PretrainedBase(s, 2, os.Stderr), Reporter: NewLines(os.Stderr, 30*time.Second)}
 	sum, err := Run(context.Background(), s, opt)
 	if err != nil {

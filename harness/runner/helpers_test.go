@@ -12,6 +12,7 @@ import (
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/engine/fake"
+	"github.com/marlowlab/marlow/harness/engine/native"
 	"github.com/marlowlab/marlow/harness/grpo"
 	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/spec"
@@ -75,11 +76,32 @@ func fakeOptions(runs string) Options {
 	return Options{
 		RunsDir: runs, Jobs: 2, AllowDirty: true,
 		BaseModel: func(context.Context, spec.ModelConfig) (string, error) { return "", nil },
-		Engine: func(spec.ModelConfig, string, int) (engine.Engine, string, error) {
-			return fake.New(agents.Respond), "fake", nil
-		},
-		Task: func(spec.DataConfig, TaskOptions) (datasets.Task, error) { return workflowtest.Task{ValSize: 8}, nil },
+		Engines:   fakeEngines(),
+		Task:      func(spec.DataConfig, TaskOptions) (datasets.Task, error) { return workflowtest.Task{ValSize: 8}, nil },
 	}
+}
+
+// fakeEngines registers the fake engine under the name the specs select
+// (native).
+func fakeEngines() *engine.Registry {
+	reg := &engine.Registry{}
+	err := reg.Register(engine.Driver{Name: "native", Version: "fake",
+		Open: func(context.Context, string, engine.Options) (engine.Engine, error) {
+			return fake.New(agents.Respond), nil
+		}})
+	if err != nil {
+		panic(err)
+	}
+	return reg
+}
+
+// nativeEngines registers the native engine.
+func nativeEngines() *engine.Registry {
+	reg := &engine.Registry{}
+	if err := reg.Register(native.Driver()); err != nil {
+		panic(err)
+	}
+	return reg
 }
 
 // rowsText renders a run's committed steps, evals and samples so that NaN

@@ -28,7 +28,6 @@ import (
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/datasets/sandbox"
 	"github.com/marlowlab/marlow/harness/engine"
-	"github.com/marlowlab/marlow/harness/engine/native"
 	"github.com/marlowlab/marlow/harness/grpo"
 	"github.com/marlowlab/marlow/harness/pin"
 	"github.com/marlowlab/marlow/harness/pretrain"
@@ -52,10 +51,6 @@ const DefaultRunsDir = "runs"
 // layout) of a run's model, building it when needed.
 type BaseModelFunc func(ctx context.Context, m spec.ModelConfig) (string, error)
 
-// EngineFunc opens an engine over a base checkpoint folder with the given
-// number of threads, and names the engine's version for the manifest.
-type EngineFunc func(m spec.ModelConfig, dir string, threads int) (engine.Engine, string, error)
-
 // Options configure Run.
 type Options struct {
 	// RunsDir is the root of run folders (DefaultRunsDir when empty); a run
@@ -77,8 +72,10 @@ type Options struct {
 	// checkpoint folder; tiny models need a BaseModel (the CLI passes the
 	// pretrain package's).
 	BaseModel BaseModelFunc
-	// Engine opens engines (NativeEngine when nil).
-	Engine EngineFunc
+	// Engines opens the engines runs name (engine.Default when nil). Every
+	// engine the selected runs name must be registered there with its
+	// prerequisites met, or Run refuses before any run folder exists.
+	Engines *engine.Registry
 	// Task builds task sources (OpenTask when nil).
 	Task func(d spec.DataConfig, opt TaskOptions) (datasets.Task, error)
 	// Reporter shows progress (nothing is shown when nil).
@@ -129,16 +126,18 @@ var ErrConfigMismatch = errors.New("run folder holds another config")
 // programs without network isolation and UnsafeCodeExec is not set.
 var ErrCodeIsolation = errors.New("code execution without network isolation")
 
-// NativeEngine is the default EngineFunc: the pure-Go CPU engine.
-func NativeEngine(m spec.ModelConfig, dir string, threads int) (engine.Engine, string, error) {
-	if m.Engine != "native" {
-		return nil, "", fmt.Errorf("engine %q is not available in this runner (only native)", m.Engine)
+// checkEngines verifies, before anything is written, that every engine the
+// runs name is registered and has its prerequisites; the error lists every
+// problem of every engine at once.
+func checkEngines(ctx context.Context, reg *engine.Registry, runs []spec.Run) error {
+	var names []string
+	for _, r := range runs {
+		names = append(names, r.Config.Model.Engine)
 	}
-	e, err := native.Open(dir, native.Options{Threads: threads})
-	if err != nil {
-		return nil, "", err
+	if err := reg.Check(ctx, names...); err != nil {
+		return fmt.Errorf("nothing was run: %w", err)
 	}
-	return e, "native/" + runtime.Version(), nil
+	return nil
 }
 
 // Select returns the planned runs whose id matches the glob only (all when
@@ -183,8 +182,9 @@ type job struct {
 }
 
 // Run executes the selected runs of s. It returns an error, before any run
-// starts, when the plan cannot be made, the tree is dirty without
-// AllowDirty, a code task lacks isolation, or a run folder holds another
+// starts, when the plan cannot be made, an engine the selected runs name is
+// not registered or lacks a prerequisite (engine.ErrUnavailable, listing
+// every problem), the tree is dirty without AllowDirty, a code task lacks isolation, or a run folder holds another
 // config (ErrConfigMismatch, listing the differing keys of every such
 // run). Otherwise every run ends in the summary: a failing run is marked
 // failed in its manifest and the others continue. When ctx is cancelled,
@@ -197,6 +197,12 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 	}
 	runs, err := Select(planned, opt.Only)
 	if err != nil {
+		return nil, err
+	}
+	if opt.Engines == nil {
+		opt.Engines = engine.Default
+	}
+	if err := checkEngines(ctx, opt.Engines, runs); err != nil {
 		return nil, err
 	}
 	prov, err := pin.Resolve(s.File, opt.AllowDirty, nil)
@@ -213,9 +219,6 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 	rep := opt.Reporter
 	if rep == nil {
 		rep = nopReporter{}
-	}
-	if opt.Engine == nil {
-		opt.Engine = NativeEngine
 	}
 	if opt.Task == nil {
 		opt.Task = OpenTask
@@ -444,10 +447,7 @@ func (x *executor) execute(ctx context.Context, j job) Outcome {
 		prov, setupErr = x.provenance(base, rc.Data.Path)
 	}
 	if setupErr == nil {
-		eng, version, setupErr = x.opt.Engine(rc.Model, base, max(x.opt.Threads, 1))
-		if setupErr != nil {
-			setupErr = fmt.Errorf("open engine %s: %w", rc.Model.Engine, setupErr)
-		}
+		eng, version, setupErr = x.opt.Engines.Open(ctx, rc.Model.Engine, base, engine.Options{Threads: max(x.opt.Threads, 1)})
 	}
 	if eng != nil {
 		defer eng.Close()

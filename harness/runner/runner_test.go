@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/grpo"
 	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/spec"
@@ -349,7 +350,7 @@ func TestSetupFailuresAndInterruptions(t *testing.T) {
 	})
 	t.Run("engine cannot open the base checkpoint", func(t *testing.T) {
 		opt := fakeOptions(t.TempDir())
-		opt.Engine = NativeEngine
+		opt.Engines = nativeEngines()
 		opt.Only = "voting-base-*"
 		opt.BaseModel = func(context.Context, spec.ModelConfig) (string, error) { return t.TempDir(), nil }
 		sum, err := Run(context.Background(), s, opt)
@@ -360,4 +361,36 @@ func TestSetupFailuresAndInterruptions(t *testing.T) {
 			t.Fatalf("%s %v", o.State, o.Err)
 		}
 	})
+}
+
+// TestPreflightRefusesMissingEngines: an engine the plan names that is not
+// registered, or lacks a prerequisite, stops the invocation before any run
+// folder or lock exists, naming every problem at once.
+func TestPreflightRefusesMissingEngines(t *testing.T) {
+	s := writeSpec(t, "1.0e-3")
+	runs := t.TempDir()
+	opt := fakeOptions(runs)
+	opt.Engines = &engine.Registry{}
+	err := opt.Engines.Register(engine.Driver{Name: "native", Version: "lacking",
+		Check: func(context.Context) []error {
+			return []error{errors.New("no python3"), errors.New("no torch package")}
+		},
+		Open: func(context.Context, string, engine.Options) (engine.Engine, error) {
+			t.Error("an engine was opened despite missing prerequisites")
+			return nil, errors.New("unreachable")
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), s, opt)
+	if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "engine native: no python3") || !strings.Contains(err.Error(), "engine native: no torch package") {
+		t.Fatalf("err %v", err)
+	}
+	opt.Engines = &engine.Registry{}
+	if _, err = Run(context.Background(), s, opt); !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), `engine "native" is not registered`) {
+		t.Fatalf("err %v", err)
+	}
+	if ents, err := os.ReadDir(runs); err != nil || len(ents) != 0 {
+		t.Fatalf("runs folder holds %v (%v) after a refused preflight", ents, err)
+	}
 }

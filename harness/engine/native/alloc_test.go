@@ -15,12 +15,11 @@ import (
 func TestDecodeAllocs(t *testing.T) {
 	for _, threads := range []int{1, 2} {
 		e := testEngine(t, true, threads)
-		e.noStop = true
 		perStep := func(batch int) float64 {
 			run := func(n int) float64 {
 				var reqs []engine.Request
 				for i := 0; i < batch; i++ {
-					reqs = append(reqs, engine.Request{Messages: chat("abc"), MaxNewTokens: n, Temperature: 1, Seed: uint64(i)})
+					reqs = append(reqs, engine.Request{Messages: chat("abc"), MaxNewTokens: n, Temperature: 1, Seed: uint64(i), IgnoreEndOfTurn: true})
 				}
 				// Warm the buffers, then count.
 				if _, err := e.Generate(context.Background(), reqs); err != nil {

@@ -161,7 +161,7 @@ func (e *Engine) generate(ctx context.Context, reqs []engine.Request, seqs []gen
 			s.ids = append(s.ids, tok)
 			s.lps = append(s.lps, lp)
 			switch {
-			case tok == e.imEnd && !e.noStop:
+			case tok == e.imEnd && !req.IgnoreEndOfTurn:
 				s.done, s.finish = true, engine.FinishStop
 			case len(s.ids) >= req.MaxNewTokens:
 				s.done, s.finish = true, engine.FinishLength

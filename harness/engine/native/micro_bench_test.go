@@ -1,6 +1,10 @@
 package native
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/marlowlab/marlow/harness/internal/procstat"
+)
 
 // BenchmarkAttention measures causal attention over one 128-token
 // sequence (4 heads, 2 KV heads, head dim 16): the training pass per
@@ -16,7 +20,7 @@ func BenchmarkAttention(b *testing.B) {
 	sc := make([]float32, T)
 	for _, mode := range []string{"sequence", "rows"} {
 		b.Run(mode, func(b *testing.B) {
-			c0 := cpuTime()
+			c0 := procstat.CPUTime()
 			for it := 0; it < b.N; it++ {
 				if mode == "rows" {
 					for i := 0; i < T; i++ {
@@ -28,7 +32,7 @@ func BenchmarkAttention(b *testing.B) {
 					g.attnSeqHead(h, T, q, k, v, out, probs)
 				}
 			}
-			b.ReportMetric(float64(b.N*T)/(cpuTime()-c0), "rows/cpu-s")
+			b.ReportMetric(float64(b.N*T)/(procstat.CPUTime()-c0), "rows/cpu-s")
 		})
 	}
 }
@@ -55,7 +59,7 @@ func BenchmarkSmallGemm(b *testing.B) {
 		flops := 2 * float64(sh.m*sh.k*sh.n)
 		for _, impl := range []string{"gonum", "hand"} {
 			b.Run(sh.name+"/"+impl, func(b *testing.B) {
-				c0 := cpuTime()
+				c0 := procstat.CPUTime()
 				for i := 0; i < b.N; i++ {
 					if impl == "gonum" {
 						pool{threads: 1}.linear(y, x, w, sh.m, sh.k, sh.n)
@@ -63,7 +67,7 @@ func BenchmarkSmallGemm(b *testing.B) {
 						naiveNT(y, x, w, sh.m, sh.k, sh.n)
 					}
 				}
-				b.ReportMetric(flops*float64(b.N)/(cpuTime()-c0)/1e9, "GFLOP/cpu-s")
+				b.ReportMetric(flops*float64(b.N)/(procstat.CPUTime()-c0)/1e9, "GFLOP/cpu-s")
 			})
 		}
 	}

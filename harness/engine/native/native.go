@@ -20,11 +20,13 @@
 package native
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -54,10 +56,28 @@ type Engine struct {
 	scores    [][]float32
 	ws        workspace
 	closed    bool
-	noStop    bool // benchmarks: ignore <|im_end|> so every sequence runs to length
 }
 
 var _ engine.Engine = (*Engine)(nil)
+
+// Name is the engine name a spec's model.engine selects.
+const Name = "native"
+
+// Driver is the native engine's registry entry. It needs nothing beyond
+// this program, so it has no prerequisites to check.
+func Driver() engine.Driver {
+	return engine.Driver{
+		Name:    Name,
+		Version: Name + "/" + runtime.Version(),
+		Open: func(_ context.Context, dir string, opt engine.Options) (engine.Engine, error) {
+			e, err := Open(dir, Options{Threads: opt.Threads})
+			if err != nil {
+				return nil, err
+			}
+			return e, nil
+		},
+	}
+}
 
 // New builds an engine over weights w (not copied: the engine owns them from
 // now on) and tokenizer tok, whose vocabulary must fit the model.
@@ -219,4 +239,11 @@ func writeFile(path string, b []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// Linear computes y[n, out] = x[n, in] · w[out, in]ᵀ with the engine's
+// threads and tiling: the GEMM every linear layer runs, exposed so that
+// benchmarks can measure it on its own.
+func (e *Engine) Linear(y, x, w []float32, n, in, out int) {
+	e.pool.linear(y, x, w, n, in, out)
 }

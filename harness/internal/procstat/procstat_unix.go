@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd
 
-package native
+package procstat
 
 import (
 	"runtime"
@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// peakRSS returns the process's peak resident set size in bytes.
-func peakRSS() int64 {
+// PeakRSS returns the process's peak resident set size in bytes.
+func PeakRSS() int64 {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -20,8 +20,8 @@ func peakRSS() int64 {
 	return ru.Maxrss * 1024 // kilobytes elsewhere
 }
 
-// cpuTime returns the user + system CPU time of the process in seconds.
-func cpuTime() float64 {
+// CPUTime returns the user + system CPU time of the process in seconds.
+func CPUTime() float64 {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
 		return 0

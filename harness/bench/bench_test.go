@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/engine/native"
+	"github.com/marlowlab/marlow/harness/internal/procstat"
+)
+
+func nativeRegistry(t testing.TB) *engine.Registry {
+	reg := &engine.Registry{}
+	if err := reg.Register(native.Driver()); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// TestEngineRuns measures the small size briefly and checks that every
+// rate was measured.
+func TestEngineRuns(t *testing.T) {
+	r, err := Engine(context.Background(), nativeRegistry(t), "d64l2", Options{Threads: 1, MinTime: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TrainSteps < 1 || r.GenRuns < 1 || r.TrainTokS <= 0 || r.GenTokS <= 0 || r.GemmGFLOPS <= 0 || r.BlasGFLOPS <= 0 {
+		t.Fatalf("%+v", r)
+	}
+	if !strings.Contains(r.String(), "engine native, size d64l2") {
+		t.Fatalf("report:\n%s", r)
+	}
+}
+
+func TestEngineRefusesUnknown(t *testing.T) {
+	if _, err := Engine(context.Background(), nativeRegistry(t), "huge", Options{}); err == nil || !strings.Contains(err.Error(), `unknown size "huge"`) {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := Engine(context.Background(), nativeRegistry(t), "d64l2", Options{Engine: "torch"}); err == nil || !strings.Contains(err.Error(), `engine "torch" is not registered`) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// BenchmarkEngine runs Engine at the reference size and reports rates per
+// wall second and the cores the process actually obtained.
+func BenchmarkEngine(b *testing.B) {
+	reg := nativeRegistry(b)
+	for i := 0; i < b.N; i++ {
+		r, err := Engine(context.Background(), reg, "d64l2", Options{Threads: 2, MinTime: 3 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(r.TrainTokS, "train-tok/s")
+		b.ReportMetric(r.TrainCores, "train-cores")
+		b.ReportMetric(r.GenTokS, "gen-tok/s")
+		b.ReportMetric(r.GenCores, "gen-cores")
+	}
+}
+
+// BenchmarkTrainStep times one LoRA GRPO step at the reference size
+// (32 x 128 tokens) and reports sequence tokens per CPU second.
+func BenchmarkTrainStep(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			e, _, err := openRandom(context.Background(), nativeRegistry(b), native.Name, Sizes["d64l2"], threads)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			turns, opt := trainBatchTurns()
+			b.ResetTimer()
+			c0 := procstat.CPUTime()
+			for i := 0; i < b.N; i++ {
+				if _, err := e.TrainStep(context.Background(), "bench", turns, opt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*32*128)/(procstat.CPUTime()-c0), "tok/cpu-s")
+			b.ReportMetric(float64(b.N*32*128)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
+
+// BenchmarkGenerate times sampling at the reference size (64 requests,
+// prompt 32, 96 new tokens) and reports generated tokens per CPU second.
+func BenchmarkGenerate(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			e, _, err := openRandom(context.Background(), nativeRegistry(b), native.Name, Sizes["d64l2"], threads)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			reqs := genRequestsOf()
+			b.ResetTimer()
+			c0 := procstat.CPUTime()
+			for i := 0; i < b.N; i++ {
+				if _, err := e.Generate(context.Background(), reqs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*64*96)/(procstat.CPUTime()-c0), "tok/cpu-s")
+			b.ReportMetric(float64(b.N*64*96)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Options are the settings of one opened engine that every implementation
+// understands. They never change results.
+type Options struct {
+	// Threads is the number of worker threads (1 when 0).
+	Threads int
+}
+
+// Driver is one engine implementation, registered under its name. An
+// implementation package exports its Driver; the program that wants it
+// (the CLI) registers it, so this package depends on no implementation.
+type Driver struct {
+	// Name is the name a spec's model.engine selects, e.g. "native".
+	Name string
+	// Version names the implementation and its version for run manifests,
+	// e.g. "native/go1.26.0".
+	Version string
+	// Check lists every prerequisite of the engine that this machine lacks
+	// (an interpreter, a package, a device), one error each, and nil when
+	// the engine can be opened. It must be cheap and must not start the
+	// engine. Nil means nothing to check.
+	Check func(ctx context.Context) []error
+	// Open starts the engine over a base checkpoint folder in the Hugging
+	// Face layout (config.json, model.safetensors, tokenizer.json).
+	Open func(ctx context.Context, checkpointDir string, opt Options) (Engine, error)
+}
+
+// ErrUnavailable is returned (wrapped) when an engine a plan names is not
+// registered or lacks a prerequisite.
+var ErrUnavailable = errors.New("engine unavailable")
+
+// Registry maps engine names to drivers. The zero value is empty and ready
+// to use; it is safe for concurrent use.
+type Registry struct {
+	mu      sync.RWMutex
+	drivers map[string]Driver
+}
+
+// Register adds d. A driver without a name or an Open function, or a name
+// registered twice, is an error.
+func (r *Registry) Register(d Driver) error {
+	if d.Name == "" {
+		return errors.New("engine: register: driver has no name")
+	}
+	if d.Open == nil {
+		return fmt.Errorf("engine: register %q: driver has no Open function", d.Name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.drivers[d.Name]; ok {
+		return fmt.Errorf("engine: register %q: already registered", d.Name)
+	}
+	if r.drivers == nil {
+		r.drivers = map[string]Driver{}
+	}
+	r.drivers[d.Name] = d
+	return nil
+}
+
+// Names returns the registered engine names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.drivers))
+	for n := range r.drivers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Driver returns the driver registered as name.
+func (r *Registry) Driver(name string) (Driver, error) {
+	r.mu.RLock()
+	d, ok := r.drivers[name]
+	r.mu.RUnlock()
+	if !ok {
+		return Driver{}, fmt.Errorf("engine %q is not registered in this program (have %s): %w", name, r.have(), ErrUnavailable)
+	}
+	return d, nil
+}
+
+func (r *Registry) have() string {
+	names := r.Names()
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// Open opens the engine registered as name over the base checkpoint in
+// checkpointDir, and returns it with the driver's version.
+func (r *Registry) Open(ctx context.Context, name, checkpointDir string, opt Options) (Engine, string, error) {
+	d, err := r.Driver(name)
+	if err != nil {
+		return nil, "", err
+	}
+	if opt.Threads <= 0 {
+		opt.Threads = 1
+	}
+	e, err := d.Open(ctx, checkpointDir, opt)
+	if err != nil {
+		return nil, "", fmt.Errorf("open engine %s: %w", name, err)
+	}
+	return e, d.Version, nil
+}
+
+// Check verifies that every named engine is registered and has all its
+// prerequisites. The error (wrapping ErrUnavailable) lists every problem
+// of every engine, one per line, so that one attempt shows all that is
+// missing.
+func (r *Registry) Check(ctx context.Context, names ...string) error {
+	var probs []string
+	seen := map[string]bool{}
+	for _, name := range names {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		d, err := r.Driver(name)
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("engine %q is not registered in this program (have %s)", name, r.have()))
+			continue
+		}
+		if d.Check == nil {
+			continue
+		}
+		for _, e := range d.Check(ctx) {
+			probs = append(probs, fmt.Sprintf("engine %s: %v", name, e))
+		}
+	}
+	if len(probs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w:\n  %s", ErrUnavailable, strings.Join(probs, "\n  "))
+}
+
+// Default is the registry of the program; the CLI registers its engines
+// here.
+var Default = &Registry{}
+
+// Register adds d to the Default registry.
+func Register(d Driver) error { return Default.Register(d) }
+
+// Open opens an engine of the Default registry (see Registry.Open).
+func Open(ctx context.Context, name, checkpointDir string, opt Options) (Engine, string, error) {
+	return Default.Open(ctx, name, checkpointDir, opt)
+}
