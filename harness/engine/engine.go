@@ -114,6 +114,14 @@ type RoleStats struct {
 	KL           float64 // mean k3 estimate of KL(current || base)
 }
 
+// UndefinedStats are the statistics of a role with nothing measured: every
+// float NaN (Tokens and Seqs 0, RoleCos nil).
+func UndefinedStats(role string) RoleStats {
+	n := math.NaN()
+	return RoleStats{Role: role, Loss: n, GradNorm: n, GradShare: n, AgentCosMean: n, AgentCosMin: n,
+		MeanLen: n, Entropy: n, Perplexity: n, RatioMean: n, RatioMax: n, ClipFrac: n, KL: n}
+}
+
 // StepStats is the result of one TrainStep.
 type StepStats struct {
 	Adapter      string

@@ -226,13 +226,6 @@ func meanStd(xs []float64) (float64, float64) {
 	return m, math.Sqrt(ss / float64(len(xs)))
 }
 
-// nanStats are the engine statistics of a role the engine did not train on.
-func nanStats(role string) engine.RoleStats {
-	n := math.NaN()
-	return engine.RoleStats{Role: role, Loss: n, GradNorm: n, GradShare: n, AgentCosMean: n, AgentCosMin: n,
-		MeanLen: n, Entropy: n, Perplexity: n, RatioMean: n, RatioMax: n, ClipFrac: n, KL: n}
-}
-
 // stepRow combines an engine's role statistics with the harness's reward
 // statistics.
 func stepRow(runID string, step int64, policy string, rs engine.RoleStats, rewards []float64, zeroVar float64, lr float64) runlog.StepRow {

@@ -254,7 +254,7 @@ func (t *Trainer) step(ctx context.Context, step int64, steps int) error {
 	opt := cfg.trainOptions(int(step))
 	var stepRows []runlog.StepRow
 	for _, a := range policies {
-		stats := engine.StepStats{Adapter: a, Total: nanStats("*")}
+		stats := engine.StepStats{Adapter: a, Total: engine.UndefinedStats("*")}
 		if len(turns[a]) > 0 {
 			stats, err = t.Engine.TrainStep(ctx, a, turns[a], opt)
 			if err != nil {
@@ -270,7 +270,7 @@ func (t *Trainer) step(ctx context.Context, step int64, steps int) error {
 		for _, role := range byPolicy[a] {
 			rs, ok := engineRoles[role]
 			if !ok {
-				rs = nanStats(role)
+				rs = engine.UndefinedStats(role)
 			}
 			var rewards []float64
 			for _, ep := range eps {

@@ -218,7 +218,8 @@ func (e *Engine) TrainStep(ctx context.Context, adapter string, turns []engine.T
 
 // stats fills the statistics that do not need gradients.
 func stats(role string, turns []engine.Turn, skill float64) engine.RoleStats {
-	rs := engine.RoleStats{Role: role, Seqs: len(turns)}
+	rs := engine.UndefinedStats(role)
+	rs.Seqs = len(turns)
 	var nll, adv float64
 	for _, t := range turns {
 		rs.Tokens += len(t.CompletionIDs)
@@ -227,10 +228,6 @@ func stats(role string, turns []engine.Turn, skill float64) engine.RoleStats {
 		}
 		adv += t.Advantage
 	}
-	nan := math.NaN()
-	rs.Loss, rs.MeanLen, rs.Entropy, rs.Perplexity = nan, nan, nan, nan
-	rs.RatioMean, rs.RatioMax, rs.ClipFrac = nan, nan, nan
-	rs.GradNorm, rs.GradShare, rs.AgentCosMean, rs.AgentCosMin = nan, nan, nan, nan
 	rs.KL = skill * skill
 	if len(turns) > 0 {
 		rs.Loss = -adv / float64(len(turns))

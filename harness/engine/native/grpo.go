@@ -48,184 +48,45 @@ type grpoGrads struct {
 	total    []float32 // before clipping
 }
 
+// grpoBatch is the packed batch of one step: the trained turns ordered by
+// (role, agent, index), so that every agent's rows are contiguous.
+type grpoBatch struct {
+	turns     []grpoTurn
+	seqs      []seqInput
+	roles     []string // sorted
+	agents    []string // grouped by role, then sorted
+	agentRole []int    // agents[a] belongs to roles[agentRole[a]]
+	ntok      int      // completion tokens in all
+}
+
 // grpoStep computes the step's statistics and gradients and, when apply,
 // clips and applies them.
 func (e *Engine) grpoStep(ctx context.Context, name string, turns []engine.Turn, opt engine.TrainOptions, apply bool) (engine.StepStats, *grpoGrads, error) {
 	st := engine.StepStats{Adapter: name}
-	if err := e.check(); err != nil {
-		return st, nil, err
-	}
-	ad, err := e.adapter(name)
+	ad, err := e.trainedAdapter(name, opt)
 	if err != nil {
 		return st, nil, err
 	}
-	if ad == nil {
-		return st, nil, fmt.Errorf("native: train step needs an adapter (the base policy is frozen)")
-	}
-	if err := checkTrainOptions(opt); err != nil {
+	kept, err := e.checkGRPOTurns(name, turns)
+	if err != nil {
 		return st, nil, err
 	}
-	var kept []int
-	for i := range turns {
-		t := &turns[i]
-		if t.Adapter != name {
-			return st, nil, fmt.Errorf("native: turn %d names adapter %q, not %q", i, t.Adapter, name)
-		}
-		if len(t.CompletionIDs) == 0 {
-			return st, nil, fmt.Errorf("native: turn %d (agent %q) has an empty completion", i, t.Agent)
-		}
-		if len(t.PromptIDs) == 0 {
-			return st, nil, fmt.Errorf("native: turn %d (agent %q) has an empty prompt", i, t.Agent)
-		}
-		if len(t.OldLogProbs) != len(t.CompletionIDs) {
-			return st, nil, fmt.Errorf("native: turn %d (agent %q) has %d old log-probs for %d completion tokens", i, t.Agent, len(t.OldLogProbs), len(t.CompletionIDs))
-		}
-		if n := len(t.PromptIDs) + len(t.CompletionIDs) - 1; n > e.d.MaxPos {
-			return st, nil, fmt.Errorf("native: turn %d (agent %q) has %d input tokens, more than max_position_embeddings %d", i, t.Agent, n, e.d.MaxPos)
-		}
-		if err := e.checkIDs(fmt.Sprintf("native: turn %d prompt", i), t.PromptIDs); err != nil {
-			return st, nil, err
-		}
-		if err := e.checkIDs(fmt.Sprintf("native: turn %d completion", i), t.CompletionIDs); err != nil {
-			return st, nil, err
-		}
-		for j, lp := range t.OldLogProbs {
-			if math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 0) {
-				return st, nil, fmt.Errorf("native: turn %d (agent %q) has old log-prob %v at token %d", i, t.Agent, lp, j)
-			}
-		}
-		if math.IsNaN(t.Advantage) || math.IsInf(t.Advantage, 0) {
-			return st, nil, fmt.Errorf("native: turn %d (agent %q) has advantage %v", i, t.Agent, t.Advantage)
-		}
-		if t.Advantage == 0 {
-			st.SkippedTurns++
-			continue
-		}
-		kept = append(kept, i)
-	}
+	st.SkippedTurns = len(turns) - len(kept)
 	if len(kept) == 0 {
-		st.Total = nanStats("*")
+		st.Total = engine.UndefinedStats("*")
 		st.Total.GradNorm, st.GradNormPre = 0, 0
 		return st, nil, nil
 	}
-	// Order turns by (role, agent, index) so every agent's rows are contiguous.
-	slices.SortStableFunc(kept, func(a, b int) int {
-		if c := cmpStr(turns[a].Role, turns[b].Role); c != 0 {
-			return c
-		}
-		return cmpStr(turns[a].Agent, turns[b].Agent)
-	})
-	var roles, agents []string
-	var agentRole []int
-	gt := make([]grpoTurn, len(kept))
-	seqs := make([]seqInput, len(kept))
-	ntok := 0
-	for k, i := range kept {
-		t := &turns[i]
-		if len(roles) == 0 || roles[len(roles)-1] != t.Role {
-			roles = append(roles, t.Role)
-		}
-		if len(agents) == 0 || agents[len(agents)-1] != t.Agent || agentRole[len(agentRole)-1] != len(roles)-1 {
-			agents = append(agents, t.Agent)
-			agentRole = append(agentRole, len(roles)-1)
-		}
-		gt[k] = grpoTurn{t: t, agent: len(agents) - 1, role: len(roles) - 1, first: ntok, n: len(t.CompletionIDs)}
-		ntok += len(t.CompletionIDs)
-		ids := make([]int32, 0, len(t.PromptIDs)+len(t.CompletionIDs)-1)
-		ids = append(ids, t.PromptIDs...)
-		ids = append(ids, t.CompletionIDs[:len(t.CompletionIDs)-1]...)
-		rows := make([]int32, len(t.CompletionIDs))
-		for j := range rows {
-			rows[j] = int32(len(t.PromptIDs) - 1 + j)
-		}
-		seqs[k] = seqInput{ids: ids, rows: rows, targets: t.CompletionIDs}
-	}
+	b := packGRPO(turns, kept)
 	if err := ctx.Err(); err != nil {
 		return st, nil, fmt.Errorf("native: train step: %w", err)
 	}
-	d := e.d
-	toks := make([]tokenStat, ntok)
-	sel, tgt := e.buildTrainBatch(seqs, nil)
-	// Base policy (adapter off) for the KL estimate.
-	logits := e.trainForward(nil, sel, false)
-	for j := range sel {
-		toks[j].lpBase, _ = logSoftmaxRow(logits[j*d.V:(j+1)*d.V], opt.Temperature, tgt[j], nil)
-	}
-	// Current policy, activations kept.
-	e.ws.b.groups[0].ad = ad
-	logits = e.trainForward(ad, sel, true)
-	dlogits := make([]float32, len(sel)*d.V)
-	probs := make([]float32, d.V)
-	// Aggregation weights: the loss is Σ_tokens w_t ℓ_t.
-	nt := float64(len(gt))
-	for _, g := range gt {
-		t := g.t
-		coef := opt.KLCoef[t.Role]
-		var w float64
-		switch opt.LossAgg {
-		case engine.TokenMean:
-			w = 1 / float64(ntok)
-		case engine.SeqMeanTokenMean:
-			w = 1 / (nt * float64(g.n))
-		default:
-			w = 1 / nt
-		}
-		for j := 0; j < g.n; j++ {
-			k := g.first + j
-			row := logits[k*d.V : (k+1)*d.V]
-			lp, ent := logSoftmaxRow(row, opt.Temperature, tgt[k], probs)
-			toks[k].lp, toks[k].ent = lp, ent
-			// dℓ/dlp of the clipped surrogate and the k3 penalty.
-			r := math.Exp(lp - float64(t.OldLogProbs[j]))
-			a := t.Advantage
-			cr := math.Min(math.Max(r, 1-opt.ClipLow), 1+opt.ClipHigh)
-			var dlp float64
-			if r*a <= cr*a {
-				dlp = -a * r
-			}
-			if coef != 0 {
-				dlp += coef * (1 - math.Exp(toks[k].lpBase-lp))
-			}
-			// lp = z_y - lse(z), z = logits / T.
-			gscale := float32(w * dlp / opt.Temperature)
-			drow := dlogits[k*d.V : (k+1)*d.V]
-			for v := range drow {
-				drow[v] = -gscale * probs[v]
-			}
-			drow[tgt[k]] += gscale
-		}
-	}
-	// Backward with one adapter-gradient buffer per agent.
-	gs := &gradSink{}
-	agentGrad := make([][]float32, len(agents))
-	for a := range agentGrad {
-		agentGrad[a] = make([]float32, len(ad.Data))
-	}
-	b := &e.ws.b
-	for k, g := range gt {
-		lo, hi := b.seqs[k], b.seqs[k+1]
-		if n := len(gs.ranges); n > 0 && gs.ranges[n-1].hi == lo && &gs.adGrads[n-1][0] == &agentGrad[g.agent][0] {
-			gs.ranges[n-1].hi = hi
-			continue
-		}
-		gs.ranges = append(gs.ranges, adGroup{lo: lo, hi: hi})
-		gs.adGrads = append(gs.adGrads, agentGrad[g.agent])
-	}
-	e.trainBackward(ad, sel, dlogits, gs)
-	roleGrad := make([][]float32, len(roles))
-	for r := range roleGrad {
-		roleGrad[r] = make([]float32, len(ad.Data))
-	}
-	for a, g := range agentGrad {
-		axpy(1, g, roleGrad[agentRole[a]])
-	}
-	total := make([]float32, len(ad.Data))
-	for _, g := range roleGrad {
-		axpy(1, g, total)
-	}
-	st.Total, st.Roles = e.grpoStats(gt, toks, opt, roles, agents, agentRole, agentGrad, roleGrad, total)
+	toks, sel, dlogits := e.grpoForward(ad, b, opt)
+	gg := e.grpoBackward(ad, b, sel, dlogits)
+	st.Total, st.Roles = grpoStats(b, toks, opt, gg)
 	st.GradNormPre = st.Total.GradNorm
-	gg := &grpoGrads{roles: roles, roleGrad: roleGrad, agents: agents, agent: agentGrad, total: append([]float32(nil), total...)}
+	total := gg.total
+	gg.total = append([]float32(nil), total...)
 	if !apply {
 		return st, gg, nil
 	}
@@ -237,6 +98,228 @@ func (e *Engine) grpoStep(ctx context.Context, name string, turns []engine.Turn,
 	}
 	ad.opt.update(ad.Data, total, opt.LR, opt.Beta1, opt.Beta2, opt.Eps, opt.WeightDecay)
 	return st, gg, nil
+}
+
+// trainedAdapter returns the adapter a train step updates, after checking
+// the engine, the adapter and the options.
+func (e *Engine) trainedAdapter(name string, opt engine.TrainOptions) (*Adapter, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	ad, err := e.adapter(name)
+	if err != nil {
+		return nil, err
+	}
+	if ad == nil {
+		return nil, fmt.Errorf("native: train step needs an adapter (the base policy is frozen)")
+	}
+	return ad, checkTrainOptions(opt)
+}
+
+// checkTurnTokens checks the tokens of turn i: a prompt and a completion
+// of vocabulary ids that fit in max_position_embeddings together.
+func (e *Engine) checkTurnTokens(i int, t *engine.Turn) error {
+	if len(t.CompletionIDs) == 0 {
+		return fmt.Errorf("native: turn %d (agent %q) has an empty completion", i, t.Agent)
+	}
+	if len(t.PromptIDs) == 0 {
+		return fmt.Errorf("native: turn %d (agent %q) has an empty prompt", i, t.Agent)
+	}
+	if n := len(t.PromptIDs) + len(t.CompletionIDs) - 1; n > e.d.MaxPos {
+		return fmt.Errorf("native: turn %d (agent %q) has %d input tokens, more than max_position_embeddings %d", i, t.Agent, n, e.d.MaxPos)
+	}
+	if err := e.checkIDs(fmt.Sprintf("native: turn %d prompt", i), t.PromptIDs); err != nil {
+		return err
+	}
+	return e.checkIDs(fmt.Sprintf("native: turn %d completion", i), t.CompletionIDs)
+}
+
+// checkGRPOTurns checks every turn of a train step on adapter name and
+// returns the indices of those with a non-zero advantage.
+func (e *Engine) checkGRPOTurns(name string, turns []engine.Turn) ([]int, error) {
+	var kept []int
+	for i := range turns {
+		t := &turns[i]
+		if t.Adapter != name {
+			return nil, fmt.Errorf("native: turn %d names adapter %q, not %q", i, t.Adapter, name)
+		}
+		if err := e.checkTurnTokens(i, t); err != nil {
+			return nil, err
+		}
+		if len(t.OldLogProbs) != len(t.CompletionIDs) {
+			return nil, fmt.Errorf("native: turn %d (agent %q) has %d old log-probs for %d completion tokens", i, t.Agent, len(t.OldLogProbs), len(t.CompletionIDs))
+		}
+		for j, lp := range t.OldLogProbs {
+			if math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 0) {
+				return nil, fmt.Errorf("native: turn %d (agent %q) has old log-prob %v at token %d", i, t.Agent, lp, j)
+			}
+		}
+		if math.IsNaN(t.Advantage) || math.IsInf(t.Advantage, 0) {
+			return nil, fmt.Errorf("native: turn %d (agent %q) has advantage %v", i, t.Agent, t.Advantage)
+		}
+		if t.Advantage != 0 {
+			kept = append(kept, i)
+		}
+	}
+	return kept, nil
+}
+
+// turnInput is the training input of a turn: the prompt and the completion
+// but its last token, scored at the completion's positions.
+func turnInput(t *engine.Turn) seqInput {
+	ids := make([]int32, 0, len(t.PromptIDs)+len(t.CompletionIDs)-1)
+	ids = append(ids, t.PromptIDs...)
+	ids = append(ids, t.CompletionIDs[:len(t.CompletionIDs)-1]...)
+	rows := make([]int32, len(t.CompletionIDs))
+	for j := range rows {
+		rows[j] = int32(len(t.PromptIDs) - 1 + j)
+	}
+	return seqInput{ids: ids, rows: rows, targets: t.CompletionIDs}
+}
+
+// packGRPO orders the kept turns by (role, agent, index) and lays out their
+// tokens.
+func packGRPO(turns []engine.Turn, kept []int) *grpoBatch {
+	slices.SortStableFunc(kept, func(a, b int) int {
+		if c := cmpStr(turns[a].Role, turns[b].Role); c != 0 {
+			return c
+		}
+		return cmpStr(turns[a].Agent, turns[b].Agent)
+	})
+	b := &grpoBatch{turns: make([]grpoTurn, len(kept)), seqs: make([]seqInput, len(kept))}
+	for k, i := range kept {
+		t := &turns[i]
+		if len(b.roles) == 0 || b.roles[len(b.roles)-1] != t.Role {
+			b.roles = append(b.roles, t.Role)
+		}
+		if len(b.agents) == 0 || b.agents[len(b.agents)-1] != t.Agent || b.agentRole[len(b.agentRole)-1] != len(b.roles)-1 {
+			b.agents = append(b.agents, t.Agent)
+			b.agentRole = append(b.agentRole, len(b.roles)-1)
+		}
+		b.turns[k] = grpoTurn{t: t, agent: len(b.agents) - 1, role: len(b.roles) - 1, first: b.ntok, n: len(t.CompletionIDs)}
+		b.ntok += len(t.CompletionIDs)
+		b.seqs[k] = turnInput(t)
+	}
+	return b
+}
+
+// aggWeight is the weight w of each token of a turn of n completion tokens
+// in the aggregated loss Σ_tokens w ℓ_t of a step over turns turns holding
+// ntok tokens.
+func aggWeight(mode string, turns, ntok, n int) float64 {
+	switch mode {
+	case engine.TokenMean:
+		return 1 / float64(ntok)
+	case engine.SeqMeanTokenMean:
+		return 1 / (float64(turns) * float64(n))
+	default: // engine.SeqMeanTokenSum
+		return 1 / float64(turns)
+	}
+}
+
+// tokenLoss is the GRPO loss of one completion token and what the step
+// statistics need of it.
+type tokenLoss struct {
+	loss    float64 // ℓ = -min(r A, clip(r, 1-low, 1+high) A) + coef k3
+	dlp     float64 // dℓ/dlp
+	ratio   float64 // r = exp(lp - lpOld)
+	k3      float64 // exp(x) - x - 1 with x = lpBase - lp, the k3 estimate of KL(current || base)
+	clipped bool    // the clipped term is the minimum (its gradient is 0)
+}
+
+// surrogate is the per-token loss of a GRPO step, the PPO-style clipped
+// ratio times the advantage plus coef times the k3 KL penalty, with its
+// derivative in the token's log-prob lp. The gradient and the reported
+// loss both come from here, so they cannot disagree.
+func surrogate(lp, lpOld, lpBase, adv, coef, clipLow, clipHigh float64) tokenLoss {
+	r := math.Exp(lp - lpOld)
+	cr := math.Min(math.Max(r, 1-clipLow), 1+clipHigh)
+	x := lpBase - lp
+	k3 := math.Exp(x) - x - 1
+	tl := tokenLoss{loss: -math.Min(r*adv, cr*adv) + coef*k3, ratio: r, k3: k3, clipped: -cr*adv > -r*adv}
+	if r*adv <= cr*adv {
+		tl.dlp = -adv * r
+	}
+	if coef != 0 {
+		tl.dlp += coef * (1 - math.Exp(x))
+	}
+	return tl
+}
+
+// grpoForward runs the base policy (adapter off, for the KL estimate) and
+// the current policy (activations kept) over the batch, and returns each
+// completion token's log-probs and entropy, the scored rows, and the
+// gradient of the aggregated loss in the logits.
+//
+//	logits [rows, V] → lp, ent per token (softmax at opt.Temperature)
+//	dlogits[rows, V] = w dℓ/dlp · (onehot(target) - p) / T
+func (e *Engine) grpoForward(ad *Adapter, b *grpoBatch, opt engine.TrainOptions) ([]tokenStat, []int32, []float32) {
+	d := e.d
+	toks := make([]tokenStat, b.ntok)
+	sel, tgt := e.buildTrainBatch(b.seqs, nil)
+	logits := e.trainForward(nil, sel, false)
+	for j := range sel {
+		toks[j].lpBase, _ = logSoftmaxRow(logits[j*d.V:(j+1)*d.V], opt.Temperature, tgt[j], nil)
+	}
+	e.ws.b.groups[0].ad = ad
+	logits = e.trainForward(ad, sel, true)
+	dlogits := make([]float32, len(sel)*d.V)
+	probs := make([]float32, d.V)
+	for _, g := range b.turns {
+		t := g.t
+		w := aggWeight(opt.LossAgg, len(b.turns), b.ntok, g.n)
+		coef := opt.KLCoef[t.Role]
+		for j := 0; j < g.n; j++ {
+			k := g.first + j
+			lp, ent := logSoftmaxRow(logits[k*d.V:(k+1)*d.V], opt.Temperature, tgt[k], probs)
+			toks[k].lp, toks[k].ent = lp, ent
+			tl := surrogate(lp, float64(t.OldLogProbs[j]), toks[k].lpBase, t.Advantage, coef, opt.ClipLow, opt.ClipHigh)
+			// lp = z_y - lse(z), z = logits / T.
+			gscale := float32(w * tl.dlp / opt.Temperature)
+			drow := dlogits[k*d.V : (k+1)*d.V]
+			for v := range drow {
+				drow[v] = -gscale * probs[v]
+			}
+			drow[tgt[k]] += gscale
+		}
+	}
+	return toks, sel, dlogits
+}
+
+// grpoBackward backpropagates dlogits into one adapter-gradient buffer per
+// agent, then sums agents into their roles (in agent order) and roles into
+// the total (in role order).
+//
+//	agent[a] [P], roleGrad[r] = Σ_{a in r} agent[a], total = Σ_r roleGrad[r]
+func (e *Engine) grpoBackward(ad *Adapter, b *grpoBatch, sel []int32, dlogits []float32) *grpoGrads {
+	gs := &gradSink{}
+	agentGrad := make([][]float32, len(b.agents))
+	for a := range agentGrad {
+		agentGrad[a] = make([]float32, len(ad.Data))
+	}
+	tb := &e.ws.b
+	for k, g := range b.turns {
+		lo, hi := tb.seqs[k], tb.seqs[k+1]
+		if n := len(gs.ranges); n > 0 && gs.ranges[n-1].hi == lo && &gs.adGrads[n-1][0] == &agentGrad[g.agent][0] {
+			gs.ranges[n-1].hi = hi
+			continue
+		}
+		gs.ranges = append(gs.ranges, adGroup{lo: lo, hi: hi})
+		gs.adGrads = append(gs.adGrads, agentGrad[g.agent])
+	}
+	e.trainBackward(ad, sel, dlogits, gs)
+	roleGrad := make([][]float32, len(b.roles))
+	for r := range roleGrad {
+		roleGrad[r] = make([]float32, len(ad.Data))
+	}
+	for a, g := range agentGrad {
+		axpy(1, g, roleGrad[b.agentRole[a]])
+	}
+	total := make([]float32, len(ad.Data))
+	for _, g := range roleGrad {
+		axpy(1, g, total)
+	}
+	return &grpoGrads{roles: b.roles, roleGrad: roleGrad, agents: b.agents, agent: agentGrad, total: total}
 }
 
 func checkTrainOptions(opt engine.TrainOptions) error {
@@ -257,12 +340,6 @@ func checkTrainOptions(opt engine.TrainOptions) error {
 	return nil
 }
 
-func nanStats(role string) engine.RoleStats {
-	n := math.NaN()
-	return engine.RoleStats{Role: role, Loss: n, GradNorm: n, GradShare: n, AgentCosMean: n, AgentCosMin: n,
-		MeanLen: n, Entropy: n, Perplexity: n, RatioMean: n, RatioMax: n, ClipFrac: n, KL: n}
-}
-
 func dot64(a, b []float32) float64 {
 	var s float64
 	for i, v := range a {
@@ -279,127 +356,117 @@ func cosine(a, b []float32) float64 {
 	return dot64(a, b) / math.Sqrt(na*nb)
 }
 
-// grpoStats fills the per-role and total statistics of a step.
-func (e *Engine) grpoStats(gt []grpoTurn, toks []tokenStat, opt engine.TrainOptions, roles, agents []string, agentRole []int,
-	agentGrad, roleGrad [][]float32, total []float32) (engine.RoleStats, []engine.RoleStats) {
-	type acc struct {
-		loss, nll, ent, ratio, rmax, kl float64
-		clipped, toks, seqs             int
-	}
-	accs := make([]acc, len(roles)+1) // last is the total
+// tokenAcc accumulates the token statistics of one role (or the total).
+type tokenAcc struct {
+	loss, nll, ent, ratio, rmax, kl float64
+	clipped, toks, seqs             int
+}
+
+func (a tokenAcc) stats(name string) engine.RoleStats {
+	n := float64(a.toks)
+	return engine.RoleStats{Role: name, Loss: a.loss, Tokens: a.toks, Seqs: a.seqs,
+		MeanLen: n / float64(a.seqs), Entropy: a.ent / n, Perplexity: math.Exp(a.nll / n),
+		RatioMean: a.ratio / n, RatioMax: a.rmax, ClipFrac: float64(a.clipped) / n, KL: a.kl / n}
+}
+
+// accumulateTokens sums each role's (and, last, the total's) share of the
+// loss and token statistics, with the same surrogate as the gradient.
+func accumulateTokens(b *grpoBatch, toks []tokenStat, opt engine.TrainOptions) []tokenAcc {
+	accs := make([]tokenAcc, len(b.roles)+1) // last is the total
 	for i := range accs {
 		accs[i].rmax = math.Inf(-1)
 	}
-	nt := float64(len(gt))
-	ntok := 0
-	for _, g := range gt {
-		ntok += g.n
-	}
-	for _, g := range gt {
+	for _, g := range b.turns {
 		t := g.t
-		var w float64
-		switch opt.LossAgg {
-		case engine.TokenMean:
-			w = 1 / float64(ntok)
-		case engine.SeqMeanTokenMean:
-			w = 1 / (nt * float64(g.n))
-		default:
-			w = 1 / nt
-		}
+		w := aggWeight(opt.LossAgg, len(b.turns), b.ntok, g.n)
 		coef := opt.KLCoef[t.Role]
-		for _, ai := range []int{g.role, len(roles)} {
+		for _, ai := range []int{g.role, len(b.roles)} {
 			a := &accs[ai]
 			a.seqs++
 			for j := 0; j < g.n; j++ {
 				ts := toks[g.first+j]
-				r := math.Exp(ts.lp - float64(t.OldLogProbs[j]))
-				cr := math.Min(math.Max(r, 1-opt.ClipLow), 1+opt.ClipHigh)
-				x := ts.lpBase - ts.lp
-				k3 := math.Exp(x) - x - 1
-				l := -math.Min(r*t.Advantage, cr*t.Advantage) + coef*k3
-				a.loss += w * l
+				tl := surrogate(ts.lp, float64(t.OldLogProbs[j]), ts.lpBase, t.Advantage, coef, opt.ClipLow, opt.ClipHigh)
+				a.loss += w * tl.loss
 				a.nll -= ts.lp
 				a.ent += ts.ent
-				a.ratio += r
-				a.rmax = math.Max(a.rmax, r)
-				a.kl += k3
-				if -cr*t.Advantage > -r*t.Advantage {
+				a.ratio += tl.ratio
+				a.rmax = math.Max(a.rmax, tl.ratio)
+				a.kl += tl.k3
+				if tl.clipped {
 					a.clipped++
 				}
 				a.toks++
 			}
 		}
 	}
+	return accs
+}
+
+// pairCosines are the cosines between the gradients of every pair of the
+// members (agent indices), in order.
+func pairCosines(agentGrad [][]float32, members []int) []float64 {
+	var cs []float64
+	for i := 0; i < len(members); i++ {
+		for j := i + 1; j < len(members); j++ {
+			cs = append(cs, cosine(agentGrad[members[i]], agentGrad[members[j]]))
+		}
+	}
+	return cs
+}
+
+// meanMin is the mean and minimum of cs (NaN, NaN when empty).
+func meanMin(cs []float64) (mean, mn float64) {
+	if len(cs) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	var s float64
+	mn = math.Inf(1)
+	for _, c := range cs {
+		s += c
+		mn = math.Min(mn, c)
+	}
+	return s / float64(len(cs)), mn
+}
+
+// grpoStats fills the per-role and total statistics of a step.
+func grpoStats(b *grpoBatch, toks []tokenStat, opt engine.TrainOptions, gg *grpoGrads) (engine.RoleStats, []engine.RoleStats) {
+	accs := accumulateTokens(b, toks, opt)
 	sumSq := 0.0
-	norms := make([]float64, len(roles))
-	for r, g := range roleGrad {
+	norms := make([]float64, len(b.roles))
+	for r, g := range gg.roleGrad {
 		norms[r] = dot64(g, g)
 		sumSq += norms[r]
 	}
-	mk := func(name string, a acc) engine.RoleStats {
-		n := float64(a.toks)
-		return engine.RoleStats{Role: name, Loss: a.loss, Tokens: a.toks, Seqs: a.seqs,
-			MeanLen: n / float64(a.seqs), Entropy: a.ent / n, Perplexity: math.Exp(a.nll / n),
-			RatioMean: a.ratio / n, RatioMax: a.rmax, ClipFrac: float64(a.clipped) / n, KL: a.kl / n}
-	}
-	cosStats := func(members []int) (mean, mn float64) {
-		if len(members) < 2 {
-			return math.NaN(), math.NaN()
-		}
-		var s float64
-		mn = math.Inf(1)
-		cnt := 0
-		for i := 0; i < len(members); i++ {
-			for j := i + 1; j < len(members); j++ {
-				c := cosine(agentGrad[members[i]], agentGrad[members[j]])
-				s += c
-				mn = math.Min(mn, c)
-				cnt++
-			}
-		}
-		return s / float64(cnt), mn
-	}
 	var out []engine.RoleStats
 	var allPairs []float64
-	for r, name := range roles {
-		rs := mk(name, accs[r])
+	for r, name := range b.roles {
+		rs := accs[r].stats(name)
 		rs.GradNorm = math.Sqrt(norms[r])
 		rs.GradShare = math.NaN()
 		if sumSq > 0 {
 			rs.GradShare = norms[r] / sumSq
 		}
 		var members []int
-		for a := range agents {
-			if agentRole[a] == r {
+		for a := range b.agents {
+			if b.agentRole[a] == r {
 				members = append(members, a)
 			}
 		}
-		rs.AgentCosMean, rs.AgentCosMin = cosStats(members)
-		for i := 0; i < len(members); i++ {
-			for j := i + 1; j < len(members); j++ {
-				allPairs = append(allPairs, cosine(agentGrad[members[i]], agentGrad[members[j]]))
-			}
-		}
+		pairs := pairCosines(gg.agent, members)
+		rs.AgentCosMean, rs.AgentCosMin = meanMin(pairs)
+		allPairs = append(allPairs, pairs...)
 		rs.RoleCos = map[string]float64{}
-		for o, other := range roles {
+		for o, other := range b.roles {
 			if o != r {
-				rs.RoleCos[other] = cosine(roleGrad[r], roleGrad[o])
+				rs.RoleCos[other] = cosine(gg.roleGrad[r], gg.roleGrad[o])
 			}
 		}
 		out = append(out, rs)
 	}
-	tot := mk("*", accs[len(roles)])
-	tot.GradNorm = math.Sqrt(dot64(total, total))
+	tot := accs[len(b.roles)].stats("*")
+	tot.GradNorm = math.Sqrt(dot64(gg.total, gg.total))
 	tot.GradShare = 1
-	tot.AgentCosMean, tot.AgentCosMin = math.NaN(), math.NaN()
-	if len(allPairs) > 0 {
-		s, mn := 0.0, math.Inf(1)
-		for _, c := range allPairs {
-			s += c
-			mn = math.Min(mn, c)
-		}
-		tot.AgentCosMean, tot.AgentCosMin = s/float64(len(allPairs)), mn
-	}
+	tot.AgentCosMean, tot.AgentCosMin = meanMin(allPairs)
 	return tot, out
 }
 
@@ -419,25 +486,11 @@ func (e *Engine) LogProbs(adapter string, turns []engine.Turn, temperature float
 		return nil, fmt.Errorf("native: temperature %v must be positive and finite", temperature)
 	}
 	seqs := make([]seqInput, len(turns))
-	for i, t := range turns {
-		if len(t.PromptIDs) == 0 || len(t.CompletionIDs) == 0 {
-			return nil, fmt.Errorf("native: turn %d needs a prompt and a completion", i)
-		}
-		if n := len(t.PromptIDs) + len(t.CompletionIDs) - 1; n > e.d.MaxPos {
-			return nil, fmt.Errorf("native: turn %d has %d input tokens, more than max_position_embeddings %d", i, n, e.d.MaxPos)
-		}
-		if err := e.checkIDs(fmt.Sprintf("native: turn %d prompt", i), t.PromptIDs); err != nil {
+	for i := range turns {
+		if err := e.checkTurnTokens(i, &turns[i]); err != nil {
 			return nil, err
 		}
-		if err := e.checkIDs(fmt.Sprintf("native: turn %d completion", i), t.CompletionIDs); err != nil {
-			return nil, err
-		}
-		ids := append(append([]int32(nil), t.PromptIDs...), t.CompletionIDs[:len(t.CompletionIDs)-1]...)
-		rows := make([]int32, len(t.CompletionIDs))
-		for j := range rows {
-			rows[j] = int32(len(t.PromptIDs) - 1 + j)
-		}
-		seqs[i] = seqInput{ids: ids, rows: rows, targets: t.CompletionIDs}
+		seqs[i] = turnInput(&turns[i])
 	}
 	sel, tgt := e.buildTrainBatch(seqs, ad)
 	logits := e.trainForward(ad, sel, false)
