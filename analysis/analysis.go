@@ -10,6 +10,7 @@ package analysis
 
 import (
 	"fmt"
+	"github.com/marlowlab/marlow/harness/study"
 	"maps"
 	"math"
 	"reflect"
@@ -23,10 +24,10 @@ import (
 
 // Condition names, in the order they are shown.
 const (
-	CondBase = "base"
-	CondSARL = "sa-rl"
-	CondSP   = "sp"
-	CondIP   = "ip"
+	CondBase = study.Base
+	CondSARL = study.SARL
+	CondSP   = study.SP
+	CondIP   = study.IP
 )
 
 // CondOrder returns a sort rank of a condition: base, sa-rl, sp, ip, then others.

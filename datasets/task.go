@@ -16,6 +16,25 @@ const (
 	KindCode = "code"
 )
 
+// Task sources: the names a spec's tasks.<name>.source selects.
+const (
+	SourceSynthMath = "synth-math"
+	SourceSynthCode = "synth-code"
+	SourceDAPOMath  = "dapo-math"
+	SourceDeepCoder = "deepcoder"
+)
+
+// Sources lists the task sources.
+var Sources = []string{SourceSynthMath, SourceSynthCode, SourceDAPOMath, SourceDeepCoder}
+
+// SourceKind maps each task source to its kind.
+var SourceKind = map[string]string{
+	SourceSynthMath: KindMath,
+	SourceSynthCode: KindCode,
+	SourceDAPOMath:  KindMath,
+	SourceDeepCoder: KindCode,
+}
+
 // Test is one input/output test of a code problem.
 type Test struct {
 	Input  string `json:"input"`

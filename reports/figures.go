@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"fmt"
+	"github.com/marlowlab/marlow/harness/study"
 	"hash/fnv"
 	"image/color"
 	"math"
@@ -402,7 +403,7 @@ func roleStepFigure(cell *analysis.CellResult, runs []*analysis.RunResult, title
 }
 
 // knownRoles fixes the colour of each workflow role across figures.
-var knownRoles = []string{"generator", "evaluator", "aggregator", "orchestrator", "worker", "synthesizer"}
+var knownRoles = study.Roles
 
 // roleColor gives a role the same colour in every figure.
 func roleColor(role string) color.Color {

@@ -117,12 +117,12 @@ func Open(paths []string, cfg Config) (*Task, error) {
 		probs = append(probs, got...)
 	}
 	if cfg.EvalOnly {
-		t.FilePool = datasets.NewFilePool("deepcoder", cfg.Seed, nil, probs)
+		t.FilePool = datasets.NewFilePool(datasets.SourceDeepCoder, cfg.Seed, nil, probs)
 		return t, nil
 	}
 	train, val := datasets.SplitProblems(probs, cfg.Seed, cfg.ValFrac, cfg.ValSize, "deepcoder/valcap",
 		func(p datasets.Problem) string { return p.ID })
-	t.FilePool = datasets.NewFilePool("deepcoder", cfg.Seed, train, val)
+	t.FilePool = datasets.NewFilePool(datasets.SourceDeepCoder, cfg.Seed, train, val)
 	return t, nil
 }
 
@@ -136,7 +136,7 @@ func (t *Task) Skipped() map[string]int {
 }
 
 // Name implements datasets.Task.
-func (t *Task) Name() string { return "deepcoder" }
+func (t *Task) Name() string { return datasets.SourceDeepCoder }
 
 // Kind implements datasets.Task.
 func (t *Task) Kind() string { return datasets.KindCode }

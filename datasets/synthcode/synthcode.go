@@ -41,7 +41,7 @@ import (
 )
 
 // Name is the task's source name.
-const Name = "synth-code"
+const Name = datasets.SourceSynthCode
 
 // Config holds the task's seed and difficulty knobs.
 type Config struct {

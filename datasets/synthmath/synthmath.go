@@ -32,7 +32,7 @@ import (
 )
 
 // Name is the task's source name.
-const Name = "synth-math"
+const Name = datasets.SourceSynthMath
 
 // Config holds the task's seed and difficulty knobs.
 type Config struct {

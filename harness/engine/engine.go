@@ -15,6 +15,7 @@ package engine
 
 import (
 	"context"
+	"github.com/marlowlab/marlow/harness/study"
 	"math"
 )
 
@@ -73,9 +74,9 @@ type Turn struct {
 
 // Loss aggregation modes.
 const (
-	TokenMean        = "token-mean"
-	SeqMeanTokenMean = "seq-mean-token-mean"
-	SeqMeanTokenSum  = "seq-mean-token-sum"
+	TokenMean        = study.TokenMean
+	SeqMeanTokenMean = study.SeqMeanTokenMean
+	SeqMeanTokenSum  = study.SeqMeanTokenSum
 )
 
 // TrainOptions are the settings of one optimizer step.

@@ -12,6 +12,7 @@ package grpo
 
 import (
 	"fmt"
+	"github.com/marlowlab/marlow/harness/study"
 	"sort"
 
 	"github.com/marlowlab/marlow/harness/workflow"
@@ -19,14 +20,14 @@ import (
 
 // Conditions.
 const (
-	Base = "base"
-	SARL = "sa-rl"
-	SP   = "sp"
-	IP   = "ip"
+	Base = study.Base
+	SARL = study.SARL
+	SP   = study.SP
+	IP   = study.IP
 )
 
 // Conditions lists the conditions in the design's order.
-var Conditions = []string{Base, SARL, SP, IP}
+var Conditions = study.Conditions
 
 // Adapter names of the single-adapter conditions.
 const (

@@ -79,7 +79,7 @@ func Calibrate(ctx context.Context, s *spec.Spec, job Job, eng engine.Engine, op
 	}
 	for _, name := range s.Matrix.Tasks {
 		st, ok := s.Tasks[name]
-		if !ok || (st.Source != "synth-math" && st.Source != "synth-code") {
+		if !ok || (st.Source != datasets.SourceSynthMath && st.Source != datasets.SourceSynthCode) {
 			continue
 		}
 		tc, err := SynthTaskConfig(name, st)

@@ -15,6 +15,7 @@ package pretrain
 import (
 	"errors"
 	"fmt"
+	"github.com/marlowlab/marlow/harness/study"
 	"maps"
 	"math"
 	"slices"
@@ -84,13 +85,13 @@ type Noise struct {
 // Teacher roles: the workflow roles plus the reviser (eval-opt's revision
 // turn of the generator).
 const (
-	RoleGenerator    = "generator"
+	RoleGenerator    = study.Generator
 	RoleReviser      = "reviser"
-	RoleEvaluator    = "evaluator"
-	RoleAggregator   = "aggregator"
-	RoleOrchestrator = "orchestrator"
-	RoleWorker       = "worker"
-	RoleSynthesizer  = "synthesizer"
+	RoleEvaluator    = study.Evaluator
+	RoleAggregator   = study.Aggregator
+	RoleOrchestrator = study.Orchestrator
+	RoleWorker       = study.Worker
+	RoleSynthesizer  = study.Synthesizer
 )
 
 // TeacherRoles lists the teacher roles in the fixed order used for

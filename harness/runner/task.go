@@ -26,7 +26,7 @@ type TaskOptions struct {
 // ExecutesCode reports whether a source runs generated programs outside
 // the harness (and so needs the sandbox): DeepCoder runs Python, while
 // synth-code programs are interpreted by the harness itself.
-func ExecutesCode(source string) bool { return source == "deepcoder" }
+func ExecutesCode(source string) bool { return source == datasets.SourceDeepCoder }
 
 // OpenTask builds the task source of a run's data config. Synthetic tasks
 // take their knobs from the config, keyed by split_seed; file sources read
@@ -48,9 +48,9 @@ func OpenTask(d spec.DataConfig, opt TaskOptions) (datasets.Task, error) {
 			return nil, fmt.Errorf("task %s: source synth-code has no synth_code settings", d.Task)
 		}
 		t, err = synthcode.New(d.SynthCode.Config(d.SplitSeed, d.ValSize))
-	case "dapo-math":
+	case datasets.SourceDAPOMath:
 		t, err = dapo.Open(d.Path, dapo.Config{Seed: d.SplitSeed, ValSize: d.ValSize, ValFrac: d.ValFrac, AnswerMode: d.AnswerMode})
-	case "deepcoder":
+	case datasets.SourceDeepCoder:
 		var shards []string
 		shards, err = shardPaths(d.Path)
 		if err == nil {

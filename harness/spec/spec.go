@@ -19,38 +19,28 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/harness/study"
 	"gopkg.in/yaml.v3"
 )
 
-// Allowed values.
+// Allowed values. The study's words come from their owners: package study
+// (workflows, roles, conditions, loss modes, LoRA targets, engines) and
+// package datasets (task sources and kinds).
 var (
-	Workflows  = []string{"single", "eval-opt", "voting", "orch-workers"}
-	Conditions = []string{"base", "sa-rl", "sp", "ip"}
-	Sources    = []string{"synth-math", "synth-code", "dapo-math", "deepcoder"}
-	Engines    = []string{"native", "torch"}
-	Roles      = []string{"generator", "evaluator", "aggregator", "orchestrator", "worker", "synthesizer"}
-	LoraTarget = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
-	LossAggs   = []string{"token-mean", "seq-mean-token-mean", "seq-mean-token-sum"}
-	Schedules  = []string{"cosine", "constant"}
-	AnswerMode = []string{"answer", "boxed"}
-	Operators  = []string{"+", "-", "*"}
+	Workflows     = study.Workflows
+	Conditions    = study.Conditions
+	Sources       = datasets.Sources
+	Engines       = study.Engines
+	Roles         = study.Roles
+	LoraTarget    = study.LoRATargets
+	LossAggs      = study.LossAggs
+	WorkflowRoles = study.WorkflowRoles
+	SourceKind    = datasets.SourceKind
+	Schedules     = []string{"cosine", "constant"}
+	AnswerMode    = []string{"answer", "boxed"}
+	Operators     = []string{"+", "-", "*"}
 )
-
-// WorkflowRoles lists the role types each workflow calls.
-var WorkflowRoles = map[string][]string{
-	"single":       {"generator"},
-	"eval-opt":     {"generator", "evaluator"},
-	"voting":       {"generator", "aggregator"},
-	"orch-workers": {"orchestrator", "worker", "synthesizer"},
-}
-
-// SourceKind maps a data source to its task kind ("math" or "code").
-var SourceKind = map[string]string{
-	"synth-math": "math",
-	"synth-code": "code",
-	"dapo-math":  "math",
-	"deepcoder":  "code",
-}
 
 // MaxSpecBytes bounds the size of a spec file.
 const MaxSpecBytes = 1 << 20
@@ -94,7 +84,7 @@ type Model struct {
 	GRPO *yaml.Node `yaml:"grpo,omitempty" json:"-"`
 }
 
-func (m *Model) setDefaults() { m.Engine = "native" }
+func (m *Model) setDefaults() { m.Engine = study.Native }
 
 // Tiny is the shape of a tiny Qwen3-architecture model. The vocabulary is
 // the tokenizer's.

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"fmt"
+	"github.com/marlowlab/marlow/harness/study"
 	"hash/fnv"
 	"sort"
 
@@ -9,16 +10,16 @@ import (
 	"github.com/marlowlab/marlow/harness/engine"
 )
 
-// Workflow names.
+// Workflow names (owned by package study).
 const (
-	Single      = "single"
-	EvalOpt     = "eval-opt"
-	Voting      = "voting"
-	OrchWorkers = "orch-workers"
+	Single      = study.Single
+	EvalOpt     = study.EvalOpt
+	Voting      = study.Voting
+	OrchWorkers = study.OrchWorkers
 )
 
 // Names lists the workflows, in the design's order.
-var Names = []string{Single, EvalOpt, Voting, OrchWorkers}
+var Names = study.Workflows
 
 // Roles returns the role types of a workflow, sorted.
 func Roles(workflow string) ([]string, error) {

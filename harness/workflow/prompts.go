@@ -19,6 +19,7 @@ package workflow
 
 import (
 	"fmt"
+	"github.com/marlowlab/marlow/harness/study"
 	"strconv"
 	"strings"
 
@@ -29,12 +30,12 @@ import (
 // Role types. An agent is one call of a role; agent names add an index
 // (generator0, worker2) where a workflow has several agents of a role.
 const (
-	RoleGenerator    = "generator"
-	RoleEvaluator    = "evaluator"
-	RoleAggregator   = "aggregator"
-	RoleOrchestrator = "orchestrator"
-	RoleWorker       = "worker"
-	RoleSynthesizer  = "synthesizer"
+	RoleGenerator    = study.Generator
+	RoleEvaluator    = study.Evaluator
+	RoleAggregator   = study.Aggregator
+	RoleOrchestrator = study.Orchestrator
+	RoleWorker       = study.Worker
+	RoleSynthesizer  = study.Synthesizer
 )
 
 // AllRoles lists every role type, sorted.

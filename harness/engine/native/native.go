@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/marlowlab/marlow/harness/study"
 	"math"
 	"os"
 	"path/filepath"
@@ -61,7 +62,7 @@ type Engine struct {
 var _ engine.Engine = (*Engine)(nil)
 
 // Name is the engine name a spec's model.engine selects.
-const Name = "native"
+const Name = study.Native
 
 // Driver is the native engine's registry entry. It needs nothing beyond
 // this program, so it has no prerequisites to check.

@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"github.com/marlowlab/marlow/harness/study"
 	"math"
 	"testing"
 )
@@ -89,5 +90,20 @@ func TestLoggedLossIsTheAppliedLoss(t *testing.T) {
 	got, want := after.Total.Loss-before.Total.Loss, -lr*g2
 	if math.Abs(got-want) > 0.1*math.Abs(want) {
 		t.Fatalf("loss changed by %v along -lr g, first order predicts %v", got, want)
+	}
+}
+
+// TestEveryLossModeTrains: every loss aggregation mode of the study is one
+// the engine accepts and weights.
+func TestEveryLossModeTrains(t *testing.T) {
+	for _, mode := range study.LossAggs {
+		opt := defaultTrainOptions()
+		opt.LossAgg = mode
+		if err := checkTrainOptions(opt); err != nil {
+			t.Errorf("%s: %v", mode, err)
+		}
+		if w := aggWeight(mode, 2, 10, 4); !(w > 0) {
+			t.Errorf("%s: weight %v", mode, w)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"github.com/marlowlab/marlow/harness/study"
 	"math"
 
 	"github.com/marlowlab/marlow/harness/model"
@@ -37,7 +38,7 @@ const (
 )
 
 // modNames are the short (PEFT target) names of the linear modules.
-var modNames = [numMods]string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+var modNames = [numMods]string(study.LoRATargets)
 
 // modPaths are the module paths inside a layer, as HF names them.
 var modPaths = [numMods]string{
