@@ -10,7 +10,6 @@ package analysis
 
 import (
 	"fmt"
-	"github.com/marlowlab/marlow/harness/study"
 	"maps"
 	"math"
 	"reflect"
@@ -20,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // Condition names, in the order they are shown.

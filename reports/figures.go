@@ -3,7 +3,6 @@ package reports
 import (
 	"bytes"
 	"fmt"
-	"github.com/marlowlab/marlow/harness/study"
 	"hash/fnv"
 	"image/color"
 	"math"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/marlowlab/marlow/analysis"
 	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // Figure is one rendered figure: its file stem (files are Name+".png" and

@@ -15,8 +15,9 @@ package engine
 
 import (
 	"context"
-	"github.com/marlowlab/marlow/harness/study"
 	"math"
+
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // Message is one chat message in the Qwen chat layout.

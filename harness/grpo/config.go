@@ -12,7 +12,9 @@ import (
 )
 
 // Config is everything the training loop needs besides the engine, the task
-// and the log. The runner maps a spec's resolved run config onto it.
+// and the log. It has no defaults of its own: the settings of GRPO and
+// their defaults are the spec's grpo section (spec.GRPO), and the runner
+// maps a run's resolved config onto this (runner.TrainerConfig).
 type Config struct {
 	RunID string `json:"run_id"`
 	Seed  uint64 `json:"seed"` // the run's seed; keys every request, sample and adapter init
@@ -61,24 +63,9 @@ type Config struct {
 	SamplesPerStep     int  `json:"samples_per_step"` // train turns sampled into samples/ per step
 }
 
-// DefaultConfig returns the reference recipe's settings for a run; the
-// caller sets identity, budgets and workflow.
-func DefaultConfig() Config {
-	return Config{
-		NVotes: 3, MaxIterations: 3, MaxSubtasks: 3,
-		Rollouts: 8, ProblemsPerStep: 4,
-		LR:       1e-4,
-		Schedule: engine.Schedule{Kind: "cosine", MinRatio: 0.1},
-		ClipLow:  0.2, ClipHigh: 0.28,
-		LossAgg:     engine.SeqMeanTokenMean,
-		Temperature: 0.7,
-		Beta1:       0.9, Beta2: 0.999, AdamEps: 1e-8, WeightDecay: 0.01, GradClip: 1,
-		AdvEps:             1e-6,
-		Adapter:            engine.AdapterConfig{Rank: 8, Alpha: 16},
-		EvalBeforeTraining: true,
-		SamplesPerStep:     8,
-	}
-}
+// AdvEps is the epsilon of the advantage denominator (reward minus the
+// group mean, divided by the group std + AdvEps) of the reference recipe.
+const AdvEps = 1e-6
 
 // steps is the number of training steps the loop runs.
 func (c Config) steps() int {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/engine/fake"
 	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/workflow"
@@ -18,7 +19,7 @@ import (
 )
 
 func testConfig(cond, wf string) Config {
-	c := DefaultConfig()
+	c := recipeConfig()
 	c.RunID = "test-" + wf + "-" + cond
 	c.Seed = 42
 	c.Condition = cond
@@ -486,5 +487,25 @@ func TestValidationSamples(t *testing.T) {
 				t.Errorf("accuracy %v, but %d of %d final answers are correct", final.Accuracy, correct, want)
 			}
 		})
+	}
+}
+
+// recipeConfig is the fixture the loop tests start from: the reference
+// recipe at test scale (the settings themselves and their defaults are the
+// spec's; the runner maps them onto Config).
+func recipeConfig() Config {
+	return Config{
+		NVotes: 3, MaxIterations: 3, MaxSubtasks: 3,
+		Rollouts: 8, ProblemsPerStep: 4,
+		LR:       1e-4,
+		Schedule: engine.Schedule{Kind: "cosine", MinRatio: 0.1},
+		ClipLow:  0.2, ClipHigh: 0.28,
+		LossAgg:     engine.SeqMeanTokenMean,
+		Temperature: 0.7,
+		Beta1:       0.9, Beta2: 0.999, AdamEps: 1e-8, WeightDecay: 0.01, GradClip: 1,
+		AdvEps:             AdvEps,
+		Adapter:            engine.AdapterConfig{Rank: 8, Alpha: 16},
+		EvalBeforeTraining: true,
+		SamplesPerStep:     8,
 	}
 }

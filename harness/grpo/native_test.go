@@ -51,7 +51,7 @@ func TestNativeEngineLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := parityTask{sm}
-	cfg := DefaultConfig()
+	cfg := recipeConfig()
 	cfg.RunID, cfg.Seed, cfg.Condition, cfg.Workflow = "native-voting-sp", 5, SP, workflow.Voting
 	cfg.NVotes = 2
 	cfg.Rollouts, cfg.ProblemsPerStep, cfg.Steps = 2, 1, 3

@@ -12,9 +12,9 @@ package grpo
 
 import (
 	"fmt"
-	"github.com/marlowlab/marlow/harness/study"
 	"sort"
 
+	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 

@@ -116,7 +116,7 @@ func (j Job) CorpusDigest() (string, error) {
 }
 
 func (j Job) keyDoc() (keyDoc, error) {
-	p := j.Pretrain.clone()
+	p := j.Pretrain.Clone()
 	p.Steps = map[string]int{"default": j.Steps()}
 	tasks := make([]TaskConfig, len(j.Tasks))
 	for i, t := range j.Tasks {
@@ -283,7 +283,7 @@ func FromSpec(s *spec.Spec, scale string, cfg Config) (Job, error) {
 		return Job{}, fmt.Errorf("pretrain: %w", err)
 	}
 	j := Job{Scale: scale, Model: TinyModel(*m.Tiny, tok.VocabSize(), int(tok.ID(model.ImEnd))),
-		Alphabet: alphabet, Pretrain: cfg.clone(), NVotes: s.Workflow.NVotes, MaxSubtasks: s.Workflow.MaxSubtasks}
+		Alphabet: alphabet, Pretrain: cfg.Clone(), NVotes: s.Workflow.NVotes, MaxSubtasks: s.Workflow.MaxSubtasks}
 	names := slices.Sorted(maps.Keys(s.Tasks))
 	have := map[string]bool{}
 	for _, n := range names {

@@ -106,7 +106,7 @@ func NewTeacher(cfg Config, tasks []datasets.Task, nVotes, maxSubtasks int) (*Te
 	if maxSubtasks < 1 || maxSubtasks > 9 {
 		return nil, fmt.Errorf("pretrain: teacher: max_subtasks %d out of range [1, 9]", maxSubtasks)
 	}
-	t := &Teacher{cfg: cfg.clone(), nVotes: nVotes, maxSubtasks: maxSubtasks}
+	t := &Teacher{cfg: cfg.Clone(), nVotes: nVotes, maxSubtasks: maxSubtasks}
 	for i, task := range tasks {
 		if task == nil {
 			return nil, fmt.Errorf("pretrain: teacher: task %d is nil", i)
@@ -123,11 +123,11 @@ func NewTeacher(cfg Config, tasks []datasets.Task, nVotes, maxSubtasks int) (*Te
 		t.sources = append(t.sources, s)
 	}
 	sum := 0.0
-	for _, w := range cfg.Roles.weights() {
+	for _, w := range cfg.Roles.Weights() {
 		sum += w
 	}
 	acc := 0.0
-	for _, w := range cfg.Roles.weights() {
+	for _, w := range cfg.Roles.Weights() {
 		acc += w / sum
 		t.cum = append(t.cum, acc)
 	}
@@ -135,7 +135,7 @@ func NewTeacher(cfg Config, tasks []datasets.Task, nVotes, maxSubtasks int) (*Te
 }
 
 // Config returns the teacher's configuration.
-func (t *Teacher) Config() Config { return t.cfg.clone() }
+func (t *Teacher) Config() Config { return t.cfg.Clone() }
 
 // Transcript returns transcript i of the teacher's stream: task i mod the
 // number of tasks, that task's train problem at cursor i / tasks, and a

@@ -227,11 +227,11 @@ func TestNoiseRatesHonored(t *testing.T) {
 				}
 			}
 			sum := 0.0
-			for _, w := range tc.mix.weights() {
+			for _, w := range tc.mix.Weights() {
 				sum += w
 			}
 			for k, role := range TeacherRoles {
-				want := tc.mix.weights()[k] / sum
+				want := tc.mix.Weights()[k] / sum
 				near(t, "share of "+role, float64(roles[role])/n, want, n)
 			}
 			near(t, "malformed", float64(malformed)/n, tc.noise.Malformed, n)

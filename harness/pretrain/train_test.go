@@ -123,7 +123,7 @@ func TestRebuildIsByteIdentical(t *testing.T) {
 		}
 	}
 	other := job
-	other.Pretrain = job.Pretrain.clone()
+	other.Pretrain = job.Pretrain.Clone()
 	other.Pretrain.Seed++
 	if _, err := Train(context.Background(), other, c, Options{}); err != nil {
 		t.Fatal(err)
@@ -285,7 +285,7 @@ func TestKeyCoversWhatDeterminesTheCheckpoint(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			j := base
-			j.Pretrain = base.Pretrain.clone()
+			j.Pretrain = base.Pretrain.Clone()
 			j.Tasks = append([]TaskConfig(nil), base.Tasks...)
 			tc.edit(&j)
 			if got := key(j) == k0; got != tc.equal {

@@ -24,7 +24,7 @@ const DefaultMaxNewTokensKey = "default"
 // AnalysisParams).
 func TrainerConfig(rc spec.RunConfig) grpo.Config {
 	g := rc.GRPO
-	c := grpo.DefaultConfig()
+	c := grpo.Config{AdvEps: grpo.AdvEps}
 	c.RunID = rc.ID
 	c.Seed = rc.Seed
 	c.ValSeed = rc.ValSeed
@@ -187,7 +187,7 @@ func flatten(v any) (map[string]string, error) {
 	return out, nil
 }
 
-// mismatchError describes a run folder whose config differs from the plan.
+// mismatchMessage describes a run folder whose config differs from the plan.
 func mismatchMessage(id, dir, oldHash, newHash string, diff []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "run %s: %s holds config %s but the spec now gives %s", id, dir, short(oldHash), short(newHash))

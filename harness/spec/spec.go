@@ -11,12 +11,15 @@ package spec
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
@@ -292,8 +295,11 @@ func (a *Analysis) setDefaults() {
 }
 
 // Pretrain are the settings of `marlow pretrain` for the tiny scales: the
-// teacher's role mix and noise rates and the supervised training budget
-// (harness/pretrain.Config).
+// teacher's role mix and noise rates and the supervised training budget.
+// It is the one settings struct of pretraining (harness/pretrain.Config is
+// this type): its defaults are DefaultPretrain and its rules Validate, the
+// same that Load applies to a spec's pretrain section. Its JSON form keys
+// the checkpoints, so its tags must not change.
 type Pretrain struct {
 	Seed             uint64         `yaml:"seed" json:"seed"`
 	Steps            map[string]int `yaml:"steps" json:"steps"` // "default" plus per-scale budgets
@@ -329,6 +335,57 @@ type PretrainNoise struct {
 	RandomSelection   float64 `yaml:"random_selection" json:"random_selection"`
 	TooManyStrategies float64 `yaml:"too_many_strategies" json:"too_many_strategies"`
 	Malformed         float64 `yaml:"malformed" json:"malformed"`
+}
+
+// DefaultPretrain returns the defaults of the pretrain section, the
+// settings the committed checkpoints were built with.
+func DefaultPretrain() Pretrain {
+	var p Pretrain
+	p.setDefaults()
+	return p
+}
+
+// StepsFor returns the step budget of a scale: its own entry, else
+// "default".
+func (p Pretrain) StepsFor(scale string) int {
+	if n, ok := p.Steps[scale]; ok {
+		return n
+	}
+	return p.Steps["default"]
+}
+
+// Clone returns a copy that shares nothing with p (Steps is copied).
+func (p Pretrain) Clone() Pretrain {
+	p.Steps = maps.Clone(p.Steps)
+	return p
+}
+
+// Weights returns the role shares in the order generator, reviser,
+// evaluator, aggregator, orchestrator, worker, synthesizer.
+func (r PretrainRoles) Weights() []float64 {
+	return []float64{r.Generator, r.Reviser, r.Evaluator, r.Aggregator, r.Orchestrator, r.Worker, r.Synthesizer}
+}
+
+// String renders the budget knobs on one line, for logs.
+func (p Pretrain) String() string {
+	keys := slices.Sorted(maps.Keys(p.Steps))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, p.Steps[k])
+	}
+	return fmt.Sprintf("steps {%s} batch %d lr %g warmup %d seed %d", strings.Join(parts, ", "), p.BatchSize, p.LR, p.WarmupSteps, p.Seed)
+}
+
+// Validate reports every invalid setting, each naming its key
+// (pretrain.<key>), by the rules Load applies to a spec's pretrain section.
+func (p Pretrain) Validate() error {
+	errs := &errList{}
+	validatePretrain(p, checker{errs: errs, prefix: "pretrain"})
+	out := make([]error, len(errs.items))
+	for i, fe := range errs.items {
+		out[i] = fmt.Errorf("%s: %s", fe.Path, fe.Msg)
+	}
+	return errors.Join(out...)
 }
 
 func (p *Pretrain) setDefaults() {

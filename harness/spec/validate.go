@@ -521,6 +521,9 @@ func validateAnalysis(a Analysis, c checker) {
 	}
 }
 
+// pretrainRoleKeys name the shares of PretrainRoles.Weights.
+var pretrainRoleKeys = []string{"generator", "reviser", "evaluator", "aggregator", "orchestrator", "worker", "synthesizer"}
+
 func validatePretrain(p Pretrain, c checker) {
 	if _, ok := p.Steps["default"]; !ok {
 		c.errf("steps", "needs a `default` entry")
@@ -536,17 +539,11 @@ func validatePretrain(p Pretrain, c checker) {
 	c.rangeFloat("grad_clip", p.GradClip, 0, 1e9, false)
 	c.rangeFloat("beta1", p.Beta1, 0, 0.999999, false)
 	c.rangeFloat("beta2", p.Beta2, 0, 0.999999, false)
-	r := p.Roles
-	shares := []struct {
-		key string
-		v   float64
-	}{{"generator", r.Generator}, {"reviser", r.Reviser}, {"evaluator", r.Evaluator}, {"aggregator", r.Aggregator},
-		{"orchestrator", r.Orchestrator}, {"worker", r.Worker}, {"synthesizer", r.Synthesizer}}
 	sum := 0.0
-	for _, sh := range shares {
-		c.rangeFloat("roles."+sh.key, sh.v, 0, 1e6, false)
-		if sh.v > 0 {
-			sum += sh.v
+	for i, v := range p.Roles.Weights() {
+		c.rangeFloat("roles."+pretrainRoleKeys[i], v, 0, 1e6, false)
+		if v > 0 {
+			sum += v
 		}
 	}
 	if !(sum > 0) {

@@ -2,12 +2,12 @@ package workflow
 
 import (
 	"fmt"
-	"github.com/marlowlab/marlow/harness/study"
 	"hash/fnv"
 	"sort"
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // Workflow names (owned by package study).

@@ -19,12 +19,12 @@ package workflow
 
 import (
 	"fmt"
-	"github.com/marlowlab/marlow/harness/study"
 	"strconv"
 	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // Role types. An agent is one call of a role; agent names add an index

@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/marlowlab/marlow/harness/study"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/model"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // Options tune an Engine. They never change results.

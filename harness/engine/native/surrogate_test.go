@@ -2,9 +2,10 @@ package native
 
 import (
 	"context"
-	"github.com/marlowlab/marlow/harness/study"
 	"math"
 	"testing"
+
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // TestSurrogateDerivative: the derivative the gradient uses is the

@@ -2,10 +2,10 @@ package native
 
 import (
 	"fmt"
-	"github.com/marlowlab/marlow/harness/study"
 	"math"
 
 	"github.com/marlowlab/marlow/harness/model"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // dims are the derived sizes of a Qwen3 configuration.
