@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
+
+	"github.com/marlowlab/marlow/harness/internal/atomicfile"
 )
 
 // Checkpoint protocol.
@@ -89,10 +91,10 @@ func (t *Trainer) checkpoint(step int64) error {
 	if err != nil {
 		return fmt.Errorf("grpo: run %s: checkpoint %d: encode state: %w", id, step, err)
 	}
-	if err := writeSynced(filepath.Join(tmp, stateFile), b); err != nil {
+	if err := atomicfile.WriteSynced(filepath.Join(tmp, stateFile), b, nil); err != nil {
 		return fmt.Errorf("grpo: run %s: checkpoint %d: %w", id, step, err)
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := atomicfile.SyncDir(tmp); err != nil {
 		return fmt.Errorf("grpo: run %s: checkpoint %d: %w", id, step, err)
 	}
 	if err := os.RemoveAll(final); err != nil {
@@ -101,7 +103,7 @@ func (t *Trainer) checkpoint(step int64) error {
 	if err := os.Rename(tmp, final); err != nil {
 		return fmt.Errorf("grpo: run %s: checkpoint %d: %w", id, step, err)
 	}
-	if err := syncDir(t.CkptDir); err != nil {
+	if err := atomicfile.SyncDir(t.CkptDir); err != nil {
 		return fmt.Errorf("grpo: run %s: checkpoint %d: %w", id, step, err)
 	}
 	if err := t.Log.Commit(step); err != nil {
@@ -173,35 +175,4 @@ func (t *Trainer) restore(step int64) (State, error) {
 		return State{}, err
 	}
 	return st, nil
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }

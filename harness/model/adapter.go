@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/marlowlab/marlow/harness/internal/atomicfile"
 )
 
 // File names of a PEFT adapter directory.
@@ -196,7 +198,7 @@ func WriteAdapter(dir string, a AdapterFile, ts []Tensor) error {
 	if err := WriteSafetensors(filepath.Join(dir, AdapterWeightsFile), ts, map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("write adapter: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(dir, AdapterConfigFile), func(w io.Writer) error {
+	return atomicfile.WriteFrom(filepath.Join(dir, AdapterConfigFile), func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	})

@@ -12,6 +12,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/marlowlab/marlow/harness/internal/atomicfile"
 )
 
 // Config is the subset of a Hugging Face Qwen3 config.json that defines the
@@ -245,7 +247,7 @@ func WriteConfig(path string, c Config) error {
 		return fmt.Errorf("encode model config: %w", err)
 	}
 	b = append(b, '\n')
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return atomicfile.WriteFrom(path, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	})

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/marlowlab/marlow/harness/internal/atomicfile"
 )
 
 // Tensor is a named dense tensor in row-major order.
@@ -347,7 +349,7 @@ func WriteSafetensors(path string, ts []Tensor, meta map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("write safetensors %s: %w", path, err)
 	}
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return atomicfile.WriteFrom(path, func(w io.Writer) error {
 		var lenBuf [8]byte
 		binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(header)))
 		if _, err := w.Write(lenBuf[:]); err != nil {

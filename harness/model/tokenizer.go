@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/internal/atomicfile"
 )
 
 // Special tokens of the Qwen chat layout.
@@ -325,7 +326,7 @@ func (t *Tokenizer) Save(path string) error {
 	if err != nil {
 		return fmt.Errorf("encode tokenizer: %w", err)
 	}
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return atomicfile.WriteFrom(path, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	})
@@ -364,7 +365,7 @@ func (t *Tokenizer) SaveConfig(path string) error {
 	if err != nil {
 		return fmt.Errorf("encode tokenizer config: %w", err)
 	}
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return atomicfile.WriteFrom(path, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	})

@@ -9,12 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"testing/fstest"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/marlowlab/marlow/harness/internal/atomicfile"
 )
 
 // archiveTime is the modification time of every archive entry.
@@ -31,7 +32,7 @@ const maxArchiveFile = 4 << 30
 // times, owners and modes, and the zstd encoder is single-threaded, so the
 // same runs give the same archive bytes. out is written to a temporary name
 // and renamed.
-func Archive(runsDir, out string) (err error) {
+func Archive(runsDir, out string) error {
 	s := source{fsys: os.DirFS(runsDir), label: runsDir}
 	if st, err := os.Stat(runsDir); err != nil {
 		return fmt.Errorf("archive: %w", err)
@@ -63,21 +64,17 @@ func Archive(runsDir, out string) (err error) {
 		}
 	}
 
-	tmp := out + tmpSuffix
-	f, err := os.Create(tmp)
-	if err != nil {
+	if err := atomicfile.WriteFrom(out, func(w io.Writer) error { return writeArchive(w, s, files) }); err != nil {
 		return fmt.Errorf("archive: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	bw := bufio.NewWriter(f)
-	zw, err := zstd.NewWriter(bw, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	return nil
+}
+
+// writeArchive writes the files of s as a deterministic tar.zst stream.
+func writeArchive(w io.Writer, s source, files []string) error {
+	zw, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
 	if err != nil {
-		return fmt.Errorf("archive: %w", err)
+		return err
 	}
 	tw := tar.NewWriter(zw)
 	dirs := map[string]bool{".": true}
@@ -94,39 +91,24 @@ func Archive(runsDir, out string) (err error) {
 	}
 	for _, p := range files {
 		if err := addDir(path.Dir(p)); err != nil {
-			return fmt.Errorf("archive: %w", err)
+			return err
 		}
 		data, err := fs.ReadFile(s.fsys, p)
 		if err != nil {
-			return fmt.Errorf("archive: %s: %w", s.name(p), err)
+			return fmt.Errorf("%s: %w", s.name(p), err)
 		}
 		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: p, Size: int64(len(data)), Mode: 0o644, ModTime: archiveTime}
 		if err := tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("archive: %s: %w", s.name(p), err)
+			return fmt.Errorf("%s: %w", s.name(p), err)
 		}
 		if _, err := tw.Write(data); err != nil {
-			return fmt.Errorf("archive: %s: %w", s.name(p), err)
+			return fmt.Errorf("%s: %w", s.name(p), err)
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return fmt.Errorf("archive: %w", err)
+		return err
 	}
-	if err := zw.Close(); err != nil {
-		return fmt.Errorf("archive: %w", err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("archive: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("archive: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("archive: %w", err)
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		return fmt.Errorf("archive: %w", err)
-	}
-	return syncDir(filepath.Dir(out))
+	return zw.Close()
 }
 
 // readArchive unpacks a .tar.zst archive into memory.

@@ -11,12 +11,14 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/marlowlab/marlow/harness/internal/atomicfile"
 )
 
 // ManifestFile is the name of a run's manifest.
 const ManifestFile = "manifest.json"
 
-const tmpSuffix = ".tmp"
+const tmpSuffix = atomicfile.TmpSuffix
 
 var segmentName = regexp.MustCompile(`^([0-9]{6,19})\.parquet$`)
 
@@ -117,7 +119,7 @@ func Open(dir string, m Manifest) (*Writer, int64, error) {
 				return nil, 0, fmt.Errorf("open run: %w", err)
 			}
 		}
-		if err := syncDir(dir); err != nil {
+		if err := atomicfile.SyncDir(dir); err != nil {
 			return nil, 0, fmt.Errorf("open run: %w", err)
 		}
 		return &Writer{dir: dir, m: m}, m.LastStep, nil
@@ -170,7 +172,7 @@ func recoverRun(dir string, last int64) error {
 				return err
 			}
 		}
-		if err := syncDir(td); err != nil {
+		if err := atomicfile.SyncDir(td); err != nil {
 			return err
 		}
 	}
@@ -449,7 +451,7 @@ func (w *Writer) commit(step int64) error {
 		hook("renamed:" + p.table)
 	}
 	for _, p := range ps {
-		if err := syncDir(filepath.Dir(p.final)); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(p.final)); err != nil {
 			return fmt.Errorf("run %s: %w", w.dir, err)
 		}
 	}
@@ -509,54 +511,16 @@ func writeManifest(dir string, m Manifest) error {
 	return nil
 }
 
-// writeAtomic writes data to path through a synced temporary file and a
-// rename, then syncs the directory.
+// writeAtomic writes data to path atomically and durably; the crash hook
+// sees the temporary file half written and written but not synced.
 func writeAtomic(path string, data []byte, what string) error {
-	tmp := path + tmpSuffix
-	if err := writeSynced(tmp, data, what); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	return atomicfile.WriteHooked(path, data, func(stage string) { hook(stage + ":" + what) })
 }
 
-// writeSynced creates path (replacing a stale one) with data and fsyncs it.
-// The crash hook sees the file half written and written but not synced.
+// writeSynced creates path (replacing a stale one) with data and fsyncs it,
+// for segments renamed together at commit; hooks as in writeAtomic.
 func writeSynced(path string, data []byte, what string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	half := len(data) / 2
-	if _, err := f.Write(data[:half]); err != nil {
-		f.Close()
-		return err
-	}
-	hook("half-written:" + what)
-	if _, err := f.Write(data[half:]); err != nil {
-		f.Close()
-		return err
-	}
-	hook("written:" + what)
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return d.Close()
+	return atomicfile.WriteSynced(path, data, func(stage string) { hook(stage + ":" + what) })
 }
 
 func removeIfExists(path string) error {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/internal/atomicfile"
 	"github.com/marlowlab/marlow/harness/model"
 )
 
@@ -92,7 +93,7 @@ func (e *Engine) Save(dir string) error {
 	if err != nil {
 		return fmt.Errorf("native: save: %w", err)
 	}
-	return writeFile(filepath.Join(dir, indexFile), append(b, '\n'))
+	return atomicfile.Write(filepath.Join(dir, indexFile), append(b, '\n'))
 }
 
 func (e *Engine) saveAdapter(dir string, a *Adapter) error {
@@ -108,7 +109,7 @@ func (e *Engine) saveAdapter(dir string, a *Adapter) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(dir, stateFile), append(b, '\n'))
+	return atomicfile.Write(filepath.Join(dir, stateFile), append(b, '\n'))
 }
 
 // Load restores what Save wrote under dir, replacing adapters of the same

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -228,18 +227,6 @@ func (e *Engine) adapter(name string) (*Adapter, error) {
 		return nil, fmt.Errorf("native: unknown adapter %q (have %v)", name, e.Adapters())
 	}
 	return a, nil
-}
-
-// writeFile writes b to path through a temporary file and a rename.
-func writeFile(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
 
 // Linear computes y[n, out] = x[n, in] · w[out, in]ᵀ with the engine's
