@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+func newBenchCmd() *cobra.Command {
 	benchCmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure the speed of marlow's components",
@@ -39,5 +39,5 @@ func init() {
 	eng.Flags().IntVar(&threads, "threads", 2, "engine threads")
 	eng.Flags().DurationVar(&minTime, "time", 3*time.Second, "minimum time per measurement")
 	benchCmd.AddCommand(eng)
-	rootCmd.AddCommand(benchCmd)
+	return benchCmd
 }

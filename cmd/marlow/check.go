@@ -7,25 +7,25 @@ import (
 	"github.com/spf13/cobra"
 )
 
-var checkCmd = &cobra.Command{
-	Use:   "check RUNS_DIR",
-	Short: "List every problem in the run logs of a runs tree, a run folder or a .tar.zst archive",
-	Long: "check reads every run under RUNS_DIR (a runs tree, one run folder, or an archive written by\n" +
-		"marlow archive) and prints one line per problem: the file, then what is wrong with it\n" +
-		"(missing manifest, truncated or corrupt Parquet, foreign schema or version, misplaced or\n" +
-		"duplicate rows). It exits with status 1 when it finds any problem.",
-	Args: cobra.ExactArgs(1),
-	RunE: func(cmd *cobra.Command, args []string) error {
-		probs := runlog.Check(args[0])
-		for _, p := range probs {
-			fmt.Fprintln(cmd.OutOrStdout(), p)
-		}
-		if len(probs) > 0 {
-			return &exitError{code: 1, err: fmt.Errorf("check %s: %d problem(s)", args[0], len(probs))}
-		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "check %s: no problems\n", args[0])
-		return nil
-	},
+func newCheckCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check RUNS_DIR",
+		Short: "List every problem in the run logs of a runs tree, a run folder or a .tar.zst archive",
+		Long: "check reads every run under RUNS_DIR (a runs tree, one run folder, or an archive written by\n" +
+			"marlow archive) and prints one line per problem: the file, then what is wrong with it\n" +
+			"(missing manifest, truncated or corrupt Parquet, foreign schema or version, misplaced or\n" +
+			"duplicate rows). It exits with status 1 when it finds any problem.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			probs := runlog.Check(args[0])
+			for _, p := range probs {
+				fmt.Fprintln(cmd.OutOrStdout(), p)
+			}
+			if len(probs) > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("check %s: %d problem(s)", args[0], len(probs))}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "check %s: no problems\n", args[0])
+			return nil
+		},
+	}
 }
-
-func init() { rootCmd.AddCommand(checkCmd) }

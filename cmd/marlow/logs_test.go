@@ -19,24 +19,16 @@ import (
 	"github.com/marlowlab/marlow/harness/runlog"
 )
 
-// execCLI runs the marlow command tree in-process with args and returns
-// what it printed and its error. The package-level flag variables of the
-// commands under test are reset first, since cobra keeps them between
-// executions.
+// execCLI runs a fresh marlow command tree in-process with args and
+// returns what it printed and its error.
 func execCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	reportOut, analyzeJSON = "", false
-	diffExperiment, diffJSON, diffRepo = "", false, "."
 	var o, e bytes.Buffer
-	rootCmd.SetArgs(args)
-	rootCmd.SetOut(&o)
-	rootCmd.SetErr(&e)
-	defer func() {
-		rootCmd.SetArgs(nil)
-		rootCmd.SetOut(nil)
-		rootCmd.SetErr(nil)
-	}()
-	err = rootCmd.Execute()
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(&o)
+	root.SetErr(&e)
+	err = root.Execute()
 	return o.String(), e.String(), err
 }
 

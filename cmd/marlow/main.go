@@ -1,7 +1,8 @@
 // Command marlow is the one CLI of the marlow research harness: plan, run,
-// status, pretrain, analyze, report, diff, slurm and bench. Subcommands live
-// one per file and register themselves on rootCmd; their logic lives in the
-// harness, analysis and reports packages.
+// status, pretrain, analyze, report, diff, archive, check, bench and
+// version. Each subcommand is built by a constructor in its own file, with
+// its flags in the closure's variables; the logic lives in the harness,
+// analysis and reports packages, and cmd only wires them.
 package main
 
 import (
@@ -11,15 +12,21 @@ import (
 	"github.com/spf13/cobra"
 )
 
-var rootCmd = &cobra.Command{
-	Use:           "marlow",
-	Short:         "marlow: when does multi-agent RL improve an LLM workflow, and how does it fail?",
-	SilenceUsage:  true,
-	SilenceErrors: true,
+// newRootCmd builds the command tree.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "marlow",
+		Short:         "marlow: when does multi-agent RL improve an LLM workflow, and how does it fail?",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
+		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newBenchCmd(), newVersionCmd())
+	return root
 }
 
 func main() {
-	if err := rootCmd.Execute(); err != nil {
+	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "marlow:", err)
 		os.Exit(exitCode(err))
 	}

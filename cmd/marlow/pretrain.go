@@ -12,7 +12,7 @@ import (
 	"golang.org/x/term"
 )
 
-func init() {
+func newPretrainCmd() *cobra.Command {
 	var (
 		scale, cache   string
 		report, commit bool
@@ -105,5 +105,5 @@ format compliance.`,
 	f.IntVar(&threads, "threads", 2, "engine threads (results do not depend on it)")
 	f.IntVar(&steps, "steps", 0, "override pretrain.steps for every scale (changes the checkpoint key)")
 	f.IntVar(&valN, "val", 0, "calibration: validation problems per task (0 = eval.val_size, else the task's val_size)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

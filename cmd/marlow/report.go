@@ -9,43 +9,48 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/harness/runner"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/reports"
 )
 
-var reportOut string
-
-var reportCmd = &cobra.Command{
-	Use:   "report SPEC|RUNS_DIR|ARCHIVE",
-	Short: "Write an experiment's report (README.md, figures/, summary.parquet) from its run logs",
-	Long: "report analyses the runs of one experiment and writes a report folder: README.md (matrix\n" +
-		"table, findings, figures, failure-mode evidence, definitions, parameters, provenance and the\n" +
-		"command that rebuilds it), figures/ (PNG and SVG) and summary.parquet. The source is a spec\n" +
-		"file (its runs are read from runs/<experiment>), a runs folder, or a .tar.zst archive written\n" +
-		"by marlow archive. The same logs give byte-identical output. --out defaults to\n" +
-		"reports/<experiment>.",
-	Args: cobra.ExactArgs(1),
-	RunE: func(cmd *cobra.Command, args []string) error {
-		st, err := loadStudy(args[0])
-		if err != nil {
-			return err
-		}
-		out := reportOut
-		if out == "" {
-			out = filepath.Join("reports", st.Experiment)
-		}
-		files, err := reports.Write(st, out, reports.Options{Source: args[0], Out: filepath.ToSlash(out)})
-		if err != nil {
-			return fmt.Errorf("report %s: %w", out, err)
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "report %s: %d files from %d run views in %d cells\n", out, len(files), len(st.Runs), len(st.Cells))
-		return nil
-	},
+func newReportCmd() *cobra.Command {
+	var out, runsDir string
+	cmd := &cobra.Command{
+		Use:   "report SPEC|RUNS_DIR|ARCHIVE",
+		Short: "Write an experiment's report (README.md, figures/, summary.parquet) from its run logs",
+		Long: "report analyses the runs of one experiment and writes a report folder: README.md (matrix\n" +
+			"table, findings, figures, failure-mode evidence, definitions, parameters, provenance and the\n" +
+			"command that rebuilds it), figures/ (PNG and SVG) and summary.parquet. The source is a spec\n" +
+			"file (its runs are read from <runs>/<experiment>, --runs defaulting to runs), a runs folder,\n" +
+			"or a .tar.zst archive written by marlow archive. The same logs give byte-identical output.\n" +
+			"--out defaults to reports/<experiment>.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := loadStudy(args[0], runsDir)
+			if err != nil {
+				return err
+			}
+			dst := out
+			if dst == "" {
+				dst = filepath.Join("reports", st.Experiment)
+			}
+			files, err := reports.Write(st, dst, reports.Options{Source: args[0], Out: filepath.ToSlash(dst)})
+			if err != nil {
+				return fmt.Errorf("report %s: %w", dst, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "report %s: %d files from %d run views in %d cells\n", dst, len(files), len(st.Runs), len(st.Cells))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "report folder (default reports/<experiment>)")
+	cmd.Flags().StringVar(&runsDir, "runs", runner.DefaultRunsDir, "root folder of run folders, read when the source is a spec")
+	return cmd
 }
 
 // loadStudy analyses the runs named by a report or analyze argument.
-func loadStudy(arg string) (*analysis.Study, error) {
-	src, err := runsSource(arg)
+func loadStudy(arg, runsDir string) (*analysis.Study, error) {
+	src, err := runsSource(arg, runsDir)
 	if err != nil {
 		return nil, err
 	}
@@ -53,9 +58,9 @@ func loadStudy(arg string) (*analysis.Study, error) {
 }
 
 // runsSource maps a report argument to the runs it reads: a spec file
-// (.yaml or .yml) names runs/<experiment>; anything else is a runs folder
-// or an archive.
-func runsSource(arg string) (string, error) {
+// (.yaml or .yml) names <runsDir>/<experiment>; anything else is a runs
+// folder or an archive.
+func runsSource(arg, runsDir string) (string, error) {
 	fi, err := os.Stat(arg)
 	if err != nil {
 		return "", fmt.Errorf("source %s: %w", arg, err)
@@ -67,14 +72,9 @@ func runsSource(arg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join("runs", s.Experiment)
+	dir := runner.RunDir(runsDir, s.Experiment, "")
 	if _, err := os.Stat(dir); err != nil {
 		return "", fmt.Errorf("spec %s: runs of experiment %q: %w", arg, s.Experiment, err)
 	}
 	return dir, nil
-}
-
-func init() {
-	reportCmd.Flags().StringVar(&reportOut, "out", "", "report folder (default reports/<experiment>)")
-	rootCmd.AddCommand(reportCmd)
 }

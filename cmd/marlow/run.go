@@ -25,7 +25,7 @@ const (
 	exitInterrupted = 130
 )
 
-func init() {
+func newRunCmd() *cobra.Command {
 	var (
 		opt      runner.Options
 		progress string
@@ -87,7 +87,7 @@ interrupted.`,
 	f.BoolVar(&opt.UnsafeCodeExec, "unsafe-code-exec", false, "run generated code without network isolation when the sandbox cannot isolate it")
 	f.StringVar(&progress, "progress", "auto", "progress display: auto (bars on a terminal, else lines), bars, lines or none")
 	f.DurationVar(&every, "log-every", 30*time.Second, "period of a run's progress line in lines mode")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // onSignal calls fn on the first SIGINT or SIGTERM and then restores the

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+func newStatusCmd() *cobra.Command {
 	var runsDir, only string
 	cmd := &cobra.Command{
 		Use:   "status SPEC",
@@ -31,5 +31,5 @@ config) or corrupt (the manifest cannot be read). It changes nothing.`,
 	}
 	cmd.Flags().StringVar(&runsDir, "runs", runner.DefaultRunsDir, "root folder of run folders")
 	cmd.Flags().StringVar(&only, "only", "", "show only the runs whose id matches this glob")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
-	rootCmd.AddCommand(&cobra.Command{
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the marlow version, the VCS revision it was built from, and the Go version",
 		Args:  cobra.NoArgs,
@@ -17,7 +17,7 @@ func init() {
 			fmt.Fprintln(cmd.OutOrStdout(), versionString())
 			return nil
 		},
-	})
+	}
 }
 
 // versionString describes the binary from its embedded build information.
