@@ -51,16 +51,38 @@ func cellEsc(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ")
 }
 
-// readme renders README.md.
+// md appends formatted markdown to the document being built.
+type md func(format string, a ...any)
+
+// readme renders README.md: the matrix, findings, figures, failure-mode
+// evidence, definitions and parameters, provenance and the rebuild
+// command.
 func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	var b strings.Builder
-	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p := st.Params
-	ciPct := fmt.Sprintf("%g%%", p.CI*100)
+	w := md(func(format string, a ...any) { fmt.Fprintf(&b, format, a...) })
 	w("# Report: %s\n\n", st.Experiment)
 	w("Built by `marlow report` from the stored logs of %d runs (%d run views: an SA-RL run is viewed once per workflow it was evaluated in) in %d cells. Every number, figure and `summary.parquet` is recomputed from the logs; the same logs give byte-identical output.\n\n",
 		countRuns(st), len(st.Runs), len(st.Cells))
+	writeMatrix(w, st)
+	w("\n## Findings\n\n")
+	for _, s := range findings(st) {
+		w("- %s\n", s)
+	}
 
+	writeFigures(w, figs)
+	writeCliffs(w, st)
+	writeAmplification(w, st)
+	writeDominance(w, st)
+	writeCapture(w, st)
+	writeDefinitions(w, st.Params)
+	writeProvenance(w, st)
+	w("\n## Rebuild\n\n```sh\nmarlow report %s --out %s\n```\n", opts.Source, opts.Out)
+	return b.String()
+}
+
+// writeMatrix writes the matrix table: one row per cell condition.
+func writeMatrix(w md, st *analysis.Study) {
+	ciPct := fmt.Sprintf("%g%%", st.Params.CI*100)
 	w("## Matrix\n\n")
 	w("Validation accuracy of the workflow's final answer. Cells show the mean over seeds with the %s bootstrap interval in brackets (see *Definitions*). Gains are on final accuracy.\n\n", ciPct)
 	w("| task | workflow | scale | condition | seeds | base | ceiling | ceiling step | final | floor | drop | AUC | cliffs | gain vs base | gain vs SA-RL | CI over |\n")
@@ -74,16 +96,18 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 				est(cs.GainBaseFinal, true), est(cs.GainSARLFinal, true), cs.CIMethod)
 		}
 	}
-	w("\n## Findings\n\n")
-	for _, s := range findings(st) {
-		w("- %s\n", s)
-	}
+}
 
+func writeFigures(w md, figs []Figure) {
 	w("\n## Figures\n\n")
 	for _, f := range figs {
 		w("### %s\n\n![%s](figures/%s.png)\n\n%s ([SVG](figures/%s.svg))\n\n", f.Title, f.Title, f.Name, f.Caption, f.Name)
 	}
 
+}
+
+// writeCliffs lists the runs that met the terminal-cliff test.
+func writeCliffs(w md, st *analysis.Study) {
 	w("## Failure-mode evidence\n\n### Terminal cliffs\n\n")
 	cliffRows := 0
 	for _, r := range st.Runs {
@@ -100,6 +124,11 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	if cliffRows == 0 {
 		w("No run met the terminal-cliff test.\n")
 	}
+}
+
+// writeAmplification lists the roles whose gradient norm was amplified.
+func writeAmplification(w md, st *analysis.Study) {
+	p := st.Params
 	w("\n### Gradient amplification\n\n")
 	ampRows := 0
 	for _, r := range st.Runs {
@@ -121,6 +150,10 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	if ampRows == 0 {
 		w("No role's gradient norm rose above %g x its early median with same-role cosine above %g.\n", p.AmpK, p.AmpCos)
 	}
+}
+
+// writeDominance lists each multi-role policy's gradient-mass shares.
+func writeDominance(w md, st *analysis.Study) {
 	w("\n### Gradient-mass dominance\n\n")
 	domRows := 0
 	for _, r := range st.Runs {
@@ -139,17 +172,22 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	if domRows == 0 {
 		w("No policy trained two or more roles.\n")
 	}
+}
+
+// roleCapture is one role-capture verdict of a run.
+type roleCapture struct {
+	run string
+	c   analysis.Capture
+}
+
+// writeCapture lists the role-capture verdicts and examples of captured
+// roles.
+func writeCapture(w md, st *analysis.Study) {
 	w("\n### Role capture\n\n")
-	var caps []struct {
-		run string
-		c   analysis.Capture
-	}
+	var caps []roleCapture
 	for _, r := range st.Runs {
 		for _, c := range r.Capture {
-			caps = append(caps, struct {
-				run string
-				c   analysis.Capture
-			}{r.RunID, c})
+			caps = append(caps, roleCapture{r.RunID, c})
 		}
 	}
 	if len(caps) == 0 {
@@ -178,6 +216,11 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 		}
 	}
 
+}
+
+// writeDefinitions writes the definitions of every number and the
+// parameters they used.
+func writeDefinitions(w md, p analysis.Params) {
 	w("\n## Definitions and parameters\n\n")
 	w("- **Validation accuracy**: fraction of validation problems whose final answer was correct (evals rows with role `*`, split `val`). An SA-RL run's curve in a cell is its evals rows for the cell's workflow.\n")
 	w("- **base**: accuracy at the first validation (step 0). **ceiling**: highest validation accuracy, at its first step. **final**: mean of the last 3 validations. **floor**: lowest validation accuracy over the last 25%% of the step span. **drop** = ceiling − final. **AUC**: trapezoidal area under the validation curve divided by the step span (a mean accuracy).\n")
@@ -191,6 +234,10 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 		w("| %s | %s |\n", e[0], e[1])
 	}
 
+}
+
+// writeProvenance writes commits, engines, seeds, statuses and file hashes.
+func writeProvenance(w md, st *analysis.Study) {
 	pv := st.Provenance
 	w("\n## Provenance\n\n")
 	w("- Commits: %s\n", codeList(pv.Commits))
@@ -218,8 +265,6 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 			w("| %s | `%s` |\n", cellEsc(f[0]), f[1])
 		}
 	}
-	w("\n## Rebuild\n\n```sh\nmarlow report %s --out %s\n```\n", opts.Source, opts.Out)
-	return b.String()
 }
 
 func codeList(xs []string) string {

@@ -113,132 +113,181 @@ func Train(ctx context.Context, job Job, dir string, opt Options) (Result, error
 	if err != nil {
 		return res, err
 	}
-	threads := opt.Threads
-	if threads <= 0 {
-		threads = 1
-	}
-	eng, err := native.New(job.Model, tok, native.InitWeights(job.Model, job.Pretrain.Seed), native.Options{Threads: threads})
+	eng, err := native.New(job.Model, tok, native.InitWeights(job.Model, job.Pretrain.Seed), native.Options{Threads: max(opt.Threads, 1)})
 	if err != nil {
 		return res, fmt.Errorf("pretrain: scale %s: %w", job.Scale, err)
 	}
 	defer eng.Close()
 	res.Params = job.Model.NumParams()
-
-	cfg := job.Pretrain
-	steps := job.Steps()
-	res.Steps = steps
-	sched := engine.Schedule{Kind: "cosine", Warmup: cfg.WarmupSteps, Total: steps, MinRatio: cfg.MinLRRatio}
-	every := opt.LogEvery
-	if every <= 0 {
-		every = max(1, steps/20)
-	}
-	var bar *mpb.Bar
-	var prog *mpb.Progress
-	if opt.Progress != nil && opt.Bar {
-		prog = mpb.New(mpb.WithOutput(opt.Progress), mpb.WithWidth(40))
-		bar = prog.AddBar(int64(steps),
-			mpb.PrependDecorators(decor.Name("pretrain "+job.Scale+" "), decor.CountersNoUnit("%d/%d")),
-			mpb.AppendDecorators(decor.Percentage(), decor.Name(" "), decor.AverageETA(decor.ET_STYLE_GO)))
-	}
-	finishBar := func() {
-		if prog != nil {
-			bar.Abort(false)
-			prog.Wait()
-			prog = nil
-		}
-	}
-	defer finishBar()
-
+	res.Steps = job.Steps()
 	if opt.Progress != nil {
-		fmt.Fprintf(opt.Progress, "pretrain %s: %d parameters, %s, key %s\n", job.Scale, res.Params, cfg.String(), key[:12])
+		fmt.Fprintf(opt.Progress, "pretrain %s: %d parameters, %s, key %s\n", job.Scale, res.Params, job.Pretrain.String(), key[:12])
 	}
-	rows := make([]LossRow, 0, steps)
-	next := int64(0) // next transcript index
-	maxLen := job.Model.MaxPositionEmbeddings + 1
-	for step := 0; step < steps; step++ {
+	src := &batches{job: job, teacher: teacher, tok: tok, maxLen: job.Model.MaxPositionEmbeddings + 1}
+	rows, err := trainSteps(ctx, eng, job, src, newTrainProgress(opt, job.Scale, res.Steps, start), &res)
+	if err != nil {
+		return res, err
+	}
+	if err := publishCheckpoint(eng, job, dir, rows); err != nil {
+		return res, err
+	}
+	res.Wall = time.Since(start)
+	return res, nil
+}
+
+// trainSteps runs the job's optimizer steps and returns the loss curve.
+func trainSteps(ctx context.Context, eng *native.Engine, job Job, src *batches, prog *trainProgress, res *Result) ([]LossRow, error) {
+	defer prog.finish()
+	cfg := job.Pretrain
+	sched := engine.Schedule{Kind: "cosine", Warmup: cfg.WarmupSteps, Total: res.Steps, MinRatio: cfg.MinLRRatio}
+	rows := make([]LossRow, 0, res.Steps)
+	for step := 0; step < res.Steps; step++ {
 		if err := ctx.Err(); err != nil {
-			return res, fmt.Errorf("pretrain: scale %s: stopped at step %d: %w", job.Scale, step, err)
+			return nil, fmt.Errorf("pretrain: scale %s: stopped at step %d: %w", job.Scale, step, err)
 		}
-		batch := make([]native.Example, 0, cfg.BatchSize)
-		for len(batch) < cfg.BatchSize {
-			tr, err := teacher.Transcript(next)
-			if err != nil {
-				return res, err
-			}
-			next++
-			ex, err := Encode(tok, tr)
-			if err != nil {
-				return res, err
-			}
-			if len(ex.IDs) > maxLen {
-				res.Skipped++
-				if res.Skipped > 1000 && res.Skipped > int(next)/2 {
-					return res, fmt.Errorf("pretrain: scale %s: most transcripts are longer than max_positions %d; raise it", job.Scale, job.Model.MaxPositionEmbeddings)
-				}
-				continue
-			}
-			batch = append(batch, ex)
+		batch, err := src.next(cfg.BatchSize, res)
+		if err != nil {
+			return nil, err
 		}
 		lr := sched.LR(cfg.LR, step)
 		st, err := eng.Supervised(ctx, batch, engine.TrainOptions{
 			LR: lr, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: 1e-8, WeightDecay: cfg.WeightDecay, GradClip: cfg.GradClip,
 		})
 		if err != nil {
-			return res, fmt.Errorf("pretrain: scale %s: step %d: %w", job.Scale, step, err)
+			return nil, fmt.Errorf("pretrain: scale %s: step %d: %w", job.Scale, step, err)
 		}
 		if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
-			return res, fmt.Errorf("pretrain: scale %s: step %d: loss is %v; lower pretrain.lr", job.Scale, step, st.Loss)
+			return nil, fmt.Errorf("pretrain: scale %s: step %d: loss is %v; lower pretrain.lr", job.Scale, step, st.Loss)
 		}
 		rows = append(rows, LossRow{Step: int64(step), LR: lr, Loss: st.Loss, Tokens: int64(st.Tokens), GradNorm: st.GradNormPre})
 		res.Tokens += int64(st.Tokens)
 		res.FinalLoss = st.Loss
-		if bar != nil {
-			bar.Increment()
-		} else if opt.Progress != nil && ((step+1)%every == 0 || step+1 == steps) {
-			fmt.Fprintf(opt.Progress, "pretrain %s: step %d/%d loss %.4f lr %.3g tokens %d elapsed %s\n",
-				job.Scale, step+1, steps, st.Loss, lr, res.Tokens, time.Since(start).Round(time.Second))
-		}
+		prog.step(step, st.Loss, lr, res.Tokens)
 	}
-	finishBar()
+	return rows, nil
+}
 
+// batches draws training batches from the teacher's transcript stream,
+// skipping transcripts longer than the context.
+type batches struct {
+	job     Job
+	teacher *Teacher
+	tok     *model.Tokenizer
+	maxLen  int   // longest encoded transcript trained on
+	cursor  int64 // next transcript index
+}
+
+// next returns the next batch of n examples, counting skipped transcripts
+// in res.
+func (b *batches) next(n int, res *Result) ([]native.Example, error) {
+	batch := make([]native.Example, 0, n)
+	for len(batch) < n {
+		tr, err := b.teacher.Transcript(b.cursor)
+		if err != nil {
+			return nil, err
+		}
+		b.cursor++
+		ex, err := Encode(b.tok, tr)
+		if err != nil {
+			return nil, err
+		}
+		if len(ex.IDs) > b.maxLen {
+			res.Skipped++
+			if res.Skipped > 1000 && res.Skipped > int(b.cursor)/2 {
+				return nil, fmt.Errorf("pretrain: scale %s: most transcripts are longer than max_positions %d; raise it", b.job.Scale, b.job.Model.MaxPositionEmbeddings)
+			}
+			continue
+		}
+		batch = append(batch, ex)
+	}
+	return batch, nil
+}
+
+// trainProgress shows pretraining progress: a bar on a terminal, else a
+// line every few steps, else nothing.
+type trainProgress struct {
+	opt   Options
+	scale string
+	steps int
+	every int
+	start time.Time
+	prog  *mpb.Progress
+	bar   *mpb.Bar
+}
+
+func newTrainProgress(opt Options, scale string, steps int, start time.Time) *trainProgress {
+	p := &trainProgress{opt: opt, scale: scale, steps: steps, every: opt.LogEvery, start: start}
+	if p.every <= 0 {
+		p.every = max(1, steps/20)
+	}
+	if opt.Progress != nil && opt.Bar {
+		p.prog = mpb.New(mpb.WithOutput(opt.Progress), mpb.WithWidth(40))
+		p.bar = p.prog.AddBar(int64(steps),
+			mpb.PrependDecorators(decor.Name("pretrain "+scale+" "), decor.CountersNoUnit("%d/%d")),
+			mpb.AppendDecorators(decor.Percentage(), decor.Name(" "), decor.AverageETA(decor.ET_STYLE_GO)))
+	}
+	return p
+}
+
+// step reports the end of a step (0-based).
+func (p *trainProgress) step(step int, loss, lr float64, tokens int64) {
+	if p.bar != nil {
+		p.bar.Increment()
+	} else if p.opt.Progress != nil && ((step+1)%p.every == 0 || step+1 == p.steps) {
+		fmt.Fprintf(p.opt.Progress, "pretrain %s: step %d/%d loss %.4f lr %.3g tokens %d elapsed %s\n",
+			p.scale, step+1, p.steps, loss, lr, tokens, time.Since(p.start).Round(time.Second))
+	}
+}
+
+// finish removes the bar; later calls do nothing.
+func (p *trainProgress) finish() {
+	if p.prog != nil {
+		p.bar.Abort(false)
+		p.prog.Wait()
+		p.prog = nil
+	}
+}
+
+// publishCheckpoint writes the checkpoint, loss curve and job description
+// into a sibling temporary folder and renames it to dir. When another
+// process finished the same build first, its folder is kept.
+func publishCheckpoint(eng *native.Engine, job Job, dir string, rows []LossRow) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return res, fmt.Errorf("pretrain: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".tmp-")
 	if err != nil {
-		return res, fmt.Errorf("pretrain: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	if err := eng.SaveBase(tmp); err != nil {
-		return res, fmt.Errorf("pretrain: scale %s: %w", job.Scale, err)
+		return fmt.Errorf("pretrain: scale %s: %w", job.Scale, err)
 	}
 	pq, err := LossParquet(rows)
 	if err != nil {
-		return res, err
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, LossFile), pq, 0o644); err != nil {
-		return res, fmt.Errorf("pretrain: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	kj, err := job.KeyJSON()
 	if err != nil {
-		return res, err
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, JobFile), kj, 0o644); err != nil {
-		return res, fmt.Errorf("pretrain: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
-		return res, fmt.Errorf("pretrain: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		if _, statErr := os.Stat(filepath.Join(dir, JobFile)); statErr == nil {
 			// Another process finished the same build first; its bytes are ours.
-			res.Wall = time.Since(start)
-			return res, nil
+			return nil
 		}
-		return res, fmt.Errorf("pretrain: move checkpoint into place: %w", err)
+		return fmt.Errorf("pretrain: move checkpoint into place: %w", err)
 	}
-	res.Wall = time.Since(start)
-	return res, nil
+	return nil
 }
 
 // lossSchema is the schema of loss.parquet.
