@@ -209,98 +209,15 @@ func (t *Trainer) evaluate(ctx context.Context, step int64) error {
 func (t *Trainer) step(ctx context.Context, step int64, steps int) error {
 	cfg := t.Config
 	t0 := t.now()
-	var jobs []workflow.Job
-	for j := 0; j < cfg.ProblemsPerStep; j++ {
-		cursor := (step-1)*int64(cfg.ProblemsPerStep) + int64(j)
-		p, err := t.Task.Train(cursor)
-		if err != nil {
-			return fmt.Errorf("grpo: run %s: step %d: train problem %d of %s: %w", cfg.RunID, step, cursor, t.Task.Name(), err)
-		}
-		for g := 0; g < cfg.Rollouts; g++ {
-			jobs = append(jobs, workflow.Job{Problem: p, Index: cursor, Rollout: g})
-		}
-	}
-	t.st.NextCursor = step * int64(cfg.ProblemsPerStep)
-	r := &workflow.Runner{Engine: t.Engine, Task: t.Task, Config: cfg.workflowConfig(cfg.Workflow), Route: t.route}
-	eps, err := r.Run(ctx, workflow.Batch{RunSeed: cfg.Seed, Purpose: "train", Step: step}, jobs)
-	if err != nil {
-		return fmt.Errorf("grpo: run %s: step %d: rollouts: %w", cfg.RunID, step, err)
-	}
-	t1 := t.now()
-	adv, groups := Advantages(eps, cfg.AdvEps)
-	turns := map[string][]engine.Turn{}
-	for i, ep := range eps {
-		for k, tr := range ep.Turns {
-			if tr.Adapter == "" {
-				continue
-			}
-			turns[tr.Adapter] = append(turns[tr.Adapter], engine.Turn{
-				Adapter: tr.Adapter, Role: tr.Role, Agent: tr.Agent,
-				PromptIDs: tr.Completion.PromptIDs, CompletionIDs: tr.Completion.IDs,
-				OldLogProbs: tr.Completion.LogProbs, Advantage: adv[i][k],
-			})
-		}
-	}
-	roles, err := workflow.Roles(cfg.Workflow)
+	eps, err := t.rollouts(ctx, step)
 	if err != nil {
 		return err
 	}
-	byPolicy := map[string][]string{} // policy -> roles routed to it, sorted
-	for _, role := range roles {
-		a := t.route(role)
-		byPolicy[a] = append(byPolicy[a], role)
-	}
-	policies := slices.Sorted(maps.Keys(byPolicy))
-	opt := cfg.trainOptions(int(step))
-	var stepRows []runlog.StepRow
-	for _, a := range policies {
-		stats := engine.StepStats{Adapter: a, Total: engine.UndefinedStats("*")}
-		if len(turns[a]) > 0 {
-			stats, err = t.Engine.TrainStep(ctx, a, turns[a], opt)
-			if err != nil {
-				return fmt.Errorf("grpo: run %s: step %d: train adapter %s on %d turns: %w", cfg.RunID, step, a, len(turns[a]), err)
-			}
-		}
-		engineRoles := map[string]engine.RoleStats{}
-		for _, rs := range stats.Roles {
-			engineRoles[rs.Role] = rs
-		}
-		var policyRewards []float64
-		var pg GroupStats
-		for _, role := range byPolicy[a] {
-			rs, ok := engineRoles[role]
-			if !ok {
-				rs = engine.UndefinedStats(role)
-			}
-			var rewards []float64
-			for _, ep := range eps {
-				for _, tr := range ep.Turns {
-					if tr.Role == role && tr.Adapter == a {
-						rewards = append(rewards, ep.Reward())
-					}
-				}
-			}
-			g := GroupStats{Role: role}
-			for _, gs := range groups {
-				if gs.Role == role {
-					g = gs
-				}
-			}
-			pg.Groups += g.Groups
-			pg.ZeroVar += g.ZeroVar
-			stepRows = append(stepRows, stepRow(cfg.RunID, step, a, rs, rewards, g.ZeroVarFrac(), opt.LR))
-		}
-		for _, ep := range eps {
-			for _, tr := range ep.Turns {
-				if tr.Adapter == a {
-					policyRewards = append(policyRewards, ep.Reward())
-					break
-				}
-			}
-		}
-		total := stats.Total
-		total.Role = "*"
-		stepRows = append(stepRows, stepRow(cfg.RunID, step, a, total, policyRewards, pg.ZeroVarFrac(), opt.LR))
+	t1 := t.now()
+	adv, groups := Advantages(eps, cfg.AdvEps)
+	stepRows, err := t.train(ctx, step, eps, adv, groups)
+	if err != nil {
+		return err
 	}
 	t2 := t.now()
 	if err := t.Log.AddSteps(stepRows...); err != nil {
@@ -330,4 +247,124 @@ func (t *Trainer) step(ctx context.Context, step int64, steps int) error {
 	t.st.Step = step
 	t.report(step, reward)
 	return nil
+}
+
+// rollouts samples the step's episodes: Rollouts of the workflow for each
+// of the step's ProblemsPerStep train problems, and advances the cursor.
+func (t *Trainer) rollouts(ctx context.Context, step int64) ([]*workflow.Episode, error) {
+	cfg := t.Config
+	var jobs []workflow.Job
+	for j := 0; j < cfg.ProblemsPerStep; j++ {
+		cursor := (step-1)*int64(cfg.ProblemsPerStep) + int64(j)
+		p, err := t.Task.Train(cursor)
+		if err != nil {
+			return nil, fmt.Errorf("grpo: run %s: step %d: train problem %d of %s: %w", cfg.RunID, step, cursor, t.Task.Name(), err)
+		}
+		for g := 0; g < cfg.Rollouts; g++ {
+			jobs = append(jobs, workflow.Job{Problem: p, Index: cursor, Rollout: g})
+		}
+	}
+	t.st.NextCursor = step * int64(cfg.ProblemsPerStep)
+	r := &workflow.Runner{Engine: t.Engine, Task: t.Task, Config: cfg.workflowConfig(cfg.Workflow), Route: t.route}
+	eps, err := r.Run(ctx, workflow.Batch{RunSeed: cfg.Seed, Purpose: "train", Step: step}, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("grpo: run %s: step %d: rollouts: %w", cfg.RunID, step, err)
+	}
+	return eps, nil
+}
+
+// policyTurns groups the trained turns of the episodes by adapter, each
+// with its advantage.
+func policyTurns(eps []*workflow.Episode, adv [][]float64) map[string][]engine.Turn {
+	turns := map[string][]engine.Turn{}
+	for i, ep := range eps {
+		for k, tr := range ep.Turns {
+			if tr.Adapter == "" {
+				continue
+			}
+			turns[tr.Adapter] = append(turns[tr.Adapter], engine.Turn{
+				Adapter: tr.Adapter, Role: tr.Role, Agent: tr.Agent,
+				PromptIDs: tr.Completion.PromptIDs, CompletionIDs: tr.Completion.IDs,
+				OldLogProbs: tr.Completion.LogProbs, Advantage: adv[i][k],
+			})
+		}
+	}
+	return turns
+}
+
+// train takes one optimizer step per policy of the workflow (in policy
+// order) and returns the step rows: one per role routed to the policy and
+// its total.
+func (t *Trainer) train(ctx context.Context, step int64, eps []*workflow.Episode, adv [][]float64, groups []GroupStats) ([]runlog.StepRow, error) {
+	cfg := t.Config
+	turns := policyTurns(eps, adv)
+	roles, err := workflow.Roles(cfg.Workflow)
+	if err != nil {
+		return nil, err
+	}
+	byPolicy := map[string][]string{} // policy -> roles routed to it, sorted
+	for _, role := range roles {
+		a := t.route(role)
+		byPolicy[a] = append(byPolicy[a], role)
+	}
+	opt := cfg.trainOptions(int(step))
+	var stepRows []runlog.StepRow
+	for _, a := range slices.Sorted(maps.Keys(byPolicy)) {
+		stats := engine.StepStats{Adapter: a, Total: engine.UndefinedStats("*")}
+		if len(turns[a]) > 0 {
+			stats, err = t.Engine.TrainStep(ctx, a, turns[a], opt)
+			if err != nil {
+				return nil, fmt.Errorf("grpo: run %s: step %d: train adapter %s on %d turns: %w", cfg.RunID, step, a, len(turns[a]), err)
+			}
+		}
+		stepRows = append(stepRows, policyRows(cfg.RunID, step, a, byPolicy[a], stats, eps, groups, opt.LR)...)
+	}
+	return stepRows, nil
+}
+
+// policyRows are the step rows of one policy: each of its roles (engine
+// statistics, the rewards of the role's turns, the zero-variance fraction
+// of its groups) and then its total row (role "*").
+func policyRows(runID string, step int64, a string, roles []string, stats engine.StepStats, eps []*workflow.Episode, groups []GroupStats, lr float64) []runlog.StepRow {
+	engineRoles := map[string]engine.RoleStats{}
+	for _, rs := range stats.Roles {
+		engineRoles[rs.Role] = rs
+	}
+	var rows []runlog.StepRow
+	var pg GroupStats
+	for _, role := range roles {
+		rs, ok := engineRoles[role]
+		if !ok {
+			rs = engine.UndefinedStats(role)
+		}
+		var rewards []float64
+		for _, ep := range eps {
+			for _, tr := range ep.Turns {
+				if tr.Role == role && tr.Adapter == a {
+					rewards = append(rewards, ep.Reward())
+				}
+			}
+		}
+		g := GroupStats{Role: role}
+		for _, gs := range groups {
+			if gs.Role == role {
+				g = gs
+			}
+		}
+		pg.Groups += g.Groups
+		pg.ZeroVar += g.ZeroVar
+		rows = append(rows, stepRow(runID, step, a, rs, rewards, g.ZeroVarFrac(), lr))
+	}
+	var policyRewards []float64
+	for _, ep := range eps {
+		for _, tr := range ep.Turns {
+			if tr.Adapter == a {
+				policyRewards = append(policyRewards, ep.Reward())
+				break
+			}
+		}
+	}
+	total := stats.Total
+	total.Role = "*"
+	return append(rows, stepRow(runID, step, a, total, policyRewards, pg.ZeroVarFrac(), lr))
 }
