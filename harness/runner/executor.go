@@ -1,0 +1,169 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/marlowlab/marlow/datasets/sandbox"
+	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/grpo"
+	"github.com/marlowlab/marlow/harness/pin"
+	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/spec"
+)
+
+// executor runs jobs; its caches are shared by the pool's goroutines.
+type executor struct {
+	s    *spec.Spec
+	opt  Options
+	rep  Reporter
+	prov pin.Provenance
+
+	mu     sync.Mutex
+	bases  map[string]*baseModel // by scale
+	hashes map[string]string     // file hashes by path
+}
+
+// execute runs one job to its end and records the outcome. Failures after
+// the run log is open (the base model, the engine, the task, the loop) are
+// recorded in the manifest as failed.
+func (x *executor) execute(ctx context.Context, j job) Outcome {
+	r, rc := j.run, j.run.Config
+	out := Outcome{ID: r.ID, Dir: j.dir, LastStep: -1}
+	fail := func(err error) Outcome {
+		out.State, out.Err = StateFailed, err
+		x.rep.Finished(r.ID, out.State, err)
+		return out
+	}
+	lock, err := lockRun(j.dir)
+	if err != nil {
+		return fail(err)
+	}
+	defer lock.release()
+	if err := checkLog(j.dir); err != nil {
+		return fail(fmt.Errorf("run %s: %w", r.ID, err))
+	}
+
+	// Resolve what the manifest records before opening the log; a failure
+	// here is recorded in the log below.
+	var (
+		eng     engine.Engine
+		version string
+		prov    = x.prov
+	)
+	base, setupErr := x.baseDir(ctx, rc.Model)
+	if setupErr == nil {
+		prov, setupErr = x.provenance(base, rc.Data.Path)
+	}
+	if setupErr == nil {
+		eng, version, setupErr = x.opt.Engines.Open(ctx, rc.Model.Engine, base, engine.Options{Threads: max(x.opt.Threads, 1)})
+	}
+	if eng != nil {
+		defer eng.Close()
+	}
+	m := runlog.Manifest{
+		RunID: r.ID, Experiment: x.s.Experiment, Workflow: r.Workflow,
+		EvalWorkflows: append([]string(nil), r.EvalWorkflows...), Task: r.Task, Scale: r.Scale,
+		Condition: r.Condition, Seed: r.Seed, MasterSeed: x.s.MasterSeed, SeedIndex: r.SeedIndex,
+		ConfigHash: r.ConfigHash, Config: rc, Analysis: AnalysisParams(rc.Analysis),
+		Provenance: prov, Engine: rc.Model.Engine, EngineVersion: version,
+	}
+	if ExecutesCode(rc.Data.Source) {
+		m.Sandbox = sandbox.Probe().Level
+		if x.opt.UnsafeCodeExec {
+			m.Sandbox += " unsafe"
+		}
+	}
+	steps := 0
+	if rc.Train {
+		steps = rc.GRPO.Steps
+		m.TotalSteps = int64(steps)
+	}
+	w, last, err := runlog.Open(j.dir, m)
+	if err != nil {
+		return fail(fmt.Errorf("run %s: %w", r.ID, err))
+	}
+	out.LastStep = last
+	x.rep.Started(r.ID, steps, last)
+	if setupErr == nil {
+		err = x.train(ctx, j, eng, w, last)
+	}
+	if setupErr != nil {
+		err = fmt.Errorf("run %s: %w", r.ID, setupErr)
+	}
+	status, text := runlog.StatusDone, ""
+	switch {
+	case errors.Is(err, grpo.ErrInterrupted), err != nil && setupErr != nil && ctx.Err() != nil:
+		// A signal during set-up (say, pretraining the base model) stops
+		// the run as surely as one during a step.
+		status, text = runlog.StatusInterrupted, err.Error()
+	case err != nil:
+		status, text = runlog.StatusFailed, err.Error()
+	}
+	if serr := w.SetStatus(status, text); serr != nil && err == nil {
+		status, err = runlog.StatusFailed, serr
+	}
+	out.LastStep = w.Manifest().LastStep
+	if cerr := w.Close(); cerr != nil && err == nil {
+		status, err = runlog.StatusFailed, cerr
+	}
+	out.State, out.Err = status, err
+	x.rep.Finished(r.ID, out.State, err)
+	return out
+}
+
+// ErrCorruptLog is returned (wrapped, together with runlog's named error of
+// the first problem) when a run to resume has a damaged run log.
+var ErrCorruptLog = errors.New("run log is damaged; refusing to resume")
+
+// checkLog verifies the committed log of a run that has one, so that resume
+// never builds on damaged segments. A new run has nothing to check.
+func checkLog(dir string) error {
+	m, err := runlog.ReadManifest(dir)
+	if errors.Is(err, runlog.ErrMissingManifest) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCorruptLog, err)
+	}
+	if m.LastStep < 0 {
+		return nil
+	}
+	probs := runlog.Check(dir)
+	if len(probs) == 0 {
+		return nil
+	}
+	lines := make([]string, len(probs))
+	for i, p := range probs {
+		lines[i] = p.String()
+	}
+	return fmt.Errorf("%w: %w (%d problems; move the folder away to start over):\n    %s",
+		ErrCorruptLog, probs[0].Err, len(probs), strings.Join(lines, "\n    "))
+}
+
+// train builds the task and runs the GRPO loop from step last.
+func (x *executor) train(ctx context.Context, j job, eng engine.Engine, w *runlog.Writer, last int64) error {
+	rc := j.run.Config
+	task, err := x.opt.Task(rc.Data, TaskOptions{UnsafeCodeExec: x.opt.UnsafeCodeExec})
+	if err != nil {
+		return fmt.Errorf("run %s: %w", j.run.ID, err)
+	}
+	tr := &grpo.Trainer{
+		Config: TrainerConfig(rc), Engine: eng, Task: task, Log: w, CkptDir: filepath.Join(j.dir, "ckpt"),
+		Progress: func(p grpo.Progress) { x.rep.Step(j.run.ID, p) },
+	}
+	return tr.Run(ctx, last)
+}
+
+// nopReporter shows nothing.
+type nopReporter struct{}
+
+func (nopReporter) Started(string, int, int64)     {}
+func (nopReporter) Step(string, grpo.Progress)     {}
+func (nopReporter) Finished(string, string, error) {}
+func (nopReporter) Note(string, ...any)            {}
+func (nopReporter) Close()                         {}

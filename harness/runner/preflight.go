@@ -1,0 +1,127 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/marlowlab/marlow/datasets/sandbox"
+	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/spec"
+)
+
+// ErrConfigMismatch is returned (wrapped) when a run folder holds a run of
+// another config.
+var ErrConfigMismatch = errors.New("run folder holds another config")
+
+// ErrCodeIsolation is returned (wrapped) when a code task would run
+// programs without network isolation and UnsafeCodeExec is not set.
+var ErrCodeIsolation = errors.New("code execution without network isolation")
+
+// checkEngines verifies, before anything is written, that every engine the
+// runs name is registered and has its prerequisites; the error lists every
+// problem of every engine at once.
+func checkEngines(ctx context.Context, reg *engine.Registry, runs []spec.Run) error {
+	var names []string
+	for _, r := range runs {
+		names = append(names, r.Config.Model.Engine)
+	}
+	if err := reg.Check(ctx, names...); err != nil {
+		return fmt.Errorf("nothing was run: %w", err)
+	}
+	return nil
+}
+
+// Select returns the planned runs whose id matches the glob only (all when
+// only is empty). A malformed glob, or one matching nothing, is an error.
+func Select(runs []spec.Run, only string) ([]spec.Run, error) {
+	if only == "" {
+		return runs, nil
+	}
+	if _, err := path.Match(only, ""); err != nil {
+		return nil, fmt.Errorf("--only %q: %w", only, err)
+	}
+	var kept []spec.Run
+	for _, r := range runs {
+		if ok, _ := path.Match(only, r.ID); ok {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 {
+		ids := make([]string, 0, len(runs))
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+		}
+		return nil, fmt.Errorf("--only %q matches none of the %d planned runs (%s)", only, len(runs), strings.Join(ids, ", "))
+	}
+	return kept, nil
+}
+
+// RunDir is the folder of a run.
+func RunDir(runsDir, experiment, id string) string {
+	if runsDir == "" {
+		runsDir = DefaultRunsDir
+	}
+	return filepath.Join(runsDir, experiment, id)
+}
+
+// job is one selected run and what the preflight found.
+type job struct {
+	run  spec.Run
+	dir  string
+	skip bool
+	last int64 // last committed step in the manifest, -1 when none
+}
+
+// checkIsolation refuses code-executing tasks on a machine without network
+// isolation, unless unsafe execution is allowed.
+func checkIsolation(runs []spec.Run, unsafe bool) error {
+	for _, r := range runs {
+		if !ExecutesCode(r.Config.Data.Source) || unsafe {
+			continue
+		}
+		iso := sandbox.Probe()
+		if !iso.Network {
+			return fmt.Errorf("run %s: task %s executes generated code, but this machine gives %s (%s): %w; pass --unsafe-code-exec to run it anyway",
+				r.ID, r.Task, iso.Level, iso.Detail, ErrCodeIsolation)
+		}
+		return nil
+	}
+	return nil
+}
+
+// preflight reads the manifest of every selected run: a run done with the
+// same config hash is skipped; one with another hash refuses the whole
+// invocation with the differing keys. Unreadable manifests are left to the
+// run itself, which fails with runlog's named error.
+func preflight(s *spec.Spec, runs []spec.Run, runsDir string) ([]job, error) {
+	var jobs []job
+	var mismatches []string
+	for _, r := range runs {
+		dir := RunDir(runsDir, s.Experiment, r.ID)
+		j := job{run: r, dir: dir, last: -1}
+		m, err := runlog.ReadManifest(dir)
+		if err == nil {
+			if m.ConfigHash != r.ConfigHash {
+				diff, derr := ConfigDiff(m.Config, r.Config)
+				if derr != nil {
+					diff = []string{derr.Error()}
+				}
+				mismatches = append(mismatches, mismatchMessage(r.ID, dir, m.ConfigHash, r.ConfigHash, diff))
+			} else if m.Status == runlog.StatusDone {
+				j.skip = true
+			}
+			j.last = m.LastStep
+		}
+		jobs = append(jobs, j)
+	}
+	if len(mismatches) > 0 {
+		return nil, fmt.Errorf("%w; nothing was run. Move or delete those folders, or rename the experiment, to run the new config:\n  %s",
+			ErrConfigMismatch, strings.Join(mismatches, "\n  "))
+	}
+	return jobs, nil
+}
