@@ -5,11 +5,12 @@
 //
 // Implementations register a Driver (a name, a version for manifests, a
 // check of their prerequisites and an Open function) in a Registry, which
-// the program fills: this package depends on none of them. The native
-// engine (package native: a pure-Go CPU transformer, the default) exists
-// and is registered by the CLI; a torch engine (a Python server on a GPU
-// node) is registered under "torch" only in a program built with it.
-// Engines own tokenization; the harness exchanges chat messages, token ids
+// the program fills: this package depends on none of them. One engine
+// exists, native (package native: a pure-Go CPU transformer), and the CLI
+// registers it. A spec may already name "torch" (a GPU engine); it is
+// registered only in a program built with such an engine, and `marlow run`
+// refuses a plan naming an engine that is not registered before it writes
+// anything. Engines own tokenization; the harness exchanges chat messages, token ids
 // and log-probs with them.
 package engine
 
