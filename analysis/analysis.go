@@ -22,24 +22,16 @@ import (
 	"github.com/marlowlab/marlow/harness/study"
 )
 
-// Condition names, in the order they are shown.
-const (
-	CondBase = study.Base
-	CondSARL = study.SARL
-	CondSP   = study.SP
-	CondIP   = study.IP
-)
-
 // CondOrder returns a sort rank of a condition: base, sa-rl, sp, ip, then others.
 func CondOrder(c string) int {
 	switch c {
-	case CondBase:
+	case study.Base:
 		return 0
-	case CondSARL:
+	case study.SARL:
 		return 1
-	case CondSP:
+	case study.SP:
 		return 2
-	case CondIP:
+	case study.IP:
 		return 3
 	}
 	return 4
@@ -307,7 +299,7 @@ func sortedSteps(r *runlog.Run) []runlog.StepRow {
 func (st *Study) addRun(r *runlog.Run, taken map[slot]string) error {
 	m := r.Manifest
 	wfs := []string{m.Workflow}
-	if m.Condition == CondSARL && len(m.EvalWorkflows) > 0 {
+	if m.Condition == study.SARL && len(m.EvalWorkflows) > 0 {
 		wfs = append([]string(nil), m.EvalWorkflows...)
 		sort.Strings(wfs)
 	}
@@ -340,7 +332,7 @@ func (st *Study) addRun(r *runlog.Run, taken map[slot]string) error {
 			SeedIndex: m.SeedIndex, Status: m.Status, Curve: curve, Metrics: met,
 			Problems: Problems(r, wf, stepIdx), run: r, steps: steps,
 		}
-		if m.Condition != CondBase && len(steps) > 0 {
+		if m.Condition != study.Base && len(steps) > 0 {
 			rr.Amplification = DetectAmplification(steps, met.Cliff, st.Params)
 			rr.Dominance = DetectDominance(steps)
 			for _, d := range rr.Dominance {
@@ -388,16 +380,16 @@ func buildCells(runs []*RunResult, p Params) []*CellResult {
 			cell.Conditions = append(cell.Conditions, summarize(runs[a:b], cell.Key, p))
 			a = b
 		}
-		base, sarl := cell.Cond(CondBase), cell.Cond(CondSARL)
+		base, sarl := cell.Cond(study.Base), cell.Cond(study.SARL)
 		for k := range cell.Conditions {
 			c := &cell.Conditions[k]
-			if base != nil && c.Condition != CondBase {
+			if base != nil && c.Condition != study.Base {
 				c.GainBaseCeiling = gain(c, base, 1, p)
 				c.GainBaseFinal = gain(c, base, 2, p)
 			} else {
 				c.GainBaseCeiling, c.GainBaseFinal = noCI(math.NaN()), noCI(math.NaN())
 			}
-			if sarl != nil && c.Condition != CondSARL && c.Condition != CondBase {
+			if sarl != nil && c.Condition != study.SARL && c.Condition != study.Base {
 				c.GainSARLCeiling = gain(c, sarl, 1, p)
 				c.GainSARLFinal = gain(c, sarl, 2, p)
 			} else {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/marlowlab/marlow/analysis/analysistest"
 	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 func pts(acc ...float64) []Point {
@@ -272,11 +273,11 @@ func TestAnalyzeFixture(t *testing.T) {
 	if !reflect.DeepEqual(conds, []string{"base", "sa-rl", "sp", "ip"}) {
 		t.Fatalf("conditions %v", conds)
 	}
-	ip := cell.Cond(CondIP)
+	ip := cell.Cond(study.IP)
 	if ip.Seeds != 2 || ip.CIMethod != "seeds" || ip.CliffRuns != 1 {
 		t.Errorf("ip seeds %d method %s cliffs %d", ip.Seeds, ip.CIMethod, ip.CliffRuns)
 	}
-	base, sa := cell.Cond(CondBase), cell.Cond(CondSARL)
+	base, sa := cell.Cond(study.Base), cell.Cond(study.SARL)
 	if base.CIMethod != "problems" || sa.CIMethod != "problems" {
 		t.Errorf("base/sa-rl CI methods %s %s, want problems", base.CIMethod, sa.CIMethod)
 	}
@@ -298,7 +299,7 @@ func TestAnalyzeFixture(t *testing.T) {
 				}
 			}
 		}
-		if r.Condition == CondSP && r.Cell.Workflow == "voting" {
+		if r.Condition == study.SP && r.Cell.Workflow == "voting" {
 			if len(r.Capture) != 1 || !r.Capture[0].Captured || r.Capture[0].Role != "aggregator" {
 				t.Errorf("%s: capture %+v, want aggregator captured", r.RunID, r.Capture)
 			}

@@ -43,13 +43,13 @@ const (
 // condColor gives each condition a fixed colour.
 func condColor(c string) color.Color {
 	switch c {
-	case analysis.CondBase:
+	case study.Base:
 		return color.RGBA{R: 110, G: 110, B: 110, A: 255}
-	case analysis.CondSARL:
+	case study.SARL:
 		return color.RGBA{R: 0, G: 140, B: 70, A: 255}
-	case analysis.CondSP:
+	case study.SP:
 		return color.RGBA{R: 30, G: 90, B: 200, A: 255}
-	case analysis.CondIP:
+	case study.IP:
 		return color.RGBA{R: 210, G: 50, B: 40, A: 255}
 	}
 	return color.RGBA{R: 140, G: 80, B: 160, A: 255}
@@ -58,11 +58,11 @@ func condColor(c string) color.Color {
 // condDash gives each condition a line dash so lines differ without colour.
 func condDash(c string) []vg.Length {
 	switch c {
-	case analysis.CondBase:
+	case study.Base:
 		return []vg.Length{vg.Points(2), vg.Points(3)}
-	case analysis.CondIP:
+	case study.IP:
 		return []vg.Length{vg.Points(6), vg.Points(3)}
-	case analysis.CondSARL:
+	case study.SARL:
 		return []vg.Length{vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}
 	}
 	return nil
@@ -275,7 +275,7 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 			return nil, err
 		}
 	}
-	for _, cond := range []string{analysis.CondSARL, analysis.CondSP, analysis.CondIP} {
+	for _, cond := range []string{study.SARL, study.SP, study.IP} {
 		f, ok, err := gainsFigure(st, cond)
 		if err != nil {
 			return nil, err
@@ -311,7 +311,7 @@ func accuracyFigure(cell *analysis.CellResult, runs []*analysis.RunResult) (*plo
 	for _, c := range conds {
 		cs := cell.Cond(c)
 		label := fmt.Sprintf("%s (n=%d)", c, cs.Seeds)
-		if c == analysis.CondBase {
+		if c == study.Base {
 			xy := plotter.XYs{{X: xmin, Y: cs.Final.Value}, {X: xmax, Y: cs.Final.Value}}
 			if err := addLine(p, leg, xy, label, condColor(c), condDash(c), vg.Points(2), false); err != nil {
 				return nil, nil, err
@@ -364,7 +364,7 @@ func (d roleSeries) keys() []condRole {
 func roleStepFigure(cell *analysis.CellResult, runs []*analysis.RunResult, title, ylabel string, value func(runlog.StepRow) float64, logY bool) (*plot.Plot, *plot.Legend, int, error) {
 	data := roleSeries{}
 	for _, r := range runs {
-		if r.Condition != analysis.CondSP && r.Condition != analysis.CondIP {
+		if r.Condition != study.SP && r.Condition != study.IP {
 			continue
 		}
 		for _, s := range r.Steps() {
@@ -383,7 +383,7 @@ func roleStepFigure(cell *analysis.CellResult, runs []*analysis.RunResult, title
 	}
 	for _, k := range keys {
 		dash := []vg.Length(nil)
-		if k.cond == analysis.CondIP {
+		if k.cond == study.IP {
 			dash = []vg.Length{vg.Points(6), vg.Points(3)}
 		}
 		if err := addLine(p, leg, meanByStep(data[k]), k.cond+" "+k.role, roleColor(k.role), dash, vg.Points(1.5), false); err != nil {
@@ -420,7 +420,7 @@ func roleColor(role string) color.Color {
 func roleEvalFigure(runs []*analysis.RunResult, title, ylabel string, value func(runlog.EvalRow) float64) (*plot.Plot, *plot.Legend, int, error) {
 	data := roleSeries{}
 	for _, r := range runs {
-		if r.Condition == analysis.CondBase {
+		if r.Condition == study.Base {
 			continue
 		}
 		for _, e := range r.Evals() {
@@ -453,7 +453,7 @@ func ceilingFinalFigure(st *analysis.Study) (*plot.Plot, *plot.Legend, int, erro
 	pts := map[string]plotter.XYs{}
 	n := 0
 	for _, c := range st.Cells {
-		sp, ip := c.Cond(analysis.CondSP), c.Cond(analysis.CondIP)
+		sp, ip := c.Cond(study.SP), c.Cond(study.IP)
 		if sp != nil && ip != nil {
 			l, err := plotter.NewLine(plotter.XYs{{X: sp.Ceiling.Value, Y: sp.Final.Value}, {X: ip.Ceiling.Value, Y: ip.Final.Value}})
 			if err != nil {
@@ -463,7 +463,7 @@ func ceilingFinalFigure(st *analysis.Study) (*plot.Plot, *plot.Legend, int, erro
 			p.Add(l)
 		}
 		for _, cs := range c.Conditions {
-			if cs.Condition == analysis.CondBase {
+			if cs.Condition == study.Base {
 				continue
 			}
 			pts[cs.Condition] = append(pts[cs.Condition], plotter.XY{X: cs.Ceiling.Value, Y: cs.Final.Value})

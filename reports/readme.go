@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 func f3(v float64) string {
@@ -291,7 +292,7 @@ func findings(st *analysis.Study) []string {
 	var out []string
 	var both, ipPeak, ipFinal, withBase, marlBase, withSARL, marlSARL, marlSARLsig int
 	for _, c := range st.Cells {
-		sp, ip, base, sarl := c.Cond(analysis.CondSP), c.Cond(analysis.CondIP), c.Cond(analysis.CondBase), c.Cond(analysis.CondSARL)
+		sp, ip, base, sarl := c.Cond(study.SP), c.Cond(study.IP), c.Cond(study.Base), c.Cond(study.SARL)
 		if sp != nil && ip != nil {
 			both++
 			if ip.Ceiling.Value > sp.Ceiling.Value {
@@ -330,7 +331,7 @@ func findings(st *analysis.Study) []string {
 	cliffs := map[string][2]int{}
 	var conds []string
 	for _, r := range st.Runs {
-		if r.Condition == analysis.CondBase {
+		if r.Condition == study.Base {
 			continue
 		}
 		v, ok := cliffs[r.Condition]

@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
@@ -21,7 +22,7 @@ type Config struct {
 	// ValSeed keys validation sampling in place of Seed when non-zero; the
 	// runner gives every run of a cell the same one (common random numbers).
 	ValSeed   uint64 `json:"val_seed,omitempty"`
-	Condition string `json:"condition"` // Base, SARL, SP or IP
+	Condition string `json:"condition"` // study.Base, study.SARL, study.SP or study.IP
 	// Workflow is the workflow trained in (Single for sa-rl), or evaluated
 	// in for base.
 	Workflow string `json:"workflow"`
@@ -69,7 +70,7 @@ const AdvEps = 1e-6
 
 // steps is the number of training steps the loop runs.
 func (c Config) steps() int {
-	if c.Condition == Base {
+	if c.Condition == study.Base {
 		return 0
 	}
 	return c.Steps
@@ -102,7 +103,7 @@ func (c Config) Validate() error {
 	if _, err := Router(c.Condition); err != nil {
 		return bad("%w", err)
 	}
-	if c.Condition == SARL && c.Workflow != workflow.Single {
+	if c.Condition == study.SARL && c.Workflow != study.Single {
 		return bad("condition sa-rl trains the single workflow, not %q", c.Workflow)
 	}
 	for _, w := range append([]string{c.Workflow}, c.EvalWorkflows...) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
@@ -16,17 +17,17 @@ func TestRoute(t *testing.T) {
 		cond, role, want string
 		err              string
 	}{
-		{Base, workflow.RoleGenerator, "", ""},
-		{Base, workflow.RoleAggregator, "", ""},
-		{SARL, workflow.RoleGenerator, PolicyAdapter, ""},
-		{SARL, workflow.RoleEvaluator, PolicyAdapter, ""},
-		{SP, workflow.RoleGenerator, SharedAdapter, ""},
-		{SP, workflow.RoleSynthesizer, SharedAdapter, ""},
-		{IP, workflow.RoleGenerator, "generator", ""},
-		{IP, workflow.RoleWorker, "worker", ""},
-		{IP, workflow.RoleOrchestrator, "orchestrator", ""},
-		{"marl", workflow.RoleGenerator, "", "unknown condition"},
-		{SP, "critic", "", "unknown role"},
+		{study.Base, study.Generator, "", ""},
+		{study.Base, study.Aggregator, "", ""},
+		{study.SARL, study.Generator, PolicyAdapter, ""},
+		{study.SARL, study.Evaluator, PolicyAdapter, ""},
+		{study.SP, study.Generator, SharedAdapter, ""},
+		{study.SP, study.Synthesizer, SharedAdapter, ""},
+		{study.IP, study.Generator, "generator", ""},
+		{study.IP, study.Worker, "worker", ""},
+		{study.IP, study.Orchestrator, "orchestrator", ""},
+		{"marl", study.Generator, "", "unknown condition"},
+		{study.SP, "critic", "", "unknown role"},
 	}
 	for _, c := range cases {
 		got, err := Route(c.cond, c.role)
@@ -45,12 +46,12 @@ func TestRoute(t *testing.T) {
 		wfs  []string
 		want []string
 	}{
-		{Base, []string{workflow.Voting}, nil},
-		{SARL, []string{workflow.Single, workflow.Voting, workflow.OrchWorkers}, []string{"policy"}},
-		{SP, []string{workflow.OrchWorkers}, []string{"shared"}},
-		{IP, []string{workflow.Voting}, []string{"aggregator", "generator"}},
-		{IP, []string{workflow.OrchWorkers}, []string{"orchestrator", "synthesizer", "worker"}},
-		{IP, []string{workflow.EvalOpt, workflow.Voting}, []string{"aggregator", "evaluator", "generator"}},
+		{study.Base, []string{study.Voting}, nil},
+		{study.SARL, []string{study.Single, study.Voting, study.OrchWorkers}, []string{"policy"}},
+		{study.SP, []string{study.OrchWorkers}, []string{"shared"}},
+		{study.IP, []string{study.Voting}, []string{"aggregator", "generator"}},
+		{study.IP, []string{study.OrchWorkers}, []string{"orchestrator", "synthesizer", "worker"}},
+		{study.IP, []string{study.EvalOpt, study.Voting}, []string{"aggregator", "evaluator", "generator"}},
 	}
 	for _, c := range adapters {
 		got, err := Adapters(c.cond, c.wfs...)
@@ -58,7 +59,7 @@ func TestRoute(t *testing.T) {
 			t.Errorf("Adapters(%s, %v) = %v, %v; want %v", c.cond, c.wfs, got, err, c.want)
 		}
 	}
-	if _, err := Adapters(SP, "debate"); err == nil {
+	if _, err := Adapters(study.SP, "debate"); err == nil {
 		t.Error("Adapters accepted an unknown workflow")
 	}
 }
@@ -140,7 +141,7 @@ func TestEvalRows(t *testing.T) {
 		// no correct candidate
 		{Turns: []workflow.Turn{turn("generator0", true, false, true, 4), turn("generator1", true, false, true, 4), turn("aggregator", true, false, true, 2)}},
 	}
-	rows := EvalRows("r", 3, workflow.Voting, eps)
+	rows := EvalRows("r", 3, study.Voting, eps)
 	if len(rows) != 3 || rows[0].Role != "aggregator" || rows[1].Role != "generator" || rows[2].Role != "*" {
 		t.Fatalf("rows %+v", rows)
 	}
@@ -161,18 +162,18 @@ func TestEvalRows(t *testing.T) {
 	check("workflow accuracy", all.Accuracy, 1.0/3)
 	check("workflow any-correct", all.AnyCorrect, 2.0/3)
 	check("workflow format", all.FormatRate, 7.0/9)
-	if all.Problems != 3 || all.Turns != 9 || gen.Turns != 6 || gen.Problems != 3 || all.Step != 3 || all.Workflow != workflow.Voting {
+	if all.Problems != 3 || all.Turns != 9 || gen.Turns != 6 || gen.Problems != 3 || all.Step != 3 || all.Workflow != study.Voting {
 		t.Errorf("counts: %+v", all)
 	}
 	// An orchestrator gives no answer: its accuracy is undefined.
-	orch := EvalRows("r", 0, workflow.OrchWorkers, []*workflow.Episode{{Turns: []workflow.Turn{turn("orchestrator", false, false, false, 3)}}})
+	orch := EvalRows("r", 0, study.OrchWorkers, []*workflow.Episode{{Turns: []workflow.Turn{turn("orchestrator", false, false, false, 3)}}})
 	check("orchestrator accuracy", orch[0].Accuracy, math.NaN())
 	check("orchestrator any-correct", orch[0].AnyCorrect, math.NaN())
 	check("orchestrator format", orch[0].FormatRate, 0)
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := testConfig(SP, workflow.Voting)
+	good := testConfig(study.SP, study.Voting)
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"no run id", func(c *Config) { c.RunID = "" }, "run_id"},
 		{"condition", func(c *Config) { c.Condition = "marl" }, "unknown condition"},
-		{"sa-rl on voting", func(c *Config) { c.Condition = SARL }, "single"},
+		{"sa-rl on voting", func(c *Config) { c.Condition = study.SARL }, "single"},
 		{"eval workflow", func(c *Config) { c.EvalWorkflows = []string{"debate"} }, "unknown workflow"},
 		{"one rollout", func(c *Config) { c.Rollouts = 1 }, "rollouts"},
 		{"loss agg", func(c *Config) { c.LossAgg = "sum" }, "loss_agg"},
@@ -194,25 +195,25 @@ func TestConfigValidate(t *testing.T) {
 		{"tokens", func(c *Config) { c.DefaultMaxNewTokens = 0 }, "max new tokens"},
 	}
 	for _, c := range cases {
-		cfg := testConfig(SP, workflow.Voting)
+		cfg := testConfig(study.SP, study.Voting)
 		c.mod(&cfg)
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
 		}
 	}
 	// base trains nothing, so training settings are not checked.
-	b := testConfig(Base, workflow.Voting)
+	b := testConfig(study.Base, study.Voting)
 	b.Rollouts, b.LR = 0, 0
 	if err := b.Validate(); err != nil {
 		t.Errorf("base config: %v", err)
 	}
-	if good.Hash() == b.Hash() || good.Hash() != testConfig(SP, workflow.Voting).Hash() {
+	if good.Hash() == b.Hash() || good.Hash() != testConfig(study.SP, study.Voting).Hash() {
 		t.Error("config hash is not a function of the config")
 	}
 }
 
 func TestTrainOptionsSchedule(t *testing.T) {
-	c := testConfig(SP, workflow.Single)
+	c := testConfig(study.SP, study.Single)
 	c.LR, c.Steps = 1, 10
 	c.Schedule = engine.Schedule{Kind: "cosine", Warmup: 2, MinRatio: 0}
 	cases := []struct {

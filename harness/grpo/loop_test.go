@@ -14,7 +14,7 @@ import (
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/engine/fake"
 	"github.com/marlowlab/marlow/harness/runlog"
-	"github.com/marlowlab/marlow/harness/workflow"
+	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow/workflowtest"
 )
 
@@ -30,7 +30,7 @@ func testConfig(cond, wf string) Config {
 	c.LR = 0.5
 	c.Schedule.Kind = "constant"
 	c.DefaultMaxNewTokens = 48
-	c.MaxNewTokens = map[string]int{workflow.RoleAggregator: 16}
+	c.MaxNewTokens = map[string]int{study.Aggregator: 16}
 	c.EvalEvery = 2
 	c.SaveEvery = 2
 	c.ValSize = 6
@@ -84,10 +84,10 @@ func TestLoopRows(t *testing.T) {
 		eval     []string
 		policies map[string][]string // policy -> roles with rows (plus "*")
 	}{
-		{SP, workflow.Voting, nil, map[string][]string{"shared": {"aggregator", "generator", "*"}}},
-		{IP, workflow.OrchWorkers, nil, map[string][]string{"orchestrator": {"orchestrator", "*"}, "synthesizer": {"synthesizer", "*"}, "worker": {"worker", "*"}}},
-		{IP, workflow.EvalOpt, nil, map[string][]string{"evaluator": {"evaluator", "*"}, "generator": {"generator", "*"}}},
-		{SARL, workflow.Single, []string{workflow.Single, workflow.Voting}, map[string][]string{"policy": {"generator", "*"}}},
+		{study.SP, study.Voting, nil, map[string][]string{"shared": {"aggregator", "generator", "*"}}},
+		{study.IP, study.OrchWorkers, nil, map[string][]string{"orchestrator": {"orchestrator", "*"}, "synthesizer": {"synthesizer", "*"}, "worker": {"worker", "*"}}},
+		{study.IP, study.EvalOpt, nil, map[string][]string{"evaluator": {"evaluator", "*"}, "generator": {"generator", "*"}}},
+		{study.SARL, study.Single, []string{study.Single, study.Voting}, map[string][]string{"policy": {"generator", "*"}}},
 	} {
 		t.Run(c.wf+"-"+c.cond, func(t *testing.T) {
 			cfg := testConfig(c.cond, c.wf)
@@ -218,7 +218,7 @@ func TestLoopRows(t *testing.T) {
 }
 
 func TestLoopDeterministic(t *testing.T) {
-	cfg := testConfig(IP, workflow.Voting)
+	cfg := testConfig(study.IP, study.Voting)
 	a, b := t.TempDir(), t.TempDir()
 	runFull(t, a, cfg)
 	runFull(t, b, cfg)
@@ -247,7 +247,7 @@ func TestLoopDeterministic(t *testing.T) {
 }
 
 func TestLoopLearnsWithFakeEngine(t *testing.T) {
-	cfg := testConfig(SP, workflow.Single)
+	cfg := testConfig(study.SP, study.Single)
 	cfg.Steps = 6
 	cfg.EvalEvery = 6
 	cfg.LR = 2
@@ -283,7 +283,7 @@ func (f failingLog) Commit(step int64) error {
 }
 
 func TestResume(t *testing.T) {
-	cfg := testConfig(IP, workflow.EvalOpt)
+	cfg := testConfig(study.IP, study.EvalOpt)
 	cfg.Steps = 5
 	cfg.SaveEvery = 2
 	ref := t.TempDir()
@@ -345,7 +345,7 @@ func TestResume(t *testing.T) {
 }
 
 func TestResumeRefusesBrokenCheckpoints(t *testing.T) {
-	cfg := testConfig(SP, workflow.Voting)
+	cfg := testConfig(study.SP, study.Voting)
 	cases := []struct {
 		name   string
 		damage func(ckpt string)
@@ -397,7 +397,7 @@ func TestResumeRefusesBrokenCheckpoints(t *testing.T) {
 }
 
 func TestBaseEvaluatesOnly(t *testing.T) {
-	cfg := testConfig(Base, workflow.OrchWorkers)
+	cfg := testConfig(study.Base, study.OrchWorkers)
 	dir := t.TempDir()
 	tr, w, eng, last := setup(t, dir, cfg)
 	if err := tr.Run(context.Background(), last); err != nil {
@@ -423,7 +423,7 @@ func TestBaseEvaluatesOnly(t *testing.T) {
 // policy, the validation completions at steps 0, 2 and 3 are identical, so
 // a change between evaluations can only come from training.
 func TestValidationSharesDraws(t *testing.T) {
-	cfg := testConfig(SP, workflow.Voting)
+	cfg := testConfig(study.SP, study.Voting)
 	cfg.LR = 1e-12
 	r := runFull(t, t.TempDir(), cfg)
 	byStep := map[int64][]string{}
@@ -448,7 +448,7 @@ func TestValidationSharesDraws(t *testing.T) {
 func TestValidationSamples(t *testing.T) {
 	for _, k := range []int{0, 1, 3} {
 		t.Run(fmt.Sprint(k), func(t *testing.T) {
-			cfg := testConfig(Base, workflow.Voting)
+			cfg := testConfig(study.Base, study.Voting)
 			cfg.ValSamples = k
 			r := runFull(t, t.TempDir(), cfg)
 			want := int64(cfg.ValSize * max(k, 1))

@@ -13,7 +13,7 @@ import (
 	"github.com/marlowlab/marlow/harness/engine/native"
 	"github.com/marlowlab/marlow/harness/model"
 	"github.com/marlowlab/marlow/harness/runlog"
-	"github.com/marlowlab/marlow/harness/workflow"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // parityTask is synth-math with a reward a random model can earn: an output
@@ -52,7 +52,7 @@ func TestNativeEngineLoop(t *testing.T) {
 	}
 	task := parityTask{sm}
 	cfg := recipeConfig()
-	cfg.RunID, cfg.Seed, cfg.Condition, cfg.Workflow = "native-voting-sp", 5, SP, workflow.Voting
+	cfg.RunID, cfg.Seed, cfg.Condition, cfg.Workflow = "native-voting-sp", 5, study.SP, study.Voting
 	cfg.NVotes = 2
 	cfg.Rollouts, cfg.ProblemsPerStep, cfg.Steps = 2, 1, 3
 	cfg.LR = 1e-3

@@ -18,17 +18,6 @@ import (
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
-// Conditions.
-const (
-	Base = study.Base
-	SARL = study.SARL
-	SP   = study.SP
-	IP   = study.IP
-)
-
-// Conditions lists the conditions in the design's order.
-var Conditions = study.Conditions
-
 // Adapter names of the single-adapter conditions.
 const (
 	SharedAdapter = "shared" // sp
@@ -43,16 +32,16 @@ func Route(condition, role string) (string, error) {
 		return "", fmt.Errorf("grpo: route: unknown role %q", role)
 	}
 	switch condition {
-	case Base:
+	case study.Base:
 		return "", nil
-	case SARL:
+	case study.SARL:
 		return PolicyAdapter, nil
-	case SP:
+	case study.SP:
 		return SharedAdapter, nil
-	case IP:
+	case study.IP:
 		return role, nil
 	}
-	return "", fmt.Errorf("grpo: route: unknown condition %q (want one of %v)", condition, Conditions)
+	return "", fmt.Errorf("grpo: route: unknown condition %q (want one of %v)", condition, study.Conditions)
 }
 
 func knownRole(role string) bool {
@@ -67,7 +56,7 @@ func knownRole(role string) bool {
 // Router returns Route for one condition as a function of the role, for
 // workflow.Runner.Route.
 func Router(condition string) (func(role string) string, error) {
-	if _, err := Route(condition, workflow.RoleGenerator); err != nil {
+	if _, err := Route(condition, study.Generator); err != nil {
 		return nil, err
 	}
 	return func(role string) string {

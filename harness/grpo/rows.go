@@ -8,19 +8,20 @@ import (
 
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
 // answerRole reports whether a role's turns hold an answer to the problem
 // graded by the task's verifier (rather than a verdict or a selection).
 func answerRole(role string) bool {
-	return role == workflow.RoleGenerator || role == workflow.RoleWorker || role == workflow.RoleSynthesizer
+	return role == study.Generator || role == study.Worker || role == study.Synthesizer
 }
 
 // candidateRole is the role whose answers a selecting role chooses among.
 var candidateRole = map[string]string{
-	workflow.RoleAggregator:  workflow.RoleGenerator,
-	workflow.RoleSynthesizer: workflow.RoleWorker,
+	study.Aggregator:  study.Generator,
+	study.Synthesizer: study.Worker,
 }
 
 func ratio(num, den int) float64 {

@@ -10,6 +10,7 @@ import (
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/spec"
+	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
@@ -75,7 +76,7 @@ func Calibrate(ctx context.Context, s *spec.Spec, job Job, eng engine.Engine, op
 	cal := Calibration{Scale: job.Scale, Params: job.Model.NumParams()}
 	wfs := opt.Workflows
 	if len(wfs) == 0 {
-		wfs = workflow.Names
+		wfs = study.Workflows
 	}
 	for _, name := range s.Matrix.Tasks {
 		st, ok := s.Tasks[name]

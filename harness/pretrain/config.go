@@ -40,19 +40,11 @@ type Noise = spec.PretrainNoise
 
 // Teacher roles: the workflow roles plus the reviser (eval-opt's revision
 // turn of the generator).
-const (
-	RoleGenerator    = study.Generator
-	RoleReviser      = "reviser"
-	RoleEvaluator    = study.Evaluator
-	RoleAggregator   = study.Aggregator
-	RoleOrchestrator = study.Orchestrator
-	RoleWorker       = study.Worker
-	RoleSynthesizer  = study.Synthesizer
-)
+const RoleReviser = "reviser"
 
 // TeacherRoles lists the teacher roles in the fixed order used for
 // sampling.
-var TeacherRoles = []string{RoleGenerator, RoleReviser, RoleEvaluator, RoleAggregator, RoleOrchestrator, RoleWorker, RoleSynthesizer}
+var TeacherRoles = []string{study.Generator, RoleReviser, study.Evaluator, study.Aggregator, study.Orchestrator, study.Worker, study.Synthesizer}
 
 // DefaultConfig returns the defaults of the spec's pretrain section, the
 // settings the committed checkpoints were built with.

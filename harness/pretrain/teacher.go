@@ -11,6 +11,7 @@ import (
 	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
@@ -244,7 +245,7 @@ func (t *Teacher) render(src source, p datasets.Problem, role string, rng *datas
 		return nil
 	}
 	switch role {
-	case RoleGenerator:
+	case study.Generator:
 		tr.Prompt = workflow.GeneratorPrompt(instr, p)
 		if err := answer(); err != nil {
 			return tr, err
@@ -260,13 +261,13 @@ func (t *Teacher) render(src source, p datasets.Problem, role string, rng *datas
 		if err := answer(); err != nil {
 			return tr, err
 		}
-	case RoleWorker:
+	case study.Worker:
 		strategy := src.strategies[rng.Intn(len(src.strategies))]
 		tr.Prompt = workflow.WorkerPrompt(instr, p, strategy)
 		if err := answer(); err != nil {
 			return tr, err
 		}
-	case RoleSynthesizer:
+	case study.Synthesizer:
 		if err := shown(rng.Range(1, t.maxSubtasks)); err != nil {
 			return tr, err
 		}
@@ -281,7 +282,7 @@ func (t *Teacher) render(src source, p datasets.Problem, role string, rng *datas
 		} else if err := answer(); err != nil {
 			return tr, err
 		}
-	case RoleEvaluator:
+	case study.Evaluator:
 		if err := shown(1); err != nil {
 			return tr, err
 		}
@@ -295,7 +296,7 @@ func (t *Teacher) render(src source, p datasets.Problem, role string, rng *datas
 		if malformed {
 			tr.Completion = malformVerdict(tr.Completion, verdict)
 		}
-	case RoleAggregator:
+	case study.Aggregator:
 		if err := shown(t.nVotes); err != nil {
 			return tr, err
 		}
@@ -319,7 +320,7 @@ func (t *Teacher) render(src source, p datasets.Problem, role string, rng *datas
 		if malformed {
 			tr.Completion = "Candidate " + strconv.Itoa(k) + " looks best."
 		}
-	case RoleOrchestrator:
+	case study.Orchestrator:
 		n := rng.Range(1, t.maxSubtasks)
 		if rng.Bernoulli(nz.TooManyStrategies) {
 			n = t.maxSubtasks + 1
@@ -336,7 +337,7 @@ func (t *Teacher) render(src source, p datasets.Problem, role string, rng *datas
 	}
 	if malformed {
 		switch role {
-		case RoleGenerator, RoleReviser, RoleWorker, RoleSynthesizer:
+		case study.Generator, RoleReviser, study.Worker, study.Synthesizer:
 			tr.Completion = malformAnswer(tr.Completion)
 		}
 		tr.Noise = append(tr.Noise, NoiseMalformed)

@@ -11,6 +11,7 @@ import (
 	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
@@ -65,23 +66,23 @@ func TestPromptsAreWorkflowBuilders(t *testing.T) {
 		instr, p := task.Instructions(), tr.Problem
 		var want []engine.Message
 		switch tr.Role {
-		case RoleGenerator:
+		case study.Generator:
 			want = workflow.GeneratorPrompt(instr, p)
 		case RoleReviser:
 			src := teacher.sources[i%int64(len(tasks))]
 			want = workflow.RevisionPrompt(instr, p, tr.Shown[0], feedback(src, p, tr.Shown[0], false))
-		case RoleEvaluator:
+		case study.Evaluator:
 			want = workflow.EvaluatorPrompt(p, tr.Shown[0])
-		case RoleAggregator:
+		case study.Aggregator:
 			if len(tr.Shown) != votes {
 				t.Fatalf("transcript %d: aggregator shown %d candidates, want %d", i, len(tr.Shown), votes)
 			}
 			want = workflow.AggregatorPrompt(p, tr.Shown)
-		case RoleOrchestrator:
+		case study.Orchestrator:
 			want = workflow.OrchestratorPrompt(p, maxSub)
-		case RoleWorker:
+		case study.Worker:
 			want = workflow.WorkerPrompt(instr, p, strategyOf(t, tr))
-		case RoleSynthesizer:
+		case study.Synthesizer:
 			want = workflow.SynthesizerPrompt(instr, p, tr.Shown)
 		default:
 			t.Fatalf("transcript %d: unknown role %q", i, tr.Role)
@@ -106,16 +107,16 @@ func TestPromptsAreWorkflowBuilders(t *testing.T) {
 func grade(t *testing.T, task datasets.Task, tr Transcript, maxSub int) (compliant, right bool) {
 	t.Helper()
 	switch tr.Role {
-	case RoleGenerator, RoleReviser, RoleWorker, RoleSynthesizer:
+	case study.Generator, RoleReviser, study.Worker, study.Synthesizer:
 		v := task.Verify(context.Background(), tr.Problem, tr.Completion)
 		return v.Answer != "", v.Correct
-	case RoleEvaluator:
+	case study.Evaluator:
 		v, ok, _ := workflow.ParseVerdict(tr.Completion)
 		return ok, ok && v.Correct == tr.ShownCorrect[0]
-	case RoleAggregator:
+	case study.Aggregator:
 		k, ok, _ := workflow.ParseSelection(tr.Completion, len(tr.Shown))
 		return ok, tr.ShownCorrect[k-1]
-	case RoleOrchestrator:
+	case study.Orchestrator:
 		s, ok, _ := workflow.ParseStrategies(tr.Completion, maxSub)
 		return ok, !s.Over
 	}
@@ -142,7 +143,7 @@ func TestCompletionsMatchNoiseLabels(t *testing.T) {
 		task := taskByName(tasks, tr.Task)
 		compliant, right := grade(t, task, tr, 3)
 		malformed := tr.HasNoise(NoiseMalformed)
-		if compliant == malformed && !(tr.Role == RoleOrchestrator && tr.HasNoise(NoiseTooMany)) {
+		if compliant == malformed && !(tr.Role == study.Orchestrator && tr.HasNoise(NoiseTooMany)) {
 			t.Fatalf("transcript %d (%s %s, noise %v): compliant=%v\n%s", i, tr.Task, tr.Role, tr.Noise, compliant, tr.Completion)
 		}
 		if malformed {
@@ -150,13 +151,13 @@ func TestCompletionsMatchNoiseLabels(t *testing.T) {
 		}
 		wantRight := true
 		switch tr.Role {
-		case RoleGenerator, RoleReviser, RoleWorker, RoleSynthesizer:
+		case study.Generator, RoleReviser, study.Worker, study.Synthesizer:
 			wantRight = !tr.HasNoise(NoiseSlip)
-		case RoleEvaluator:
+		case study.Evaluator:
 			wantRight = !tr.HasNoise(NoiseWrongVerdict)
-		case RoleOrchestrator:
+		case study.Orchestrator:
 			wantRight = !tr.HasNoise(NoiseTooMany)
-		case RoleAggregator:
+		case study.Aggregator:
 			anyRight := false
 			for _, ok := range tr.ShownCorrect {
 				anyRight = anyRight || ok
@@ -204,22 +205,22 @@ func TestNoiseRatesHonored(t *testing.T) {
 				roles[tr.Role]++
 				task := taskByName(tasks, tr.Task)
 				compliant, right := grade(t, task, tr, 3)
-				if !compliant && !(tr.Role == RoleOrchestrator && !right) {
+				if !compliant && !(tr.Role == study.Orchestrator && !right) {
 					malformed++
 					continue
 				}
 				switch tr.Role {
-				case RoleGenerator, RoleReviser, RoleWorker:
+				case study.Generator, RoleReviser, study.Worker:
 					answers++
 					if !right {
 						wrongAnswers++
 					}
-				case RoleEvaluator:
+				case study.Evaluator:
 					verdicts++
 					if !right {
 						wrongVerdicts++
 					}
-				case RoleOrchestrator:
+				case study.Orchestrator:
 					orchs++
 					if !right {
 						over++
@@ -329,7 +330,7 @@ func TestNewTeacherErrors(t *testing.T) {
 	if _, err := teacher.RenderRole("synth-math", "poet", datasets.Problem{}, 1); err == nil || !strings.Contains(err.Error(), "poet") {
 		t.Fatalf("unknown role: err = %v", err)
 	}
-	if _, err := teacher.RenderRole("dapo-math", RoleGenerator, datasets.Problem{}, 1); err == nil {
+	if _, err := teacher.RenderRole("dapo-math", study.Generator, datasets.Problem{}, 1); err == nil {
 		t.Fatal("unknown task accepted")
 	}
 }

@@ -10,30 +10,19 @@ import (
 	"github.com/marlowlab/marlow/harness/study"
 )
 
-// Workflow names (owned by package study).
-const (
-	Single      = study.Single
-	EvalOpt     = study.EvalOpt
-	Voting      = study.Voting
-	OrchWorkers = study.OrchWorkers
-)
-
-// Names lists the workflows, in the design's order.
-var Names = study.Workflows
-
 // Roles returns the role types of a workflow, sorted.
 func Roles(workflow string) ([]string, error) {
 	switch workflow {
-	case Single:
-		return []string{RoleGenerator}, nil
-	case EvalOpt:
-		return []string{RoleEvaluator, RoleGenerator}, nil
-	case Voting:
-		return []string{RoleAggregator, RoleGenerator}, nil
-	case OrchWorkers:
-		return []string{RoleOrchestrator, RoleSynthesizer, RoleWorker}, nil
+	case study.Single:
+		return []string{study.Generator}, nil
+	case study.EvalOpt:
+		return []string{study.Evaluator, study.Generator}, nil
+	case study.Voting:
+		return []string{study.Aggregator, study.Generator}, nil
+	case study.OrchWorkers:
+		return []string{study.Orchestrator, study.Synthesizer, study.Worker}, nil
 	}
-	return nil, fmt.Errorf("workflow: unknown workflow %q (want one of %v)", workflow, Names)
+	return nil, fmt.Errorf("workflow: unknown workflow %q (want one of %v)", workflow, study.Workflows)
 }
 
 // Turn is one agent call of an episode.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 func TestParseVerdict(t *testing.T) {
@@ -147,7 +148,7 @@ func TestPromptsCarryInstructionsAndInputs(t *testing.T) {
 		if s == "" {
 			t.Errorf("role %s has no system prompt", role)
 		}
-		answers := role == RoleGenerator || role == RoleWorker || role == RoleSynthesizer
+		answers := role == study.Generator || role == study.Worker || role == study.Synthesizer
 		if strings.Contains(s, instr) != answers {
 			t.Errorf("role %s: instructions included = %v, want %v", role, !answers, answers)
 		}
@@ -176,7 +177,7 @@ func TestPromptsCarryInstructionsAndInputs(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(SystemPrompt(RoleOrchestrator, "", 5), "at most 5") {
+	if !strings.Contains(SystemPrompt(study.Orchestrator, "", 5), "at most 5") {
 		t.Error("orchestrator prompt does not state max_subtasks")
 	}
 }

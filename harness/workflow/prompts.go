@@ -27,19 +27,8 @@ import (
 	"github.com/marlowlab/marlow/harness/study"
 )
 
-// Role types. An agent is one call of a role; agent names add an index
-// (generator0, worker2) where a workflow has several agents of a role.
-const (
-	RoleGenerator    = study.Generator
-	RoleEvaluator    = study.Evaluator
-	RoleAggregator   = study.Aggregator
-	RoleOrchestrator = study.Orchestrator
-	RoleWorker       = study.Worker
-	RoleSynthesizer  = study.Synthesizer
-)
-
-// AllRoles lists every role type, sorted.
-var AllRoles = []string{RoleAggregator, RoleEvaluator, RoleGenerator, RoleOrchestrator, RoleSynthesizer, RoleWorker}
+// AllRoles lists every role type (package study names them), sorted.
+var AllRoles = []string{study.Aggregator, study.Evaluator, study.Generator, study.Orchestrator, study.Synthesizer, study.Worker}
 
 // SystemPrompt is the fixed system message of a role. instructions are the
 // task's answer-format instructions (datasets.Task.Instructions) and are
@@ -49,17 +38,17 @@ var AllRoles = []string{RoleAggregator, RoleEvaluator, RoleGenerator, RoleOrches
 func SystemPrompt(role, instructions string, maxSubtasks int) string {
 	var s string
 	switch role {
-	case RoleGenerator:
+	case study.Generator:
 		s = "You are the generator. Solve the problem."
-	case RoleEvaluator:
+	case study.Evaluator:
 		return "You are the evaluator. Check the solution. Reply `Verdict: Correct` or `Verdict: Incorrect`, then `Feedback:` and one line."
-	case RoleAggregator:
+	case study.Aggregator:
 		return "You are the aggregator. Pick the best candidate. End with `Selected: K`."
-	case RoleOrchestrator:
+	case study.Orchestrator:
 		return fmt.Sprintf("You are the orchestrator. Do not solve. Give at most %d distinct strategies, one per line: `Strategy K: ...`.", maxSubtasks)
-	case RoleWorker:
+	case study.Worker:
 		s = "You are a worker. Solve the problem with the given strategy."
-	case RoleSynthesizer:
+	case study.Synthesizer:
 		s = "You are the synthesizer. Compare the solutions and give the final answer."
 	default:
 		return ""
@@ -82,7 +71,7 @@ func problemLine(p datasets.Problem) string {
 // task's answer instructions. The single workflow's generator, eval-opt's
 // first turn and every voting generator use it.
 func GeneratorPrompt(instructions string, p datasets.Problem) []engine.Message {
-	return chat(SystemPrompt(RoleGenerator, instructions, 0), problemLine(p))
+	return chat(SystemPrompt(study.Generator, instructions, 0), problemLine(p))
 }
 
 // RevisionPrompt is an eval-opt generator turn after an Incorrect or
@@ -100,13 +89,13 @@ func RevisionPrompt(instructions string, p datasets.Problem, previous, feedback 
 		b.WriteString("none")
 	}
 	b.WriteString("\nIt was judged wrong. Try a different approach.")
-	return chat(SystemPrompt(RoleGenerator, instructions, 0), b.String())
+	return chat(SystemPrompt(study.Generator, instructions, 0), b.String())
 }
 
 // EvaluatorPrompt asks the evaluator to judge one solution. Its expected
 // output is FormatVerdict's.
 func EvaluatorPrompt(p datasets.Problem, solution string) []engine.Message {
-	return chat(SystemPrompt(RoleEvaluator, "", 0), problemLine(p)+"\nSolution:\n"+strings.TrimSpace(solution))
+	return chat(SystemPrompt(study.Evaluator, "", 0), problemLine(p)+"\nSolution:\n"+strings.TrimSpace(solution))
 }
 
 // numbered renders candidates as "<label> 1:\n...\n<label> 2:\n...".
@@ -126,13 +115,13 @@ func numbered(label string, texts []string) string {
 // AggregatorPrompt shows the aggregator every candidate, numbered from 1.
 // Its expected output is FormatSelection's.
 func AggregatorPrompt(p datasets.Problem, candidates []string) []engine.Message {
-	return chat(SystemPrompt(RoleAggregator, "", 0), problemLine(p)+numbered("Candidate", candidates))
+	return chat(SystemPrompt(study.Aggregator, "", 0), problemLine(p)+numbered("Candidate", candidates))
 }
 
 // OrchestratorPrompt asks for at most maxSubtasks strategies. Its expected
 // output is FormatStrategies'.
 func OrchestratorPrompt(p datasets.Problem, maxSubtasks int) []engine.Message {
-	return chat(SystemPrompt(RoleOrchestrator, "", maxSubtasks), problemLine(p))
+	return chat(SystemPrompt(study.Orchestrator, "", maxSubtasks), problemLine(p))
 }
 
 // WorkerPrompt asks a worker to solve the whole problem with one strategy.
@@ -143,13 +132,13 @@ func WorkerPrompt(instructions string, p datasets.Problem, strategy string) []en
 	if s == "" {
 		s = "any"
 	}
-	return chat(SystemPrompt(RoleWorker, instructions, 0), problemLine(p)+"\nStrategy: "+s)
+	return chat(SystemPrompt(study.Worker, instructions, 0), problemLine(p)+"\nStrategy: "+s)
 }
 
 // SynthesizerPrompt shows the synthesizer the workers' solutions, numbered
 // from 1; it answers in the task's format.
 func SynthesizerPrompt(instructions string, p datasets.Problem, solutions []string) []engine.Message {
-	return chat(SystemPrompt(RoleSynthesizer, instructions, 0), problemLine(p)+numbered("Solution", solutions))
+	return chat(SystemPrompt(study.Synthesizer, instructions, 0), problemLine(p)+numbered("Solution", solutions))
 }
 
 // RenderPrompt renders chat messages as plain text for logs: each message

@@ -9,11 +9,12 @@ import (
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // Config is a workflow's shape and sampling settings.
 type Config struct {
-	Name          string // Single, EvalOpt, Voting or OrchWorkers
+	Name          string // study.Single, study.EvalOpt, study.Voting or study.OrchWorkers
 	NVotes        int    // voting: generators per episode
 	MaxIterations int    // eval-opt: generator turns at most
 	MaxSubtasks   int    // orch-workers: strategies (and workers) at most
@@ -34,15 +35,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("workflow %s: temperature %v must be > 0", c.Name, c.Temperature)
 	}
 	switch c.Name {
-	case Voting:
+	case study.Voting:
 		if c.NVotes < 1 {
 			return fmt.Errorf("workflow %s: n_votes %d must be >= 1", c.Name, c.NVotes)
 		}
-	case EvalOpt:
+	case study.EvalOpt:
 		if c.MaxIterations < 1 {
 			return fmt.Errorf("workflow %s: max_iterations %d must be >= 1", c.Name, c.MaxIterations)
 		}
-	case OrchWorkers:
+	case study.OrchWorkers:
 		if c.MaxSubtasks < 1 {
 			return fmt.Errorf("workflow %s: max_subtasks %d must be >= 1", c.Name, c.MaxSubtasks)
 		}
@@ -229,17 +230,17 @@ func (r *Runner) next(st *state, instr string) []call {
 		return nil
 	}
 	switch cfg.Name {
-	case Single:
+	case study.Single:
 		if st.stage == 0 {
-			return []call{{agent: RoleGenerator, role: RoleGenerator, msgs: GeneratorPrompt(instr, p)}}
+			return []call{{agent: study.Generator, role: study.Generator, msgs: GeneratorPrompt(instr, p)}}
 		}
 		r.finish(ep, len(ep.Turns)-1)
-	case EvalOpt:
+	case study.EvalOpt:
 		round := st.stage / 2
 		if st.stage%2 == 0 {
 			if round > 0 {
 				last := ep.Turns[len(ep.Turns)-1] // the evaluator of the previous round
-				if last.Role == RoleEvaluator && last.Parsed == "Correct" {
+				if last.Role == study.Evaluator && last.Parsed == "Correct" {
 					r.finish(ep, len(ep.Turns)-2)
 					return nil
 				}
@@ -248,35 +249,35 @@ func (r *Runner) next(st *state, instr string) []call {
 					return nil
 				}
 				prev := ep.Turns[len(ep.Turns)-2]
-				return []call{{agent: RoleGenerator + strconv.Itoa(round), role: RoleGenerator, iter: round,
+				return []call{{agent: study.Generator + strconv.Itoa(round), role: study.Generator, iter: round,
 					msgs: RevisionPrompt(instr, p, prev.Completion.Text, st.feedback)}}
 			}
-			return []call{{agent: RoleGenerator + "0", role: RoleGenerator, msgs: GeneratorPrompt(instr, p)}}
+			return []call{{agent: study.Generator + "0", role: study.Generator, msgs: GeneratorPrompt(instr, p)}}
 		}
 		g := len(ep.Turns) - 1
-		return []call{{agent: RoleEvaluator + strconv.Itoa(round), role: RoleEvaluator, iter: round,
+		return []call{{agent: study.Evaluator + strconv.Itoa(round), role: study.Evaluator, iter: round,
 			msgs: EvaluatorPrompt(p, ep.Turns[g].Completion.Text), judged: g}}
-	case Voting:
+	case study.Voting:
 		switch st.stage {
 		case 0:
 			cs := make([]call, cfg.NVotes)
 			for i := range cs {
-				cs[i] = call{agent: RoleGenerator + strconv.Itoa(i), role: RoleGenerator, msgs: GeneratorPrompt(instr, p)}
+				cs[i] = call{agent: study.Generator + strconv.Itoa(i), role: study.Generator, msgs: GeneratorPrompt(instr, p)}
 			}
 			return cs
 		case 1:
-			idx, texts := candidates(ep, RoleGenerator)
-			return []call{{agent: RoleAggregator, role: RoleAggregator, msgs: AggregatorPrompt(p, texts), candidates: idx}}
+			idx, texts := candidates(ep, study.Generator)
+			return []call{{agent: study.Aggregator, role: study.Aggregator, msgs: AggregatorPrompt(p, texts), candidates: idx}}
 		default:
 			agg := ep.Turns[len(ep.Turns)-1]
 			k, _ := strconv.Atoi(agg.Parsed)
-			idx, _ := candidates(ep, RoleGenerator)
+			idx, _ := candidates(ep, study.Generator)
 			r.finish(ep, idx[k-1])
 		}
-	case OrchWorkers:
+	case study.OrchWorkers:
 		switch st.stage {
 		case 0:
-			return []call{{agent: RoleOrchestrator, role: RoleOrchestrator, msgs: OrchestratorPrompt(p, cfg.MaxSubtasks)}}
+			return []call{{agent: study.Orchestrator, role: study.Orchestrator, msgs: OrchestratorPrompt(p, cfg.MaxSubtasks)}}
 		case 1:
 			strategies := []string{""}
 			if s := ep.Turns[0].Parsed; s != "" {
@@ -284,12 +285,12 @@ func (r *Runner) next(st *state, instr string) []call {
 			}
 			cs := make([]call, len(strategies))
 			for i, s := range strategies {
-				cs[i] = call{agent: RoleWorker + strconv.Itoa(i), role: RoleWorker, msgs: WorkerPrompt(instr, p, s)}
+				cs[i] = call{agent: study.Worker + strconv.Itoa(i), role: study.Worker, msgs: WorkerPrompt(instr, p, s)}
 			}
 			return cs
 		case 2:
-			idx, texts := candidates(ep, RoleWorker)
-			return []call{{agent: RoleSynthesizer, role: RoleSynthesizer, msgs: SynthesizerPrompt(instr, p, texts), candidates: idx}}
+			idx, texts := candidates(ep, study.Worker)
+			return []call{{agent: study.Synthesizer, role: study.Synthesizer, msgs: SynthesizerPrompt(instr, p, texts), candidates: idx}}
 		default:
 			r.finish(ep, len(ep.Turns)-1)
 		}
@@ -325,7 +326,7 @@ func (r *Runner) absorb(ctx context.Context, st *state, calls []call, first int)
 		t := &ep.Turns[first+k]
 		text := t.Completion.Text
 		switch c.role {
-		case RoleGenerator, RoleWorker, RoleSynthesizer:
+		case study.Generator, study.Worker, study.Synthesizer:
 			v := r.Task.Verify(ctx, ep.Problem, text)
 			t.Graded, t.Verdict, t.Parsed = true, v, v.Answer
 			t.Compliant = v.Answer != ""
@@ -333,7 +334,7 @@ func (r *Runner) absorb(ctx context.Context, st *state, calls []call, first int)
 			if !t.Compliant {
 				t.Reason = "no answer found: " + v.Reason
 			}
-		case RoleEvaluator:
+		case study.Evaluator:
 			pv, ok, reason := ParseVerdict(text)
 			t.Compliant, t.Reason = ok, reason
 			judged := ep.Turns[c.judged].Verdict
@@ -349,12 +350,12 @@ func (r *Runner) absorb(ctx context.Context, st *state, calls []call, first int)
 				t.Verdict.Reason = fmt.Sprintf("verdict %q for a solution that is correct=%v", t.Parsed, judged.Correct)
 			}
 			st.feedback = pv.Feedback
-		case RoleAggregator:
+		case study.Aggregator:
 			k, ok, reason := ParseSelection(text, len(c.candidates))
 			t.Compliant, t.Reason, t.Parsed = ok, reason, strconv.Itoa(k)
 			t.Graded = true
 			t.Verdict = ep.Turns[c.candidates[k-1]].Verdict
-		case RoleOrchestrator:
+		case study.Orchestrator:
 			s, ok, reason := ParseStrategies(text, r.Config.MaxSubtasks)
 			t.Compliant, t.Reason = ok, reason
 			t.Parsed = strings.Join(s.List, "\n")

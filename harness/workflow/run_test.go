@@ -10,6 +10,7 @@ import (
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/engine/fake"
+	"github.com/marlowlab/marlow/harness/study"
 	wf "github.com/marlowlab/marlow/harness/workflow"
 	"github.com/marlowlab/marlow/harness/workflow/workflowtest"
 )
@@ -97,36 +98,36 @@ func TestTurnStructure(t *testing.T) {
 		batches   []int // for 2 jobs
 		compliant map[string]bool
 	}{
-		{"single", cfg(wf.Single), script{wf.RoleGenerator: right},
+		{"single", cfg(study.Single), script{study.Generator: right},
 			[]string{"generator"}, []string{"generator"}, true, false, []int{2}, map[string]bool{"generator": true}},
-		{"single no answer", cfg(wf.Single), script{wf.RoleGenerator: func(string) string { return "dunno" }},
+		{"single no answer", cfg(study.Single), script{study.Generator: func(string) string { return "dunno" }},
 			[]string{"generator"}, []string{"generator"}, false, false, []int{2}, map[string]bool{"generator": false}},
-		{"eval-opt revises then stops on Correct", cfg(wf.EvalOpt), script{wf.RoleGenerator: gen3, wf.RoleEvaluator: honest},
+		{"eval-opt revises then stops on Correct", cfg(study.EvalOpt), script{study.Generator: gen3, study.Evaluator: honest},
 			[]string{"generator0", "evaluator0", "generator1", "evaluator1"}, []string{"generator", "evaluator", "generator", "evaluator"},
 			true, false, []int{2, 2, 2, 2}, map[string]bool{"generator": true, "evaluator": true}},
-		{"eval-opt stops at once on Correct", cfg(wf.EvalOpt), script{wf.RoleGenerator: right, wf.RoleEvaluator: honest},
+		{"eval-opt stops at once on Correct", cfg(study.EvalOpt), script{study.Generator: right, study.Evaluator: honest},
 			[]string{"generator0", "evaluator0"}, []string{"generator", "evaluator"}, true, false, []int{2, 2}, nil},
-		{"eval-opt unparsable verdict revises to max_iterations", cfg(wf.EvalOpt),
-			script{wf.RoleGenerator: right, wf.RoleEvaluator: func(string) string { return "fine by me" }},
+		{"eval-opt unparsable verdict revises to max_iterations", cfg(study.EvalOpt),
+			script{study.Generator: right, study.Evaluator: func(string) string { return "fine by me" }},
 			[]string{"generator0", "evaluator0", "generator1", "evaluator1", "generator2", "evaluator2"},
 			[]string{"generator", "evaluator", "generator", "evaluator", "generator", "evaluator"},
 			true, false, []int{2, 2, 2, 2, 2, 2}, map[string]bool{"generator": true, "evaluator": false}},
-		{"voting selects the right candidate", cfg(wf.Voting),
-			script{wf.RoleGenerator: wrong, wf.RoleAggregator: func(string) string { return wf.FormatSelection(2) }},
+		{"voting selects the right candidate", cfg(study.Voting),
+			script{study.Generator: wrong, study.Aggregator: func(string) string { return wf.FormatSelection(2) }},
 			[]string{"generator0", "generator1", "generator2", "aggregator"}, []string{"generator", "generator", "generator", "aggregator"},
 			false, false, []int{6, 2}, map[string]bool{"generator": true, "aggregator": true}},
-		{"orch-workers", cfg(wf.OrchWorkers), script{
-			wf.RoleOrchestrator: func(string) string { return wf.FormatStrategies([]string{"add", "count"}) },
-			wf.RoleWorker:       wrong, wf.RoleSynthesizer: right},
+		{"orch-workers", cfg(study.OrchWorkers), script{
+			study.Orchestrator: func(string) string { return wf.FormatStrategies([]string{"add", "count"}) },
+			study.Worker:       wrong, study.Synthesizer: right},
 			[]string{"orchestrator", "worker0", "worker1", "synthesizer"}, []string{"orchestrator", "worker", "worker", "synthesizer"},
 			true, false, []int{2, 4, 2}, map[string]bool{"orchestrator": true, "worker": true, "synthesizer": true}},
-		{"orch-workers too many strategies ends the episode", cfg(wf.OrchWorkers), script{
-			wf.RoleOrchestrator: func(string) string { return wf.FormatStrategies([]string{"a", "b", "c", "d"}) },
-			wf.RoleWorker:       right, wf.RoleSynthesizer: right},
+		{"orch-workers too many strategies ends the episode", cfg(study.OrchWorkers), script{
+			study.Orchestrator: func(string) string { return wf.FormatStrategies([]string{"a", "b", "c", "d"}) },
+			study.Worker:       right, study.Synthesizer: right},
 			[]string{"orchestrator"}, []string{"orchestrator"}, false, true, []int{2}, map[string]bool{"orchestrator": false}},
-		{"orch-workers without strategies runs one worker", cfg(wf.OrchWorkers), script{
-			wf.RoleOrchestrator: func(string) string { return "just add" },
-			wf.RoleWorker:       right, wf.RoleSynthesizer: right},
+		{"orch-workers without strategies runs one worker", cfg(study.OrchWorkers), script{
+			study.Orchestrator: func(string) string { return "just add" },
+			study.Worker:       right, study.Synthesizer: right},
 			[]string{"orchestrator", "worker0", "synthesizer"}, []string{"orchestrator", "worker", "synthesizer"},
 			true, false, []int{2, 2, 2}, map[string]bool{"orchestrator": false}},
 	}
@@ -168,15 +169,15 @@ func TestTurnStructure(t *testing.T) {
 func TestEpisodeDetails(t *testing.T) {
 	t.Run("eval-opt revision prompt carries the solution and the feedback", func(t *testing.T) {
 		s := script{
-			wf.RoleGenerator: func(u string) string {
+			study.Generator: func(u string) string {
 				if strings.Contains(u, "Previous solution") {
 					return right(u)
 				}
 				return "sum\n" + wrong(u)
 			},
-			wf.RoleEvaluator: func(u string) string { return wf.FormatVerdict(strings.Contains(u, right(u)), "recount the tens") },
+			study.Evaluator: func(u string) string { return wf.FormatVerdict(strings.Contains(u, right(u)), "recount the tens") },
 		}
-		eps, _ := run(t, cfg(wf.EvalOpt), s, jobs(t, 1, 1))
+		eps, _ := run(t, cfg(study.EvalOpt), s, jobs(t, 1, 1))
 		ep := eps[0]
 		rev := ep.Turns[2].Prompt[1].Content
 		if !strings.Contains(rev, "Previous solution:\nsum\n"+wrong(ep.Turns[0].Prompt[1].Content)) || !strings.Contains(rev, "Feedback: recount the tens") {
@@ -193,16 +194,16 @@ func TestEpisodeDetails(t *testing.T) {
 	t.Run("voting final answer is the selected candidate", func(t *testing.T) {
 		n := 0
 		s := script{
-			wf.RoleGenerator: func(u string) string {
+			study.Generator: func(u string) string {
 				n++
 				if n == 3 {
 					return right(u)
 				}
 				return wrong(u)
 			},
-			wf.RoleAggregator: func(u string) string { return "the third: 3" },
+			study.Aggregator: func(u string) string { return "the third: 3" },
 		}
-		eps, _ := run(t, cfg(wf.Voting), s, jobs(t, 1, 1))
+		eps, _ := run(t, cfg(study.Voting), s, jobs(t, 1, 1))
 		ep := eps[0]
 		agg := ep.Turns[3]
 		if agg.Parsed != "3" || agg.Compliant || !strings.Contains(agg.Reason, "first digit") {
@@ -217,11 +218,11 @@ func TestEpisodeDetails(t *testing.T) {
 	})
 	t.Run("workers get one strategy each and the synthesizer sees their solutions", func(t *testing.T) {
 		s := script{
-			wf.RoleOrchestrator: func(string) string { return wf.FormatStrategies([]string{"tens first", "ones first"}) },
-			wf.RoleWorker:       wrong,
-			wf.RoleSynthesizer:  wrong,
+			study.Orchestrator: func(string) string { return wf.FormatStrategies([]string{"tens first", "ones first"}) },
+			study.Worker:       wrong,
+			study.Synthesizer:  wrong,
 		}
-		eps, _ := run(t, cfg(wf.OrchWorkers), s, jobs(t, 1, 1))
+		eps, _ := run(t, cfg(study.OrchWorkers), s, jobs(t, 1, 1))
 		ep := eps[0]
 		if !strings.HasSuffix(ep.Turns[1].Prompt[1].Content, "Strategy: tens first") || !strings.HasSuffix(ep.Turns[2].Prompt[1].Content, "Strategy: ones first") {
 			t.Errorf("worker prompts do not carry their strategies: %q / %q", ep.Turns[1].Prompt[1].Content, ep.Turns[2].Prompt[1].Content)
@@ -244,7 +245,7 @@ func TestSeedsRoutingAndDeterminism(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		r := &wf.Runner{Engine: eng, Task: workflowtest.Task{}, Config: cfg(wf.Voting), Route: func(role string) string { return role }}
+		r := &wf.Runner{Engine: eng, Task: workflowtest.Task{}, Config: cfg(study.Voting), Route: func(role string) string { return role }}
 		eps, err := r.Run(context.Background(), wf.Batch{RunSeed: 9, Purpose: "val", Step: 0}, jobs(t, 3, 2))
 		if err != nil {
 			t.Fatal(err)
@@ -282,11 +283,11 @@ func TestRunErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown workflow", wf.Config{Name: "debate", Temperature: 1, DefaultMaxNewTokens: 8}, "unknown workflow"},
-		{"zero temperature", wf.Config{Name: wf.Single, DefaultMaxNewTokens: 8}, "temperature"},
-		{"no votes", wf.Config{Name: wf.Voting, Temperature: 1, DefaultMaxNewTokens: 8}, "n_votes"},
-		{"no iterations", wf.Config{Name: wf.EvalOpt, Temperature: 1, DefaultMaxNewTokens: 8}, "max_iterations"},
-		{"no subtasks", wf.Config{Name: wf.OrchWorkers, Temperature: 1, DefaultMaxNewTokens: 8}, "max_subtasks"},
-		{"no token budget for a role", wf.Config{Name: wf.Voting, NVotes: 2, Temperature: 1, MaxNewTokens: map[string]int{"generator": 8}}, "role aggregator"},
+		{"zero temperature", wf.Config{Name: study.Single, DefaultMaxNewTokens: 8}, "temperature"},
+		{"no votes", wf.Config{Name: study.Voting, Temperature: 1, DefaultMaxNewTokens: 8}, "n_votes"},
+		{"no iterations", wf.Config{Name: study.EvalOpt, Temperature: 1, DefaultMaxNewTokens: 8}, "max_iterations"},
+		{"no subtasks", wf.Config{Name: study.OrchWorkers, Temperature: 1, DefaultMaxNewTokens: 8}, "max_subtasks"},
+		{"no token budget for a role", wf.Config{Name: study.Voting, NVotes: 2, Temperature: 1, MaxNewTokens: map[string]int{"generator": 8}}, "role aggregator"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -300,7 +301,7 @@ func TestRunErrors(t *testing.T) {
 	t.Run("engine error is wrapped with the stage", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		r := &wf.Runner{Engine: fake.New(script{}.respond), Task: workflowtest.Task{}, Config: cfg(wf.Single)}
+		r := &wf.Runner{Engine: fake.New(script{}.respond), Task: workflowtest.Task{}, Config: cfg(study.Single)}
 		_, err := r.Run(ctx, wf.Batch{}, jobs(t, 1, 1))
 		if err == nil || !strings.Contains(err.Error(), "stage 0") || !strings.Contains(err.Error(), context.Canceled.Error()) {
 			t.Errorf("err = %v", err)
@@ -309,7 +310,7 @@ func TestRunErrors(t *testing.T) {
 }
 
 func TestRoles(t *testing.T) {
-	for _, name := range wf.Names {
+	for _, name := range study.Workflows {
 		roles, err := wf.Roles(name)
 		if err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
@@ -142,9 +143,9 @@ func (g Agents) Respond(req engine.Request, skill float64) string {
 		return fmt.Sprintf("sum %d\nAnswer: %d", s+1, s+1)
 	}
 	switch RoleOf(req.Messages) {
-	case workflow.RoleGenerator, workflow.RoleWorker:
+	case study.Generator, study.Worker:
 		return solve(right)
-	case workflow.RoleEvaluator:
+	case study.Evaluator:
 		if malformed {
 			return "looks fine"
 		}
@@ -152,7 +153,7 @@ func (g Agents) Respond(req engine.Request, skill float64) string {
 		ans, _ := answer(sol)
 		isRight := ans == strconv.Itoa(s)
 		return workflow.FormatVerdict(isRight == right, "check the sum")
-	case workflow.RoleAggregator, workflow.RoleSynthesizer:
+	case study.Aggregator, study.Synthesizer:
 		cands := strings.Count(user, ":\n")
 		best := 0
 		for i := 1; i <= cands; i++ {
@@ -165,14 +166,14 @@ func (g Agents) Respond(req engine.Request, skill float64) string {
 		if right && best > 0 {
 			pick = best
 		}
-		if RoleOf(req.Messages) == workflow.RoleSynthesizer {
+		if RoleOf(req.Messages) == study.Synthesizer {
 			return solve(right && best > 0 || pick == best)
 		}
 		if malformed {
 			return "the " + strconv.Itoa(pick) + " one"
 		}
 		return workflow.FormatSelection(pick)
-	case workflow.RoleOrchestrator:
+	case study.Orchestrator:
 		max := g.MaxSub
 		if max == 0 {
 			max = 3
