@@ -44,6 +44,17 @@ func TestEngineRefusesUnknown(t *testing.T) {
 	}
 }
 
+// openReference opens the native engine at the reference size with the
+// bench adapter; it is closed when b ends.
+func openReference(b *testing.B, threads int) engine.Engine {
+	e, _, err := openRandom(context.Background(), nativeRegistry(b), native.Name, Sizes["d64l2"], threads)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	return e
+}
+
 // BenchmarkEngine runs Engine at the reference size and reports rates per
 // wall second and the cores the process actually obtained.
 func BenchmarkEngine(b *testing.B) {
@@ -65,11 +76,7 @@ func BenchmarkEngine(b *testing.B) {
 func BenchmarkTrainStep(b *testing.B) {
 	for _, threads := range []int{1, 2} {
 		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			e, _, err := openRandom(context.Background(), nativeRegistry(b), native.Name, Sizes["d64l2"], threads)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
+			e := openReference(b, threads)
 			turns, opt := trainBatchTurns()
 			b.ResetTimer()
 			c0 := procstat.CPUTime()
@@ -89,11 +96,7 @@ func BenchmarkTrainStep(b *testing.B) {
 func BenchmarkGenerate(b *testing.B) {
 	for _, threads := range []int{1, 2} {
 		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			e, _, err := openRandom(context.Background(), nativeRegistry(b), native.Name, Sizes["d64l2"], threads)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
+			e := openReference(b, threads)
 			reqs := genRequestsOf()
 			b.ResetTimer()
 			c0 := procstat.CPUTime()

@@ -92,19 +92,26 @@ func grpoTestTurns(t *testing.T, e *Engine, adapter string) []engine.Turn {
 	return turns
 }
 
+// grpoFixture is an engine with adapter "p" (random, non-zero weights) and
+// the grpoTestTurns on it.
+func grpoFixture(t *testing.T, threads int) (*Engine, *Adapter, []engine.Turn) {
+	t.Helper()
+	e := testEngine(t, true, threads)
+	if err := e.NewAdapter("p", adapterCfg(2)); err != nil {
+		t.Fatal(err)
+	}
+	ad := e.adapters["p"]
+	copy(ad.Data, randVec(len(ad.Data), 21, 0.3))
+	return e, ad, grpoTestTurns(t, e, "p")
+}
+
 // TestGRPOGrad checks the whole GRPO loss gradient (each aggregation mode,
 // with a KL penalty on one role) and that each role's gradient is the
 // gradient of its share of the loss, and the shares sum to the total.
 func TestGRPOGrad(t *testing.T) {
 	for _, agg := range []string{engine.TokenMean, engine.SeqMeanTokenMean, engine.SeqMeanTokenSum} {
 		t.Run(agg, func(t *testing.T) {
-			e := testEngine(t, true, 2)
-			if err := e.NewAdapter("p", adapterCfg(2)); err != nil {
-				t.Fatal(err)
-			}
-			ad := e.adapters["p"]
-			copy(ad.Data, randVec(len(ad.Data), 21, 0.3))
-			turns := grpoTestTurns(t, e, "p")
+			e, ad, turns := grpoFixture(t, 2)
 			opt := defaultTrainOptions()
 			// Old log-probs: current ones shifted, so ratios spread over and
 			// beyond the clip range.

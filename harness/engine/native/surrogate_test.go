@@ -55,13 +55,7 @@ func TestSurrogateDerivative(t *testing.T) {
 // the reported loss by |g|² lr to first order, and the gradient the step
 // recomputes afterwards is the one of that lowered loss.
 func TestLoggedLossIsTheAppliedLoss(t *testing.T) {
-	e := testEngine(t, true, 1)
-	if err := e.NewAdapter("p", adapterCfg(2)); err != nil {
-		t.Fatal(err)
-	}
-	ad := e.adapters["p"]
-	copy(ad.Data, randVec(len(ad.Data), 21, 0.3))
-	turns := grpoTestTurns(t, e, "p")
+	e, ad, turns := grpoFixture(t, 1)
 	opt := defaultTrainOptions()
 	opt.KLCoef = map[string]float64{"aggregator": 0.5}
 	ctx := context.Background()
