@@ -290,6 +290,20 @@ func countRuns(st *analysis.Study) int {
 // findings computes the report's headline sentences from the data.
 func findings(st *analysis.Study) []string {
 	var out []string
+	out = append(out, conditionFindings(st)...)
+	out = append(out, cliffFindings(st)...)
+	out = append(out, amplificationFindings(st)...)
+	out = append(out, dominanceFindings(st)...)
+	out = append(out, captureFindings(st)...)
+	if len(out) == 0 {
+		out = append(out, "No comparison could be made: the runs hold no trained condition next to another.")
+	}
+	return out
+}
+
+// conditionFindings compare the conditions' accuracy across cells.
+func conditionFindings(st *analysis.Study) []string {
+	var out []string
 	var both, ipPeak, ipFinal, withBase, marlBase, withSARL, marlSARL, marlSARLsig int
 	for _, c := range st.Cells {
 		sp, ip, base, sarl := c.Cond(study.SP), c.Cond(study.IP), c.Cond(study.Base), c.Cond(study.SARL)
@@ -328,6 +342,12 @@ func findings(st *analysis.Study) []string {
 	if withSARL > 0 {
 		out = append(out, fmt.Sprintf("It ended above SA-RL evaluated in the same workflow in %d of %d cells; in %d of those the %g%% interval of the gain excludes zero.", marlSARL, withSARL, marlSARLsig, st.Params.CI*100))
 	}
+	return out
+}
+
+// cliffFindings count the terminal cliffs per trained condition.
+func cliffFindings(st *analysis.Study) []string {
+	var out []string
 	cliffs := map[string][2]int{}
 	var conds []string
 	for _, r := range st.Runs {
@@ -352,6 +372,13 @@ func findings(st *analysis.Study) []string {
 		}
 		out = append(out, "Terminal cliffs: "+strings.Join(parts, ", ")+" fell off a cliff (SA-RL counted once per workflow it was evaluated in).")
 	}
+	return out
+}
+
+// amplificationFindings count the cliffs preceded by gradient
+// amplification.
+func amplificationFindings(st *analysis.Study) []string {
+	var out []string
 	var cliffRuns, ampBefore int
 	for _, r := range st.Runs {
 		if !r.Metrics.Cliff.Cliff || len(r.Amplification) == 0 {
@@ -368,6 +395,12 @@ func findings(st *analysis.Study) []string {
 	if cliffRuns > 0 {
 		out = append(out, fmt.Sprintf("Gradient amplification preceded the cliff in %d of %d trained runs with a cliff.", ampBefore, cliffRuns))
 	}
+	return out
+}
+
+// dominanceFindings count which role dominated shared policies.
+func dominanceFindings(st *analysis.Study) []string {
+	var out []string
 	domBy := map[string]int{}
 	var domTotal int
 	for _, r := range st.Runs {
@@ -393,6 +426,12 @@ func findings(st *analysis.Study) []string {
 		}
 		out = append(out, fmt.Sprintf("In the %d shared-policy run views the role with the largest mean gradient share was %s.", domTotal, strings.Join(parts, ", ")))
 	}
+	return out
+}
+
+// captureFindings count the role-capture verdicts.
+func captureFindings(st *analysis.Study) []string {
+	var out []string
 	var capN, capYes, capFmtOnly int
 	for _, r := range st.Runs {
 		for _, c := range r.Capture {
@@ -406,9 +445,6 @@ func findings(st *analysis.Study) []string {
 	}
 	if capN > 0 {
 		out = append(out, fmt.Sprintf("Role capture (format collapse with outputs converging on the dominant role's) in %d of %d role comparisons; format collapse without convergence in %d.", capYes, capN, capFmtOnly))
-	}
-	if len(out) == 0 {
-		out = append(out, "No comparison could be made: the runs hold no trained condition next to another.")
 	}
 	return out
 }
