@@ -149,91 +149,101 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path, rel string, org or
 		}
 		d.decode(n, v.Elem(), path, rel, org)
 	case reflect.Struct:
-		if isNull {
-			return // an empty section keeps its defaults
-		}
-		if n.Kind != yaml.MappingNode {
-			d.errs.add(n.Line, path, "expected a mapping, got %s", describe(n))
-			return
-		}
-		fields := structFields(t)
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			key, ok := d.key(k, path)
-			if !ok {
-				continue
-			}
-			kp := join(path, key)
-			if prev, dup := seen[key]; dup {
-				d.errs.add(k.Line, kp, "duplicate key (first set on line %d)", prev)
-				continue
-			}
-			seen[key] = k.Line
-			idx, known := fields.index[key]
-			if !known {
-				d.errs.add(k.Line, kp, "unknown key %q; allowed keys: %s", key, strings.Join(fields.names, ", "))
-				continue
-			}
-			d.decode(val, v.Field(idx), kp, join(rel, key), org)
-			if org != nil {
-				org[join(rel, key)] = loc{kp, k.Line} // point at the key
-			}
+		if !isNull { // an empty section keeps its defaults
+			d.decodeStruct(n, v, path, rel, org)
 		}
 	case reflect.Map:
-		if isNull {
-			return
-		}
-		if n.Kind != yaml.MappingNode {
-			d.errs.add(n.Line, path, "expected a mapping, got %s", describe(n))
-			return
-		}
-		if v.IsNil() {
-			v.Set(reflect.MakeMap(t))
-		}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			key, ok := d.key(k, path)
-			if !ok {
-				continue
-			}
-			kp := join(path, key)
-			if prev, dup := seen[key]; dup {
-				d.errs.add(k.Line, kp, "duplicate key (first set on line %d)", prev)
-				continue
-			}
-			seen[key] = k.Line
-			kv := reflect.ValueOf(key)
-			ev := reflect.New(t.Elem()).Elem()
-			if old := v.MapIndex(kv); old.IsValid() {
-				ev.Set(old)
-			} else if df, ok := ev.Addr().Interface().(defaulter); ok {
-				df.setDefaults()
-			}
-			d.decode(val, ev, kp, join(rel, key), org)
-			if org != nil {
-				org[join(rel, key)] = loc{kp, k.Line}
-			}
-			v.SetMapIndex(kv, ev)
+		if !isNull {
+			d.decodeMap(n, v, path, rel, org)
 		}
 	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			d.errs.add(n.Line, path, "expected a list, got %s", describe(n))
-			return
-		}
-		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
-		for i, el := range n.Content {
-			er := ""
-			if rel != "" {
-				er = fmt.Sprintf("%s[%d]", rel, i)
-			}
-			d.decode(el, s.Index(i), fmt.Sprintf("%s[%d]", path, i), er, org)
-		}
-		v.Set(s)
+		d.decodeSlice(n, v, path, rel, org)
 	default:
 		d.scalar(n, v, path)
 	}
+}
+
+// entries calls fn for each key of a mapping node in order, after
+// reporting a node that is not a mapping, keys that are not strings and
+// duplicate keys (which are then skipped). kp is the key's full path.
+func (d *decoder) entries(n *yaml.Node, path string, fn func(k, val *yaml.Node, key, kp string)) {
+	if n.Kind != yaml.MappingNode {
+		d.errs.add(n.Line, path, "expected a mapping, got %s", describe(n))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		key, ok := d.key(k, path)
+		if !ok {
+			continue
+		}
+		kp := join(path, key)
+		if prev, dup := seen[key]; dup {
+			d.errs.add(k.Line, kp, "duplicate key (first set on line %d)", prev)
+			continue
+		}
+		seen[key] = k.Line
+		fn(k, val, key, kp)
+	}
+}
+
+// decodeStruct decodes a mapping into a struct's fields, refusing unknown
+// keys.
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path, rel string, org origins) {
+	fields := structFields(v.Type())
+	d.entries(n, path, func(k, val *yaml.Node, key, kp string) {
+		idx, known := fields.index[key]
+		if !known {
+			d.errs.add(k.Line, kp, "unknown key %q; allowed keys: %s", key, strings.Join(fields.names, ", "))
+			return
+		}
+		d.decode(val, v.Field(idx), kp, join(rel, key), org)
+		if org != nil {
+			org[join(rel, key)] = loc{kp, k.Line} // point at the key
+		}
+	})
+}
+
+// decodeMap decodes a mapping into a map; an entry already present (an
+// override of a default) is decoded over, a new one starts from its
+// defaults.
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path, rel string, org origins) {
+	t := v.Type()
+	if n.Kind == yaml.MappingNode && v.IsNil() {
+		v.Set(reflect.MakeMap(t))
+	}
+	d.entries(n, path, func(k, val *yaml.Node, key, kp string) {
+		kv := reflect.ValueOf(key)
+		ev := reflect.New(t.Elem()).Elem()
+		if old := v.MapIndex(kv); old.IsValid() {
+			ev.Set(old)
+		} else if df, ok := ev.Addr().Interface().(defaulter); ok {
+			df.setDefaults()
+		}
+		d.decode(val, ev, kp, join(rel, key), org)
+		if org != nil {
+			org[join(rel, key)] = loc{kp, k.Line}
+		}
+		v.SetMapIndex(kv, ev)
+	})
+}
+
+// decodeSlice decodes a sequence into a new slice.
+func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path, rel string, org origins) {
+	if n.Kind != yaml.SequenceNode {
+		d.errs.add(n.Line, path, "expected a list, got %s", describe(n))
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, el := range n.Content {
+		er := ""
+		if rel != "" {
+			er = fmt.Sprintf("%s[%d]", rel, i)
+		}
+		d.decode(el, s.Index(i), fmt.Sprintf("%s[%d]", path, i), er, org)
+	}
+	v.Set(s)
 }
 
 func (d *decoder) key(k *yaml.Node, path string) (string, bool) {
