@@ -11,15 +11,12 @@ package spec
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
@@ -292,109 +289,6 @@ type Analysis struct {
 func (a *Analysis) setDefaults() {
 	*a = Analysis{CliffAbs: 0.10, CliffRel: 0.5, AmpK: 3.0, AmpCos: 0.5, EarlyFrac: 0.2,
 		CaptureFormatDrop: 0.2, NGram: 3, Bootstrap: 1000, BootstrapSeed: 1, CI: 0.95}
-}
-
-// Pretrain are the settings of `marlow pretrain` for the tiny scales: the
-// teacher's role mix and noise rates and the supervised training budget.
-// It is the one settings struct of pretraining (harness/pretrain.Config is
-// this type): its defaults are DefaultPretrain and its rules Validate, the
-// same that Load applies to a spec's pretrain section. Its JSON form keys
-// the checkpoints, so its tags must not change.
-type Pretrain struct {
-	Seed             uint64         `yaml:"seed" json:"seed"`
-	Steps            map[string]int `yaml:"steps" json:"steps"` // "default" plus per-scale budgets
-	BatchSize        int            `yaml:"batch_size" json:"batch_size"`
-	LR               float64        `yaml:"lr" json:"lr"`
-	WarmupSteps      int            `yaml:"warmup_steps" json:"warmup_steps"`
-	MinLRRatio       float64        `yaml:"min_lr_ratio" json:"min_lr_ratio"`
-	WeightDecay      float64        `yaml:"weight_decay" json:"weight_decay"`
-	GradClip         float64        `yaml:"grad_clip" json:"grad_clip"`
-	Beta1            float64        `yaml:"beta1" json:"beta1"`
-	Beta2            float64        `yaml:"beta2" json:"beta2"`
-	Roles            PretrainRoles  `yaml:"roles" json:"roles"`
-	Noise            PretrainNoise  `yaml:"noise" json:"noise"`
-	CandidateCorrect float64        `yaml:"candidate_correct" json:"candidate_correct"`
-}
-
-// PretrainRoles are the shares of teacher transcripts per role (reviser is
-// eval-opt's revision turn of the generator); they are normalised.
-type PretrainRoles struct {
-	Generator    float64 `yaml:"generator" json:"generator"`
-	Reviser      float64 `yaml:"reviser" json:"reviser"`
-	Evaluator    float64 `yaml:"evaluator" json:"evaluator"`
-	Aggregator   float64 `yaml:"aggregator" json:"aggregator"`
-	Orchestrator float64 `yaml:"orchestrator" json:"orchestrator"`
-	Worker       float64 `yaml:"worker" json:"worker"`
-	Synthesizer  float64 `yaml:"synthesizer" json:"synthesizer"`
-}
-
-// PretrainNoise are the teacher's deliberate error rates.
-type PretrainNoise struct {
-	Slip              float64 `yaml:"slip" json:"slip"`
-	WrongVerdict      float64 `yaml:"wrong_verdict" json:"wrong_verdict"`
-	RandomSelection   float64 `yaml:"random_selection" json:"random_selection"`
-	TooManyStrategies float64 `yaml:"too_many_strategies" json:"too_many_strategies"`
-	Malformed         float64 `yaml:"malformed" json:"malformed"`
-}
-
-// DefaultPretrain returns the defaults of the pretrain section, the
-// settings the committed checkpoints were built with.
-func DefaultPretrain() Pretrain {
-	var p Pretrain
-	p.setDefaults()
-	return p
-}
-
-// StepsFor returns the step budget of a scale: its own entry, else
-// "default".
-func (p Pretrain) StepsFor(scale string) int {
-	if n, ok := p.Steps[scale]; ok {
-		return n
-	}
-	return p.Steps["default"]
-}
-
-// Clone returns a copy that shares nothing with p (Steps is copied).
-func (p Pretrain) Clone() Pretrain {
-	p.Steps = maps.Clone(p.Steps)
-	return p
-}
-
-// Weights returns the role shares in the order generator, reviser,
-// evaluator, aggregator, orchestrator, worker, synthesizer.
-func (r PretrainRoles) Weights() []float64 {
-	return []float64{r.Generator, r.Reviser, r.Evaluator, r.Aggregator, r.Orchestrator, r.Worker, r.Synthesizer}
-}
-
-// String renders the budget knobs on one line, for logs.
-func (p Pretrain) String() string {
-	keys := slices.Sorted(maps.Keys(p.Steps))
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%d", k, p.Steps[k])
-	}
-	return fmt.Sprintf("steps {%s} batch %d lr %g warmup %d seed %d", strings.Join(parts, ", "), p.BatchSize, p.LR, p.WarmupSteps, p.Seed)
-}
-
-// Validate reports every invalid setting, each naming its key
-// (pretrain.<key>), by the rules Load applies to a spec's pretrain section.
-func (p Pretrain) Validate() error {
-	errs := &errList{}
-	validatePretrain(p, checker{errs: errs, prefix: "pretrain"})
-	out := make([]error, len(errs.items))
-	for i, fe := range errs.items {
-		out[i] = fmt.Errorf("%s: %s", fe.Path, fe.Msg)
-	}
-	return errors.Join(out...)
-}
-
-func (p *Pretrain) setDefaults() {
-	*p = Pretrain{Seed: 1, Steps: map[string]int{"default": 900}, BatchSize: 8, LR: 5e-3,
-		WarmupSteps: 30, MinLRRatio: 0.1, WeightDecay: 0, GradClip: 1, Beta1: 0.9, Beta2: 0.95,
-		Roles: PretrainRoles{Generator: 0.50, Reviser: 0.06, Evaluator: 0.10, Aggregator: 0.07,
-			Orchestrator: 0.07, Worker: 0.12, Synthesizer: 0.08},
-		Noise:            PretrainNoise{Slip: 0.15, WrongVerdict: 0.1, RandomSelection: 0.1, TooManyStrategies: 0.05, Malformed: 0.03},
-		CandidateCorrect: 0.5}
 }
 
 func (s *Spec) setDefaults() {

@@ -1,0 +1,176 @@
+package analysis
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/study"
+)
+
+// Analyze computes the study of a set of runs of one experiment.
+func Analyze(runs []*runlog.Run) (*Study, error) {
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("analysis: no runs")
+	}
+	sorted := append([]*runlog.Run(nil), runs...)
+	for i, r := range sorted {
+		if r == nil {
+			return nil, fmt.Errorf("analysis: run %d is nil", i)
+		}
+	}
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Manifest.RunID < sorted[j].Manifest.RunID })
+	st := &Study{}
+	if err := checkManifests(st, sorted); err != nil {
+		return nil, err
+	}
+	taken := map[slot]string{}
+	for _, r := range sorted {
+		if err := st.addRun(r, taken); err != nil {
+			return nil, err
+		}
+	}
+	if len(st.Runs) == 0 {
+		return nil, fmt.Errorf("analysis: none of the %d runs has validation rows (%s)", len(runs), strings.Join(st.Skipped, "; "))
+	}
+	sortRunResults(st.Runs)
+	st.Cells = buildCells(st.Runs, st.Params)
+	st.Provenance = provenance(sorted)
+	return st, nil
+}
+
+// checkManifests checks that the runs (sorted by id) have distinct ids, the
+// identifying fields, one experiment and one set of analysis parameters,
+// and sets the study's experiment and parameters.
+func checkManifests(st *Study, sorted []*runlog.Run) error {
+	var paramsFrom string
+	seen := map[string]bool{}
+	for _, r := range sorted {
+		m := r.Manifest
+		where := fmt.Sprintf("run %q (%s)", m.RunID, r.Dir)
+		if m.RunID == "" {
+			return fmt.Errorf("analysis: run in %s: manifest has no run_id", r.Dir)
+		}
+		if seen[m.RunID] {
+			return fmt.Errorf("analysis: %s: run id appears twice", where)
+		}
+		seen[m.RunID] = true
+		for _, f := range []struct{ name, v string }{{"workflow", m.Workflow}, {"task", m.Task}, {"scale", m.Scale}, {"condition", m.Condition}} {
+			if f.v == "" {
+				return fmt.Errorf("analysis: %s: manifest field %s is empty", where, f.name)
+			}
+		}
+		if st.Experiment == "" {
+			st.Experiment = m.Experiment
+		} else if m.Experiment != st.Experiment {
+			return fmt.Errorf("analysis: %s belongs to experiment %q, others to %q", where, m.Experiment, st.Experiment)
+		}
+		p, err := ParamsFromMap(m.Analysis)
+		if err != nil {
+			return fmt.Errorf("analysis: %s: %w", where, err)
+		}
+		if paramsFrom == "" {
+			st.Params, paramsFrom = p, m.RunID
+		} else if !reflect.DeepEqual(p, st.Params) {
+			return fmt.Errorf("analysis: %s has analysis parameters %+v, run %q has %+v", where, p, paramsFrom, st.Params)
+		}
+	}
+	return nil
+}
+
+// slot is the place of a run view in the matrix; two runs may not share
+// one.
+type slot struct {
+	cell      CellKey
+	cond      string
+	seedIndex int
+}
+
+// sortedSteps returns the step rows of a run by step, policy and role.
+func sortedSteps(r *runlog.Run) []runlog.StepRow {
+	steps := append([]runlog.StepRow(nil), r.Steps...)
+	sort.SliceStable(steps, func(i, j int) bool {
+		a, b := steps[i], steps[j]
+		if a.Step != b.Step {
+			return a.Step < b.Step
+		}
+		if a.Policy != b.Policy {
+			return a.Policy < b.Policy
+		}
+		return a.Role < b.Role
+	})
+	return steps
+}
+
+// addRun adds the views of one run: one per workflow it was validated in
+// (an SA-RL run's evaluation workflows, else its own), with metrics and
+// failure-mode detectors; a workflow without validation rows is skipped.
+func (st *Study) addRun(r *runlog.Run, taken map[slot]string) error {
+	m := r.Manifest
+	wfs := []string{m.Workflow}
+	if m.Condition == study.SARL && len(m.EvalWorkflows) > 0 {
+		wfs = append([]string(nil), m.EvalWorkflows...)
+		sort.Strings(wfs)
+	}
+	steps := sortedSteps(r)
+	for _, wf := range wfs {
+		curve, err := Curve(r, wf)
+		if err != nil {
+			return fmt.Errorf("analysis: %w", err)
+		}
+		if len(curve) == 0 {
+			st.Skipped = append(st.Skipped, fmt.Sprintf("%s: no validation rows for workflow %s", m.RunID, wf))
+			continue
+		}
+		met, err := ComputeMetrics(curve, st.Params)
+		if err != nil {
+			return fmt.Errorf("analysis: run %s, workflow %s: %w", m.RunID, wf, err)
+		}
+		cell := CellKey{Workflow: wf, Task: m.Task, Scale: m.Scale}
+		sl := slot{cell, m.Condition, m.SeedIndex}
+		if other, ok := taken[sl]; ok {
+			return fmt.Errorf("analysis: runs %q and %q are both condition %s seed %d of cell %s", other, m.RunID, m.Condition, m.SeedIndex, cell)
+		}
+		taken[sl] = m.RunID
+		stepIdx := make([]int64, len(curve))
+		for i, p := range curve {
+			stepIdx[i] = p.Step
+		}
+		rr := &RunResult{
+			RunID: m.RunID, Cell: cell, TrainWorkflow: m.Workflow, Condition: m.Condition,
+			SeedIndex: m.SeedIndex, Status: m.Status, Curve: curve, Metrics: met,
+			Problems: Problems(r, wf, stepIdx), run: r, steps: steps,
+		}
+		if m.Condition != study.Base && len(steps) > 0 {
+			rr.Amplification = DetectAmplification(steps, met.Cliff, st.Params)
+			rr.Dominance = DetectDominance(steps)
+			for _, d := range rr.Dominance {
+				rr.Capture = append(rr.Capture, DetectCapture(r, wf, d, st.Params)...)
+			}
+		}
+		st.Runs = append(st.Runs, rr)
+	}
+	return nil
+}
+
+// sortRunResults orders run views by cell, condition, seed and run id.
+func sortRunResults(runs []*RunResult) {
+	sort.SliceStable(runs, func(i, j int) bool {
+		a, b := runs[i], runs[j]
+		if a.Cell != b.Cell {
+			return a.Cell.less(b.Cell)
+		}
+		if CondOrder(a.Condition) != CondOrder(b.Condition) {
+			return CondOrder(a.Condition) < CondOrder(b.Condition)
+		}
+		if a.Condition != b.Condition {
+			return a.Condition < b.Condition
+		}
+		if a.SeedIndex != b.SeedIndex {
+			return a.SeedIndex < b.SeedIndex
+		}
+		return a.RunID < b.RunID
+	})
+}

@@ -1,0 +1,187 @@
+package runlog
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/marlowlab/marlow/harness/internal/atomicfile"
+)
+
+// recoverRun brings a run directory back to its last committed step.
+func recoverRun(dir string, last int64) error {
+	if err := removeIfExists(filepath.Join(dir, ManifestFile+tmpSuffix)); err != nil {
+		return err
+	}
+	for _, tb := range Tables {
+		td := filepath.Join(dir, tb)
+		entries, err := os.ReadDir(td)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := os.Mkdir(td, 0o755); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			name := e.Name()
+			p := filepath.Join(td, name)
+			if filepath.Ext(name) == tmpSuffix {
+				if err := os.Remove(p); err != nil {
+					return err
+				}
+				continue
+			}
+			step, ok := segmentStep(name)
+			if !ok {
+				continue
+			}
+			if step > last {
+				if err := os.Remove(p); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := truncateSegment(tb, p, last); err != nil {
+				return err
+			}
+		}
+		if err := atomicfile.SyncDir(td); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// truncateSegment drops rows with Step > last from a committed segment,
+// rewriting it (or removing it when nothing is left). Segments written by a
+// Writer never hold such rows; this repairs runs whose manifest was rewound.
+func truncateSegment(table, path string, last int64) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	switch table {
+	case TableSteps:
+		return truncateRows(stepsDef, path, data, last)
+	case TableEvals:
+		return truncateRows(evalsDef, path, data, last)
+	case TableSamples:
+		return truncateRows(samplesDef, path, data, last)
+	case TableTiming:
+		return truncateRows(timingDef, path, data, last)
+	}
+	return fmt.Errorf("unknown table %q", table)
+}
+
+// minStep returns the smallest row step of a segment file (ok false when
+// it has no rows).
+func minStep(table, path string) (step int64, ok bool, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false, err
+	}
+	switch table {
+	case TableSteps:
+		return minRowStep(stepsDef, path, data)
+	case TableEvals:
+		return minRowStep(evalsDef, path, data)
+	case TableSamples:
+		return minRowStep(samplesDef, path, data)
+	case TableTiming:
+		return minRowStep(timingDef, path, data)
+	}
+	return 0, false, fmt.Errorf("unknown table %q", table)
+}
+
+func minRowStep[R any](t *tableDef[R], path string, data []byte) (int64, bool, error) {
+	rows, err := t.decode(data)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(rows) == 0 {
+		return 0, false, nil
+	}
+	m := t.step(&rows[0])
+	for i := range rows {
+		m = min(m, t.step(&rows[i]))
+	}
+	return m, true, nil
+}
+
+func truncateRows[R any](t *tableDef[R], path string, data []byte, last int64) error {
+	rows, err := t.decode(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	kept := slices.DeleteFunc(slices.Clone(rows), func(r R) bool { return t.step(&r) > last })
+	if len(kept) == len(rows) {
+		return nil
+	}
+	if len(kept) == 0 {
+		return os.Remove(path)
+	}
+	out, err := t.encode(kept)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(path, out, t.name)
+}
+
+// Rewind discards every commit after step, which must be a commit
+// boundary (a step the run committed at, or -1), and discards the rows
+// added since the last commit. A training loop whose checkpoint is older
+// than the logs (it crashed after committing the logs of a step but before
+// saving that step's checkpoint) rewinds to the checkpoint's step and
+// regenerates the rest; the regenerated segments get the same names and
+// bytes. The manifest is rewound first, so a crash during Rewind leaves
+// the rewound state for the next Open to finish.
+func (w *Writer) Rewind(step int64) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if step < -1 || step > w.m.LastStep {
+		return fmt.Errorf("run %s: rewind to step %d: outside -1..%d", w.dir, step, w.m.LastStep)
+	}
+	w.steps, w.evals, w.samples, w.timing = nil, nil, nil, nil
+	if step == w.m.LastStep {
+		return nil
+	}
+	for _, tb := range Tables {
+		entries, err := os.ReadDir(filepath.Join(w.dir, tb))
+		if err != nil {
+			return fmt.Errorf("run %s: rewind: %w", w.dir, err)
+		}
+		for _, e := range entries {
+			c, ok := segmentStep(e.Name())
+			if !ok || c <= step || c > w.m.LastStep {
+				continue
+			}
+			first, ok, err := minStep(tb, filepath.Join(w.dir, tb, e.Name()))
+			if err != nil {
+				return fmt.Errorf("run %s: rewind: %w", w.dir, err)
+			}
+			if ok && first <= step {
+				return fmt.Errorf("run %s: rewind to step %d: not a commit boundary (%s/%s holds rows of step %d)", w.dir, step, tb, e.Name(), first)
+			}
+		}
+	}
+	m := w.m
+	m.LastStep = step
+	m.Updated = now().Format(time.RFC3339)
+	if err := writeManifest(w.dir, m); err != nil {
+		return err
+	}
+	w.m = m
+	if err := recoverRun(w.dir, step); err != nil {
+		w.err = err
+		return fmt.Errorf("run %s: rewind: %w", w.dir, err)
+	}
+	return nil
+}

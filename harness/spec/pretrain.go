@@ -1,0 +1,149 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Pretrain are the settings of `marlow pretrain` for the tiny scales: the
+// teacher's role mix and noise rates and the supervised training budget.
+// It is the one settings struct of pretraining (harness/pretrain.Config is
+// this type): its defaults are DefaultPretrain and its rules Validate, the
+// same that Load applies to a spec's pretrain section. Its JSON form keys
+// the checkpoints, so its tags must not change.
+type Pretrain struct {
+	Seed             uint64         `yaml:"seed" json:"seed"`
+	Steps            map[string]int `yaml:"steps" json:"steps"` // "default" plus per-scale budgets
+	BatchSize        int            `yaml:"batch_size" json:"batch_size"`
+	LR               float64        `yaml:"lr" json:"lr"`
+	WarmupSteps      int            `yaml:"warmup_steps" json:"warmup_steps"`
+	MinLRRatio       float64        `yaml:"min_lr_ratio" json:"min_lr_ratio"`
+	WeightDecay      float64        `yaml:"weight_decay" json:"weight_decay"`
+	GradClip         float64        `yaml:"grad_clip" json:"grad_clip"`
+	Beta1            float64        `yaml:"beta1" json:"beta1"`
+	Beta2            float64        `yaml:"beta2" json:"beta2"`
+	Roles            PretrainRoles  `yaml:"roles" json:"roles"`
+	Noise            PretrainNoise  `yaml:"noise" json:"noise"`
+	CandidateCorrect float64        `yaml:"candidate_correct" json:"candidate_correct"`
+}
+
+// PretrainRoles are the shares of teacher transcripts per role (reviser is
+// eval-opt's revision turn of the generator); they are normalised.
+type PretrainRoles struct {
+	Generator    float64 `yaml:"generator" json:"generator"`
+	Reviser      float64 `yaml:"reviser" json:"reviser"`
+	Evaluator    float64 `yaml:"evaluator" json:"evaluator"`
+	Aggregator   float64 `yaml:"aggregator" json:"aggregator"`
+	Orchestrator float64 `yaml:"orchestrator" json:"orchestrator"`
+	Worker       float64 `yaml:"worker" json:"worker"`
+	Synthesizer  float64 `yaml:"synthesizer" json:"synthesizer"`
+}
+
+// PretrainNoise are the teacher's deliberate error rates.
+type PretrainNoise struct {
+	Slip              float64 `yaml:"slip" json:"slip"`
+	WrongVerdict      float64 `yaml:"wrong_verdict" json:"wrong_verdict"`
+	RandomSelection   float64 `yaml:"random_selection" json:"random_selection"`
+	TooManyStrategies float64 `yaml:"too_many_strategies" json:"too_many_strategies"`
+	Malformed         float64 `yaml:"malformed" json:"malformed"`
+}
+
+// DefaultPretrain returns the defaults of the pretrain section, the
+// settings the committed checkpoints were built with.
+func DefaultPretrain() Pretrain {
+	var p Pretrain
+	p.setDefaults()
+	return p
+}
+
+// StepsFor returns the step budget of a scale: its own entry, else
+// "default".
+func (p Pretrain) StepsFor(scale string) int {
+	if n, ok := p.Steps[scale]; ok {
+		return n
+	}
+	return p.Steps["default"]
+}
+
+// Clone returns a copy that shares nothing with p (Steps is copied).
+func (p Pretrain) Clone() Pretrain {
+	p.Steps = maps.Clone(p.Steps)
+	return p
+}
+
+// Weights returns the role shares in the order generator, reviser,
+// evaluator, aggregator, orchestrator, worker, synthesizer.
+func (r PretrainRoles) Weights() []float64 {
+	return []float64{r.Generator, r.Reviser, r.Evaluator, r.Aggregator, r.Orchestrator, r.Worker, r.Synthesizer}
+}
+
+// String renders the budget knobs on one line, for logs.
+func (p Pretrain) String() string {
+	keys := slices.Sorted(maps.Keys(p.Steps))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, p.Steps[k])
+	}
+	return fmt.Sprintf("steps {%s} batch %d lr %g warmup %d seed %d", strings.Join(parts, ", "), p.BatchSize, p.LR, p.WarmupSteps, p.Seed)
+}
+
+// Validate reports every invalid setting, each naming its key
+// (pretrain.<key>), by the rules Load applies to a spec's pretrain section.
+func (p Pretrain) Validate() error {
+	errs := &errList{}
+	validatePretrain(p, checker{errs: errs, prefix: "pretrain"})
+	out := make([]error, len(errs.items))
+	for i, fe := range errs.items {
+		out[i] = fmt.Errorf("%s: %s", fe.Path, fe.Msg)
+	}
+	return errors.Join(out...)
+}
+
+func (p *Pretrain) setDefaults() {
+	*p = Pretrain{Seed: 1, Steps: map[string]int{"default": 900}, BatchSize: 8, LR: 5e-3,
+		WarmupSteps: 30, MinLRRatio: 0.1, WeightDecay: 0, GradClip: 1, Beta1: 0.9, Beta2: 0.95,
+		Roles: PretrainRoles{Generator: 0.50, Reviser: 0.06, Evaluator: 0.10, Aggregator: 0.07,
+			Orchestrator: 0.07, Worker: 0.12, Synthesizer: 0.08},
+		Noise:            PretrainNoise{Slip: 0.15, WrongVerdict: 0.1, RandomSelection: 0.1, TooManyStrategies: 0.05, Malformed: 0.03},
+		CandidateCorrect: 0.5}
+}
+
+// pretrainRoleKeys name the shares of PretrainRoles.Weights.
+var pretrainRoleKeys = []string{"generator", "reviser", "evaluator", "aggregator", "orchestrator", "worker", "synthesizer"}
+
+func validatePretrain(p Pretrain, c checker) {
+	if _, ok := p.Steps["default"]; !ok {
+		c.errf("steps", "needs a `default` entry")
+	}
+	for _, k := range sortedKeys(p.Steps) {
+		c.rangeInt("steps."+k, p.Steps[k], 1, 1_000_000)
+	}
+	c.rangeInt("batch_size", p.BatchSize, 1, 4096)
+	c.rangeFloat("lr", p.LR, 0, 1, true)
+	c.minInt("warmup_steps", p.WarmupSteps, 0)
+	c.rangeFloat("min_lr_ratio", p.MinLRRatio, 0, 1, false)
+	c.rangeFloat("weight_decay", p.WeightDecay, 0, 0.999, false)
+	c.rangeFloat("grad_clip", p.GradClip, 0, 1e9, false)
+	c.rangeFloat("beta1", p.Beta1, 0, 0.999999, false)
+	c.rangeFloat("beta2", p.Beta2, 0, 0.999999, false)
+	sum := 0.0
+	for i, v := range p.Roles.Weights() {
+		c.rangeFloat("roles."+pretrainRoleKeys[i], v, 0, 1e6, false)
+		if v > 0 {
+			sum += v
+		}
+	}
+	if !(sum > 0) {
+		c.errf("roles", "at least one role needs a positive share")
+	}
+	n := p.Noise
+	c.rangeFloat("noise.slip", n.Slip, 0, 1, false)
+	c.rangeFloat("noise.wrong_verdict", n.WrongVerdict, 0, 1, false)
+	c.rangeFloat("noise.random_selection", n.RandomSelection, 0, 1, false)
+	c.rangeFloat("noise.too_many_strategies", n.TooManyStrategies, 0, 1, false)
+	c.rangeFloat("noise.malformed", n.Malformed, 0, 1, false)
+	c.rangeFloat("candidate_correct", p.CandidateCorrect, 0, 1, false)
+}

@@ -1,0 +1,325 @@
+// Validation of each section of a spec: the matrix, models, tasks, grpo,
+// workflow, eval and analysis sections (pretrain is in pretrain.go).
+
+package spec
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+func validateMatrix(s *Spec, c checker) {
+	if _, ok := s.org["matrix"]; !ok {
+		return
+	}
+	for _, k := range []string{"workflows", "tasks", "scales", "conditions"} {
+		if _, ok := s.org["matrix."+k]; !ok {
+			c.errf("matrix."+k, "required key is missing")
+		}
+	}
+	checkList(c, "matrix.workflows", s.Matrix.Workflows, Workflows, nil)
+	checkList(c, "matrix.tasks", s.Matrix.Tasks, nil, taskNameRe)
+	checkList(c, "matrix.scales", s.Matrix.Scales, nil, scaleNameRe)
+	checkList(c, "matrix.conditions", s.Matrix.Conditions, Conditions, nil)
+	for i, t := range s.Matrix.Tasks {
+		if _, ok := s.Tasks[t]; ok {
+			continue
+		}
+		if !slices.Contains(Sources, t) && taskNameRe.MatchString(t) {
+			c.errf(fmt.Sprintf("matrix.tasks[%d]", i), "unknown task %q: define it under tasks: or use a built-in source (%s)",
+				t, strings.Join(Sources, ", "))
+		}
+	}
+	for i, sc := range s.Matrix.Scales {
+		if _, ok := s.Models[sc]; !ok && scaleNameRe.MatchString(sc) {
+			c.errf(fmt.Sprintf("matrix.scales[%d]", i), "scale %q has no model: add models.%s with a checkpoint or a tiny shape", sc, sc)
+		}
+	}
+}
+
+func validateModels(s *Spec, c checker) {
+	for _, name := range sortedKeys(s.Models) {
+		m := s.Models[name]
+		p := "models." + name
+		if !slices.Contains(s.Matrix.Scales, name) {
+			c.errf(p, "scale %q is not in matrix.scales (%s); remove it or add it to the matrix", name, strings.Join(s.Matrix.Scales, ", "))
+		}
+		c.oneOf(p+".engine", m.Engine, Engines)
+		_, hasCk := c.org[p+".checkpoint"]
+		switch {
+		case hasCk && m.Tiny != nil:
+			c.errf(p, "set either checkpoint or tiny, not both")
+		case !hasCk && m.Tiny == nil:
+			c.errf(p+".checkpoint", "missing: a model needs a checkpoint path (a Hugging Face folder) or a tiny shape")
+		case hasCk:
+			if m.Checkpoint == "" {
+				c.errf(p+".checkpoint", "must not be empty")
+			} else if abs, err := resolvePath(s.File, m.Checkpoint); err != nil {
+				c.errf(p+".checkpoint", "%v", err)
+			} else {
+				m.Checkpoint = abs
+			}
+		default:
+			validateTiny(*m.Tiny, c.section(p+".tiny"))
+		}
+		s.Models[name] = m
+	}
+}
+
+func validateTiny(t Tiny, c checker) {
+	c.rangeInt("hidden", t.Hidden, 1, 1<<16)
+	c.rangeInt("layers", t.Layers, 1, 1024)
+	c.rangeInt("heads", t.Heads, 1, 1024)
+	c.rangeInt("kv_heads", t.KVHeads, 1, 1024)
+	c.rangeInt("head_dim", t.HeadDim, 2, 1024)
+	if t.HeadDim%2 != 0 {
+		c.errf("head_dim", "must be even (RoPE rotates pairs), got %d", t.HeadDim)
+	}
+	if t.KVHeads >= 1 && t.Heads%t.KVHeads != 0 {
+		c.errf("kv_heads", "heads (%d) must be a multiple of kv_heads (%d)", t.Heads, t.KVHeads)
+	}
+	c.rangeInt("intermediate", t.Intermediate, 1, 1<<20)
+	c.rangeFloat("rope_theta", t.RopeTheta, 0, 1e12, true)
+	c.rangeInt("max_positions", t.MaxPositions, 16, 1<<20)
+}
+
+func validateTasks(s *Spec, c checker) {
+	for _, name := range s.Matrix.Tasks {
+		if _, ok := s.Tasks[name]; !ok && slices.Contains(Sources, name) {
+			var t Task
+			t.setDefaults()
+			s.Tasks[name] = t
+		}
+	}
+	for _, name := range sortedKeys(s.Tasks) {
+		t := s.Tasks[name]
+		p := "tasks." + name
+		if !slices.Contains(s.Matrix.Tasks, name) {
+			c.errf(p, "task %q is not in matrix.tasks (%s); remove it or add it to the matrix", name, strings.Join(s.Matrix.Tasks, ", "))
+		}
+		if !taskNameRe.MatchString(name) {
+			c.errf(p, "task name %q must match %s", name, taskNameRe)
+		}
+		if t.Source == "" {
+			if !slices.Contains(Sources, name) {
+				c.errf(p+".source", "missing: task %q is not a built-in source name, so it needs source: one of %s", name, strings.Join(Sources, ", "))
+				continue
+			}
+			t.Source = name
+		}
+		if !c.oneOf(p+".source", t.Source, Sources) {
+			continue
+		}
+		synth := strings.HasPrefix(t.Source, "synth-")
+		if synth {
+			if t.Path != "" {
+				c.errf(p+".path", "not used by source %s (synthetic tasks are generated); remove it", t.Source)
+			}
+		} else if _, set := c.org[p+".path"]; !set {
+			c.errf(p+".path", "missing: source %s reads a file; set path (may use ${ENV})", t.Source)
+		} else if t.Path == "" {
+			c.errf(p+".path", "must not be empty")
+		} else if abs, err := resolvePath(s.File, t.Path); err != nil {
+			c.errf(p+".path", "%v", err)
+		} else {
+			t.Path = abs
+		}
+		c.minInt(p+".train_size", t.TrainSize, 0)
+		if synth {
+			c.rangeInt(p+".val_size", t.ValSize, 1, 100_000)
+			if _, set := c.org[p+".val_frac"]; set {
+				c.errf(p+".val_frac", "only used by file sources (dapo-math, deepcoder), not %s; remove it", t.Source)
+			}
+		} else {
+			c.rangeInt(p+".val_size", t.ValSize, 0, 1_000_000)
+			if t.ValFrac == 0 {
+				t.ValFrac = 0.1
+			}
+			c.rangeFloat(p+".val_frac", t.ValFrac, 0, 1, true)
+			if t.ValFrac >= 1 {
+				c.errf(p+".val_frac", "must be < 1, got %g", t.ValFrac)
+			}
+		}
+		if t.Source == "dapo-math" {
+			if t.AnswerMode == "" {
+				t.AnswerMode = "answer"
+			}
+			c.oneOf(p+".answer_mode", t.AnswerMode, AnswerMode)
+		} else if t.AnswerMode != "" {
+			c.errf(p+".answer_mode", "only used by source dapo-math, not %s; remove it", t.Source)
+		}
+		if t.Source == "synth-math" {
+			if t.SynthMath == nil {
+				t.SynthMath = &SynthMath{}
+				t.SynthMath.setDefaults()
+			}
+			validateSynthMath(*t.SynthMath, c.section(p+".synth_math"))
+		} else if t.SynthMath != nil {
+			c.errf(p+".synth_math", "only used by source synth-math, not %s; remove it", t.Source)
+		}
+		if t.Source == "synth-code" {
+			if t.SynthCode == nil {
+				t.SynthCode = &SynthCode{}
+				t.SynthCode.setDefaults()
+			}
+			validateSynthCode(*t.SynthCode, c.section(p+".synth_code"))
+		} else if t.SynthCode != nil {
+			c.errf(p+".synth_code", "only used by source synth-code, not %s; remove it", t.Source)
+		}
+		s.Tasks[name] = t
+	}
+}
+
+func validateSynthMath(m SynthMath, c checker) {
+	c.rangeInt("operands_min", m.OperandsMin, 2, 12)
+	c.rangeInt("operands_max", m.OperandsMax, 2, 12)
+	if m.OperandsMax < m.OperandsMin {
+		c.errf("operands_max", "must be >= operands_min (%d), got %d", m.OperandsMin, m.OperandsMax)
+	}
+	c.rangeInt("value_max", m.ValueMax, 1, 1_000_000)
+	if m.ValueMax >= 1 && m.OperandsMax >= 2 && math.Pow(float64(m.ValueMax), float64(m.OperandsMax)) > 1e15 {
+		c.errf("value_max", "value_max^operands_max = %d^%d exceeds 1e15; results could overflow", m.ValueMax, m.OperandsMax)
+	}
+	checkList(c, "operators", m.Operators, Operators, nil)
+}
+
+func validateSynthCode(m SynthCode, c checker) {
+	c.rangeInt("stages_min", m.StagesMin, 1, 6)
+	c.rangeInt("stages_max", m.StagesMax, 1, 6)
+	if m.StagesMax < m.StagesMin {
+		c.errf("stages_max", "must be >= stages_min (%d), got %d", m.StagesMin, m.StagesMax)
+	}
+	c.rangeFloat("reduce_prob", m.ReduceProb, 0, 1, false)
+	c.rangeInt("value_max", m.ValueMax, 2, 99)
+	c.rangeInt("list_min", m.ListMin, 1, 10)
+	c.rangeInt("list_max", m.ListMax, 1, 10)
+	if m.ListMax < m.ListMin {
+		c.errf("list_max", "must be >= list_min (%d), got %d", m.ListMin, m.ListMax)
+	}
+	c.rangeInt("shown_examples", m.ShownExamples, 1, 4)
+	c.rangeInt("hidden_tests", m.HiddenTests, 1, 20)
+}
+
+// roleSet is every role type called by the matrix workflows (sa-rl runs
+// are evaluated in all of them; single's generator is always present).
+func (s *Spec) roleSet() []string {
+	set := map[string]bool{"generator": true}
+	for _, w := range s.Matrix.Workflows {
+		for _, r := range WorkflowRoles[w] {
+			set[r] = true
+		}
+	}
+	var out []string
+	for _, r := range Roles {
+		if set[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func validateGRPO(g GRPO, c checker, roles []string) {
+	c.rangeInt("rollouts", g.Rollouts, 2, 1024)
+	c.rangeInt("problems_per_step", g.ProblemsPerStep, 1, 1<<20)
+	c.rangeInt("steps", g.Steps, 1, 1<<24)
+	c.rangeFloat("lr", g.LR, 0, 1, true)
+	c.minInt("warmup_steps", g.WarmupSteps, 0)
+	if g.WarmupSteps > g.Steps && g.Steps >= 1 {
+		c.errf("warmup_steps", "%d exceeds steps (%d)", g.WarmupSteps, g.Steps)
+	}
+	c.oneOf("schedule", g.Schedule, Schedules)
+	c.rangeFloat("min_lr_ratio", g.MinLRRatio, 0, 1, false)
+	c.rangeFloat("clip_low", g.ClipLow, 0, 1, true)
+	c.rangeFloat("clip_high", g.ClipHigh, 0, 10, true)
+	if g.ClipHigh < g.ClipLow {
+		c.errf("clip_high", "must be >= clip_low (%g), got %g", g.ClipLow, g.ClipHigh)
+	}
+	c.oneOf("loss_agg", g.LossAgg, LossAggs)
+	c.rangeFloat("temperature", g.Temperature, 0, 10, true)
+	if _, ok := g.MaxNewTokens["default"]; !ok {
+		c.errf("max_new_tokens.default", "missing: max_new_tokens needs a default")
+	}
+	allowedTok := append([]string{"default"}, roles...)
+	for _, k := range sortedKeys(g.MaxNewTokens) {
+		if c.oneOf("max_new_tokens."+k, k, allowedTok) {
+			c.rangeInt("max_new_tokens."+k, g.MaxNewTokens[k], 1, 1<<20)
+		}
+	}
+	for _, k := range sortedKeys(g.KLCoef) {
+		if c.oneOf("kl_coef."+k, k, roles) {
+			c.rangeFloat("kl_coef."+k, g.KLCoef[k], 0, 100, false)
+		}
+	}
+	c.rangeInt("lora.rank", g.Lora.Rank, 1, 4096)
+	c.rangeFloat("lora.alpha", g.Lora.Alpha, 0, 1e6, true)
+	checkList(c, "lora.targets", g.Lora.Targets, LoraTarget, nil)
+	c.rangeFloat("grad_clip", g.GradClip, 0, 1e6, false)
+	c.rangeFloat("adam.beta1", g.Adam.Beta1, 0, 1, false)
+	c.rangeFloat("adam.beta2", g.Adam.Beta2, 0, 1, false)
+	if g.Adam.Beta1 >= 1 {
+		c.errf("adam.beta1", "must be < 1, got %g", g.Adam.Beta1)
+	}
+	if g.Adam.Beta2 >= 1 {
+		c.errf("adam.beta2", "must be < 1, got %g", g.Adam.Beta2)
+	}
+	c.rangeFloat("adam.eps", g.Adam.Eps, 0, 1, true)
+	c.rangeFloat("adam.weight_decay", g.Adam.WeightDecay, 0, 1, false)
+	c.minInt("samples_per_step", g.SamplesPerStep, 0)
+}
+
+func validateWorkflow(w WorkflowSettings, c checker) {
+	c.rangeInt("n_votes", w.NVotes, 2, 64)
+	c.rangeInt("max_iterations", w.MaxIterations, 0, 64)
+	c.rangeInt("max_subtasks", w.MaxSubtasks, 1, 64)
+}
+
+// validateWorkflowUse refuses workflow knobs set for workflows that are not
+// in the matrix: a knob is never accepted and then ignored.
+func validateWorkflowUse(s *Spec, c checker) {
+	uses := map[string]string{"n_votes": "voting", "max_iterations": "eval-opt", "max_subtasks": "orch-workers"}
+	for _, k := range []string{"max_iterations", "max_subtasks", "n_votes"} {
+		if slices.Contains(s.Matrix.Workflows, uses[k]) {
+			continue
+		}
+		if _, set := c.org["workflow."+k]; set {
+			c.errf("workflow."+k, "only used by workflow %s, which is not in matrix.workflows; remove it", uses[k])
+		}
+		for _, t := range sortedKeys(s.Tasks) {
+			n := s.Tasks[t].Workflow
+			if n == nil || n.Kind != yaml.MappingNode {
+				continue
+			}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == k {
+					c.errs.add(n.Content[i].Line, "tasks."+t+".workflow."+k,
+						"only used by workflow %s, which is not in matrix.workflows; remove it", uses[k])
+				}
+			}
+		}
+	}
+}
+
+func validateEval(e Eval, c checker) {
+	c.minInt("every", e.Every, 1)
+	c.minInt("val_size", e.ValSize, 0)
+	c.rangeInt("samples", e.Samples, 1, 64)
+}
+
+func validateAnalysis(a Analysis, c checker) {
+	c.rangeFloat("cliff_abs", a.CliffAbs, 0, 1, false)
+	c.rangeFloat("cliff_rel", a.CliffRel, 0, 1, false)
+	c.rangeFloat("amp_k", a.AmpK, 1, 1e6, false)
+	c.rangeFloat("amp_cos", a.AmpCos, -1, 1, false)
+	c.rangeFloat("early_frac", a.EarlyFrac, 0, 1, true)
+	c.rangeFloat("capture_format_drop", a.CaptureFormatDrop, 0, 1, false)
+	c.rangeInt("ngram", a.NGram, 1, 16)
+	c.rangeInt("bootstrap", a.Bootstrap, 1, 1_000_000)
+	c.rangeFloat("ci", a.CI, 0, 1, true)
+	if a.CI >= 1 {
+		c.errf("ci", "must be < 1, got %g", a.CI)
+	}
+}
