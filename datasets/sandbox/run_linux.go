@@ -155,15 +155,49 @@ func scrubbedEnv(dir string) []string {
 	}
 }
 
-func (s *Sandbox) start(ctx context.Context, dir string, spec Spec, lim Limits, probeOnly bool) (Result, error) {
-	m := s.mode
-	if m.drop {
+// prepareDir gives the working folder to the sandbox user (when it drops
+// privileges) and closes it to others.
+func prepareDir(dir string, drop bool) error {
+	if drop {
 		if err := os.Chown(dir, nobody, nobody); err != nil {
-			return Result{}, fmt.Errorf("sandbox: hand working dir to the sandbox user: %w", err)
+			return fmt.Errorf("sandbox: hand working dir to the sandbox user: %w", err)
 		}
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
-		return Result{}, fmt.Errorf("sandbox: chmod working dir: %w", err)
+		return fmt.Errorf("sandbox: chmod working dir: %w", err)
+	}
+	return nil
+}
+
+// shimCommand is this binary re-executed as the sandbox shim with config
+// js, in the namespaces of mode m, with setup errors reported on errW.
+func shimCommand(m mode, js []byte, stdin []byte, stdout, stderr io.Writer, errW *os.File) *exec.Cmd {
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{"marlow-sandbox"},
+		Env:        []string{shimEnv + "=" + string(js)},
+		Stdin:      bytes.NewReader(stdin),
+		Stdout:     stdout,
+		Stderr:     stderr,
+		ExtraFiles: []*os.File{errW},
+		WaitDelay:  time.Second,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: m.cloneflags,
+			Setpgid:    true,
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	}
+	if m.userns {
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	return cmd
+}
+
+func (s *Sandbox) start(ctx context.Context, dir string, spec Spec, lim Limits, probeOnly bool) (Result, error) {
+	m := s.mode
+	if err := prepareDir(dir, m.drop); err != nil {
+		return Result{}, err
 	}
 	cfg := shimConfig{
 		Args: spec.Args, Dir: dir, Env: scrubbedEnv(dir), Limits: lim,
@@ -185,25 +219,7 @@ func (s *Sandbox) start(ctx context.Context, dir string, spec Spec, lim Limits, 
 		return Result{}, fmt.Errorf("sandbox: setup pipe: %w", err)
 	}
 	defer errR.Close()
-	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{"marlow-sandbox"},
-		Env:        []string{shimEnv + "=" + string(js)},
-		Stdin:      bytes.NewReader(spec.Stdin),
-		Stdout:     stdout,
-		Stderr:     stderr,
-		ExtraFiles: []*os.File{errW},
-		WaitDelay:  time.Second,
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: m.cloneflags,
-			Setpgid:    true,
-			Pdeathsig:  syscall.SIGKILL,
-		},
-	}
-	if m.userns {
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-	}
+	cmd := shimCommand(m, js, spec.Stdin, stdout, stderr, errW)
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		errW.Close()

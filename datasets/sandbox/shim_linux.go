@@ -66,34 +66,8 @@ func runShim(js string) {
 		fail("decode shim config: %v", err)
 	}
 	if c.Mounts {
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			fail("make mounts private: %v", err)
-		}
-		if err := unix.Mount(c.Dir, c.Dir, "", unix.MS_BIND, ""); err != nil {
-			fail("bind working dir: %v", err)
-		}
-		mps, err := mountPoints()
-		if err != nil {
+		if err := isolateMounts(c.Dir); err != nil {
 			fail("%v", err)
-		}
-		for _, mp := range mps {
-			if mp.path == c.Dir || strings.HasPrefix(mp.path, c.Dir+"/") {
-				continue
-			}
-			flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
-			for _, o := range strings.Split(mp.opts, ",") {
-				switch o {
-				case "nosuid":
-					flags |= unix.MS_NOSUID
-				case "nodev":
-					flags |= unix.MS_NODEV
-				case "noexec":
-					flags |= unix.MS_NOEXEC
-				}
-			}
-			if err := unix.Mount("", mp.path, "", flags, ""); err != nil {
-				fail("remount %s read-only: %v", mp.path, err)
-			}
 		}
 	}
 	if c.ProcMount {
@@ -105,14 +79,8 @@ func runShim(js string) {
 		fail("enter working dir: %v", err)
 	}
 	if c.Drop {
-		if err := syscall.Setgroups([]int{}); err != nil {
-			fail("clear groups: %v", err)
-		}
-		if err := syscall.Setgid(nobody); err != nil {
-			fail("setgid: %v", err)
-		}
-		if err := syscall.Setuid(nobody); err != nil {
-			fail("setuid: %v", err)
+		if err := dropToNobody(); err != nil {
+			fail("%v", err)
 		}
 	}
 	// A credential change clears the parent-death signal; set it again so
@@ -124,21 +92,8 @@ func runShim(js string) {
 		fail("empty command")
 	}
 	l := c.Limits
-	for _, r := range []struct {
-		res  int
-		name string
-		cur  uint64
-		max  uint64
-	}{
-		{unix.RLIMIT_CPU, "cpu", l.CPUSeconds, l.CPUSeconds + 1},
-		{unix.RLIMIT_NPROC, "processes", l.Processes, l.Processes},
-		{unix.RLIMIT_NOFILE, "open files", l.OpenFiles, l.OpenFiles},
-		{unix.RLIMIT_FSIZE, "file size", l.FileSize, l.FileSize},
-		{unix.RLIMIT_CORE, "core", 0, 0},
-	} {
-		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: r.cur, Max: r.max}); err != nil {
-			fail("set %s limit: %v", r.name, err)
-		}
+	if err := setLimits(l); err != nil {
+		fail("%v", err)
 	}
 	// The address-space limit comes last, right before exec, with the exec
 	// arguments prepared beforehand: the Go runtime of this shim already
@@ -165,6 +120,78 @@ func runShim(js string) {
 	}
 	_, _, e := syscall.RawSyscall(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(argv0)), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
 	fail("exec %s: %v", c.Args[0], e)
+}
+
+// isolateMounts makes the mounts private, binds the working folder onto
+// itself and remounts every other mount point read-only (keeping nosuid,
+// nodev and noexec).
+func isolateMounts(dir string) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind working dir: %w", err)
+	}
+	mps, err := mountPoints()
+	if err != nil {
+		return err
+	}
+	for _, mp := range mps {
+		if mp.path == dir || strings.HasPrefix(mp.path, dir+"/") {
+			continue
+		}
+		flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+		for _, o := range strings.Split(mp.opts, ",") {
+			switch o {
+			case "nosuid":
+				flags |= unix.MS_NOSUID
+			case "nodev":
+				flags |= unix.MS_NODEV
+			case "noexec":
+				flags |= unix.MS_NOEXEC
+			}
+		}
+		if err := unix.Mount("", mp.path, "", flags, ""); err != nil {
+			return fmt.Errorf("remount %s read-only: %w", mp.path, err)
+		}
+	}
+	return nil
+}
+
+// dropToNobody clears the supplementary groups and becomes nobody.
+func dropToNobody() error {
+	if err := syscall.Setgroups([]int{}); err != nil {
+		return fmt.Errorf("clear groups: %w", err)
+	}
+	if err := syscall.Setgid(nobody); err != nil {
+		return fmt.Errorf("setgid: %w", err)
+	}
+	if err := syscall.Setuid(nobody); err != nil {
+		return fmt.Errorf("setuid: %w", err)
+	}
+	return nil
+}
+
+// setLimits sets every resource limit but the address space (which comes
+// right before exec).
+func setLimits(l Limits) error {
+	for _, r := range []struct {
+		res  int
+		name string
+		cur  uint64
+		max  uint64
+	}{
+		{unix.RLIMIT_CPU, "cpu", l.CPUSeconds, l.CPUSeconds + 1},
+		{unix.RLIMIT_NPROC, "processes", l.Processes, l.Processes},
+		{unix.RLIMIT_NOFILE, "open files", l.OpenFiles, l.OpenFiles},
+		{unix.RLIMIT_FSIZE, "file size", l.FileSize, l.FileSize},
+		{unix.RLIMIT_CORE, "core", 0, 0},
+	} {
+		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: r.cur, Max: r.max}); err != nil {
+			return fmt.Errorf("set %s limit: %w", r.name, err)
+		}
+	}
+	return nil
 }
 
 type mountPoint struct {
