@@ -232,7 +232,7 @@ func TestSmokeRunTwiceIsByteIdentical(t *testing.T) {
 	again := t.TempDir()
 	runChild(t, childArgs{Spec: smokeSpec, Runs: again, Jobs: 2, Threads: 1, GOMAXPROCS: 2})
 	compareRuns(t, ref, again, "smoke", "")
-	sum, err := Run(context.Background(), mustLoad(t, smokeSpec), Options{RunsDir: again, AllowDirty: true})
+	sum, err := Run(context.Background(), mustLoad(t, smokeSpec), Options{RunsDir: again, AllowDirty: true, Engines: nativeEngines()})
 	if err != nil {
 		t.Fatal(err)
 	}
