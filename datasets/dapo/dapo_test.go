@@ -92,7 +92,7 @@ func TestOpenDAPO(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := task.Stats()
-	if st != (Stats{Variant: VariantDAPO, Rows: 120, Distinct: 40, Duplicates: 80}) {
+	if st != (Stats{Variant: VariantDAPO, Rows: 120, Distinct: 40, Duplicates: 80, Bare: 40, Problems: 40}) {
 		t.Fatalf("stats %+v", st)
 	}
 	val, _ := task.Validation()
