@@ -239,3 +239,30 @@ func (p *FilePool) TrainSize() int { return len(p.train) }
 func (p *FilePool) Validation() ([]Problem, error) {
 	return append([]Problem(nil), p.val...), nil
 }
+
+// CapProblems keeps at most n of probs (all when n <= 0): the n whose key
+// hashes lowest under (seed, purpose). Both the kept and the rest keep the
+// input order.
+func CapProblems(probs []Problem, seed uint64, n int, purpose string, key func(Problem) string) (kept, rest []Problem) {
+	if n <= 0 || len(probs) <= n {
+		return append([]Problem(nil), probs...), nil
+	}
+	order := make([]int, len(probs))
+	for i := range order {
+		order[i] = i
+	}
+	h := func(i int) uint64 { return HashString(seed, purpose, key(probs[i])) }
+	sort.SliceStable(order, func(a, b int) bool { return h(order[a]) < h(order[b]) })
+	keep := make([]bool, len(probs))
+	for _, i := range order[:n] {
+		keep[i] = true
+	}
+	for i, p := range probs {
+		if keep[i] {
+			kept = append(kept, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	return kept, rest
+}

@@ -164,3 +164,41 @@ func TestValidationOnce(t *testing.T) {
 		t.Fatal("build error lost")
 	}
 }
+
+func TestCapProblems(t *testing.T) {
+	probs := problems(50)
+	key := func(p Problem) string { return p.ID }
+	kept, rest := CapProblems(probs, 2, 10, "test/cap", key)
+	if len(kept) != 10 || len(rest) != 40 {
+		t.Fatalf("%d kept, %d rest", len(kept), len(rest))
+	}
+	for _, side := range [][]Problem{kept, rest} {
+		for i := 1; i < len(side); i++ {
+			if side[i-1].ID >= side[i].ID {
+				t.Fatalf("input order lost at %s", side[i].ID)
+			}
+		}
+	}
+	// The kept set depends on the seed, not on the other problems' order.
+	other, _ := CapProblems(probs, 3, 10, "test/cap", key)
+	if fmt.Sprint(other) == fmt.Sprint(kept) {
+		t.Fatal("seed does not change the cap")
+	}
+	rev := append([]Problem(nil), probs...)
+	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
+		rev[i], rev[j] = rev[j], rev[i]
+	}
+	kr, _ := CapProblems(rev, 2, 10, "test/cap", key)
+	ids := map[string]bool{}
+	for _, p := range kept {
+		ids[p.ID] = true
+	}
+	for _, p := range kr {
+		if !ids[p.ID] {
+			t.Fatalf("row order changed the cap: %s", p.ID)
+		}
+	}
+	if all, rest := CapProblems(probs, 2, 0, "test/cap", key); len(all) != 50 || rest != nil {
+		t.Fatalf("no cap: %d %d", len(all), len(rest))
+	}
+}

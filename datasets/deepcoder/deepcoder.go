@@ -15,7 +15,14 @@
 //
 // A single tests value can exceed 50 MB, so shards are streamed in small
 // record batches and problems whose tests exceed Config.MaxTestBytes are
-// skipped; every skip is counted by reason (Task.Skipped).
+// skipped; every skip is counted by reason (Task.Skipped). A statement that
+// repeats an earlier one is dropped (the first is kept) and counted.
+//
+// Shards lists the shards of a split in the published layout (a folder per
+// subset holding train-* and test-* shards). The validation set is either
+// carved from the train shards by a seed-keyed hash of each problem (like
+// the other file sources), or, with Config.TestPaths, read from test
+// shards.
 package deepcoder
 
 import (
@@ -24,6 +31,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -43,11 +51,16 @@ const (
 type Config struct {
 	// Seed keys the train/validation split and the per-epoch train order.
 	Seed uint64
-	// ValFrac is the validation share (0: DefaultValFrac).
+	// ValFrac is the validation share (0: DefaultValFrac); not used with
+	// TestPaths or EvalOnly.
 	ValFrac float64
-	// ValSize caps the validation set (0: no cap); the excess goes back to
-	// train.
+	// ValSize caps the validation set (0: no cap). Without TestPaths the
+	// excess goes back to train; with TestPaths it is left out.
 	ValSize int
+	// TestPaths are test shards whose problems form the validation set;
+	// the shards given to Open are then all train (a train problem whose
+	// statement is also a test problem's is left out, as SkipInTest).
+	TestPaths []string
 	// EvalOnly puts every problem in the validation set (test shards).
 	EvalOnly bool
 	// MaxTestBytes skips problems whose tests JSON is larger (0:
@@ -59,12 +72,31 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+// Stats describe what Load read.
+type Stats struct {
+	Shards, TestShards int
+	Rows, TestRows     int // rows of the train and test shards
+	// Duplicates counts rows dropped as repeats of an earlier problem
+	// statement (within the train shards, or within the test shards);
+	// Conflicts those whose tests, function name or starter code differ
+	// from the first occurrence's (the first is kept).
+	Duplicates, Conflicts int
+	// Skipped counts problems left out, by reason.
+	Skipped map[string]int
+}
+
+// Set is what Load read: the train and validation problems in a
+// deterministic order, and the counts.
+type Set struct {
+	Train, Val []datasets.Problem
+	Stats      Stats
+}
+
 // Task is a DeepCoder code task; it implements datasets.Task.
 type Task struct {
 	datasets.FilePool
-	cfg     Config
-	ver     *Verifier
-	skipped map[string]int
+	ver   *Verifier
+	stats Stats
 }
 
 var _ datasets.Task = (*Task)(nil)
@@ -80,11 +112,28 @@ const (
 	SkipUnsupported  = "unsupported test type"
 	SkipNullProblem  = "null problem or tests"
 	SkipMixedFnNames = "conflicting function names"
+	SkipInTest       = "train problem also in the test shards"
 )
 
 // Open reads the shards at paths, in the order given, and builds the task.
 // It fails if the sandbox cannot be set up (see sandbox.New).
 func Open(paths []string, cfg Config) (*Task, error) {
+	set, err := Load(paths, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ver, err := NewVerifier(cfg.Verifier)
+	if err != nil {
+		return nil, fmt.Errorf("deepcoder: %w", err)
+	}
+	t := &Task{ver: ver, stats: set.Stats}
+	t.FilePool = datasets.NewFilePool(datasets.SourceDeepCoder, cfg.Seed, set.Train, set.Val)
+	return t, nil
+}
+
+// Load reads the shards at paths (and cfg.TestPaths), in the order given,
+// and splits the problems as Open does, without setting up a verifier.
+func Load(paths []string, cfg Config) (*Set, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("deepcoder: no shard paths")
 	}
@@ -103,36 +152,60 @@ func Open(paths []string, cfg Config) (*Task, error) {
 	if cfg.MaxTestBytes < 0 {
 		return nil, fmt.Errorf("deepcoder: negative test byte cap %d", cfg.MaxTestBytes)
 	}
-	ver, err := NewVerifier(cfg.Verifier)
-	if err != nil {
-		return nil, fmt.Errorf("deepcoder: %w", err)
+	if cfg.EvalOnly && len(cfg.TestPaths) > 0 {
+		return nil, fmt.Errorf("deepcoder: EvalOnly and TestPaths both set; give the test shards as the paths instead")
 	}
-	t := &Task{cfg: cfg, ver: ver, skipped: map[string]int{}}
-	var probs []datasets.Problem
-	for _, p := range paths {
-		got, err := t.readShard(p)
+	r := &reader{cfg: cfg, st: Stats{Skipped: map[string]int{}}}
+	probs, rows, err := r.readAll(paths)
+	if err != nil {
+		return nil, err
+	}
+	r.st.Shards, r.st.Rows = len(paths), rows
+	set := &Set{}
+	switch {
+	case cfg.EvalOnly:
+		set.Val = probs
+	case len(cfg.TestPaths) > 0:
+		test, rows, err := r.readAll(cfg.TestPaths)
 		if err != nil {
 			return nil, err
 		}
-		probs = append(probs, got...)
+		r.st.TestShards, r.st.TestRows = len(cfg.TestPaths), rows
+		inTest := make(map[string]bool, len(test))
+		for _, p := range test {
+			inTest[p.Prompt] = true
+		}
+		for _, p := range probs {
+			if inTest[p.Prompt] {
+				r.skip(p.ID, SkipInTest)
+				continue
+			}
+			set.Train = append(set.Train, p)
+		}
+		set.Val, _ = datasets.CapProblems(test, cfg.Seed, cfg.ValSize, "deepcoder/valcap",
+			func(p datasets.Problem) string { return p.ID })
+	default:
+		set.Train, set.Val = datasets.SplitProblems(probs, cfg.Seed, cfg.ValFrac, cfg.ValSize, "deepcoder/valcap",
+			func(p datasets.Problem) string { return p.ID })
 	}
-	if cfg.EvalOnly {
-		t.FilePool = datasets.NewFilePool(datasets.SourceDeepCoder, cfg.Seed, nil, probs)
-		return t, nil
-	}
-	train, val := datasets.SplitProblems(probs, cfg.Seed, cfg.ValFrac, cfg.ValSize, "deepcoder/valcap",
-		func(p datasets.Problem) string { return p.ID })
-	t.FilePool = datasets.NewFilePool(datasets.SourceDeepCoder, cfg.Seed, train, val)
-	return t, nil
+	set.Stats = r.st
+	return set, nil
 }
 
 // Skipped returns the number of skipped problems per reason.
 func (t *Task) Skipped() map[string]int {
-	out := make(map[string]int, len(t.skipped))
-	for k, v := range t.skipped {
+	out := make(map[string]int, len(t.stats.Skipped))
+	for k, v := range t.stats.Skipped {
 		out[k] = v
 	}
 	return out
+}
+
+// Stats returns what Open read.
+func (t *Task) Stats() Stats {
+	st := t.stats
+	st.Skipped = t.Skipped()
+	return st
 }
 
 // Name implements datasets.Task.
@@ -155,11 +228,45 @@ func (t *Task) Verify(ctx context.Context, p datasets.Problem, output string) da
 // Verifier returns the task's verifier (for its isolation level).
 func (t *Task) Verifier() *Verifier { return t.ver }
 
-func (t *Task) skip(id, reason string) {
-	t.skipped[reason]++
-	if t.cfg.Logf != nil {
-		t.cfg.Logf("deepcoder: skip %s: %s", id, reason)
+// reader reads shards into problems, counting skips and repeats.
+type reader struct {
+	cfg Config
+	st  Stats
+}
+
+func (r *reader) skip(id, reason string) {
+	r.st.Skipped[reason]++
+	if r.cfg.Logf != nil {
+		r.cfg.Logf("deepcoder: skip %s: %s", id, reason)
 	}
+}
+
+// readAll reads shards in order and keeps the first problem of each
+// distinct statement; it returns the problems and the number of rows.
+func (r *reader) readAll(paths []string) ([]datasets.Problem, int, error) {
+	var out []datasets.Problem
+	first := map[string]int{}
+	rows := 0
+	for _, path := range paths {
+		got, n, err := r.readShard(path)
+		if err != nil {
+			return nil, 0, err
+		}
+		rows += n
+		for _, p := range got {
+			if j, dup := first[p.Prompt]; dup {
+				r.st.Duplicates++
+				q := out[j]
+				if q.FnName != p.FnName || q.Starter != p.Starter || !reflect.DeepEqual(q.Tests, p.Tests) {
+					r.st.Conflicts++
+				}
+				continue
+			}
+			first[p.Prompt] = len(out)
+			out = append(out, p)
+		}
+	}
+	return out, rows, nil
 }
 
 // shardName is the stable part of a shard path used in ids: its parent
@@ -175,7 +282,7 @@ func shardName(path string) string {
 
 var columns = []string{"problem", "tests", "starter_code", "metadata"}
 
-func (t *Task) readShard(path string) ([]datasets.Problem, error) {
+func (r *reader) readShard(path string) ([]datasets.Problem, int, error) {
 	idx := make([]int, len(columns))
 	check := func(sc *arrow.Schema) error {
 		for k, name := range columns {
@@ -202,12 +309,12 @@ func (t *Task) readShard(path string) ([]datasets.Problem, error) {
 		for i := 0; i < int(rec.NumRows()); i, row = i+1, row+1 {
 			id := fmt.Sprintf("%s#%d", shard, row)
 			if cols[0].IsNull(i) || cols[1].IsNull(i) {
-				t.skip(id, SkipNullProblem)
+				r.skip(id, SkipNullProblem)
 				continue
 			}
 			testsJSON := cols[1].Value(i)
-			if len(testsJSON) > t.cfg.MaxTestBytes {
-				t.skip(id, SkipTooLarge)
+			if len(testsJSON) > r.cfg.MaxTestBytes {
+				r.skip(id, SkipTooLarge)
 				continue
 			}
 			var meta, starter string
@@ -219,7 +326,7 @@ func (t *Task) readShard(path string) ([]datasets.Problem, error) {
 			}
 			p, reason := buildProblem(id, cols[0].Value(i), testsJSON, starter, meta)
 			if reason != "" {
-				t.skip(id, reason)
+				r.skip(id, reason)
 				continue
 			}
 			out = append(out, p)
@@ -227,9 +334,9 @@ func (t *Task) readShard(path string) ([]datasets.Problem, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("deepcoder: %w", err)
+		return nil, 0, fmt.Errorf("deepcoder: %w", err)
 	}
-	return out, nil
+	return out, row, nil
 }
 
 type stringCol interface {
