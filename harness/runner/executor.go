@@ -57,7 +57,7 @@ func (x *executor) execute(ctx context.Context, j job) Outcome {
 	)
 	base, setupErr := x.baseDir(ctx, rc.Model)
 	if setupErr == nil {
-		prov, setupErr = x.provenance(base, rc.Data.Path)
+		prov, setupErr = x.provenance(base, rc.Data.Path, rc.Data.TestPath)
 	}
 	if setupErr == nil {
 		eng, version, setupErr = x.opt.Engines.Open(ctx, rc.Model.Engine, base, engine.Options{Threads: max(x.opt.Threads, 1)})

@@ -2,10 +2,6 @@ package runner
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/datasets/dapo"
@@ -49,13 +45,17 @@ func OpenTask(d spec.DataConfig, opt TaskOptions) (datasets.Task, error) {
 		}
 		t, err = synthcode.New(d.SynthCode.Config(d.SplitSeed, d.ValSize))
 	case datasets.SourceDAPOMath:
-		t, err = dapo.Open(d.Path, dapo.Config{Seed: d.SplitSeed, ValSize: d.ValSize, ValFrac: d.ValFrac, AnswerMode: d.AnswerMode})
+		t, err = dapo.Open(d.Path, dapo.Config{Seed: d.SplitSeed, ValSize: d.ValSize, ValFrac: d.ValFrac,
+			AnswerMode: d.AnswerMode, Language: d.Language})
 	case datasets.SourceDeepCoder:
-		var shards []string
-		shards, err = shardPaths(d.Path)
+		var train, test []string
+		train, err = deepcoder.Shards(d.Path, d.Subsets, deepcoder.SplitTrain)
+		if err == nil && d.TestPath != "" {
+			test, err = deepcoder.Shards(d.TestPath, d.Subsets, deepcoder.SplitTest)
+		}
 		if err == nil {
-			t, err = deepcoder.Open(shards, deepcoder.Config{Seed: d.SplitSeed, ValSize: d.ValSize, ValFrac: d.ValFrac,
-				Verifier: deepcoder.VerifierConfig{AllowUnsafe: opt.UnsafeCodeExec}})
+			t, err = deepcoder.Open(train, deepcoder.Config{Seed: d.SplitSeed, ValSize: d.ValSize, ValFrac: d.ValFrac,
+				TestPaths: test, Verifier: deepcoder.VerifierConfig{AllowUnsafe: opt.UnsafeCodeExec}})
 		}
 	default:
 		return nil, fmt.Errorf("task %s: unknown source %q", d.Task, d.Source)
@@ -70,33 +70,6 @@ func OpenTask(d spec.DataConfig, opt TaskOptions) (datasets.Task, error) {
 		t = &pool{Task: t, n: d.TrainSize, seed: d.SplitSeed}
 	}
 	return t, nil
-}
-
-// shardPaths lists the Parquet shards of a DeepCoder path: the file itself,
-// or the *.parquet files of a folder in name order.
-func shardPaths(path string) ([]string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.IsDir() {
-		return []string{path}, nil
-	}
-	ents, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".parquet") {
-			out = append(out, filepath.Join(path, e.Name()))
-		}
-	}
-	sort.Strings(out)
-	if len(out) == 0 {
-		return nil, fmt.Errorf("folder %s holds no .parquet shards", path)
-	}
-	return out, nil
 }
 
 // pool restricts a task's train stream to its first n problems.

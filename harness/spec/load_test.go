@@ -129,6 +129,15 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "synth math overflow", new: "tasks:\n  synth-math:\n    synth_math: {operands_max: 12, value_max: 100}\n", want: "tasks.synth-math.synth_math.value_max: value_max^operands_max = 100^12 exceeds 1e15", at: "synth_math"},
 		{name: "synth code lists inverted", old: "tasks: [synth-math]", new: "tasks: [synth-code]\ntasks:\n  synth-code:\n    synth_code:\n      list_min: 5\n      list_max: 2", want: "tasks.synth-code.synth_code.list_max: must be >= list_min (5), got 2", at: "list_max"},
 		{name: "val frac on synth", new: "tasks:\n  synth-math:\n    val_frac: 0.2\n", want: "tasks.synth-math.val_frac: only used by file sources", at: "val_frac"},
+		{name: "unknown deepcoder subset", whole: fileTask("deepcoder", "tasks:\n  deepcoder:\n    path: /data/dc\n    subsets: [primeintellect, apps]\n"), want: `tasks.deepcoder.subsets[1]: "apps" is not allowed; allowed values: lcbv5, primeintellect, taco, codeforces`, at: "subsets"},
+		{name: "repeated deepcoder subset", whole: fileTask("deepcoder", "tasks:\n  deepcoder:\n    path: /data/dc\n    subsets: [taco, taco]\n"), want: `tasks.deepcoder.subsets[1]: duplicate "taco"`, at: "subsets"},
+		{name: "empty deepcoder subsets", whole: fileTask("deepcoder", "tasks:\n  deepcoder:\n    path: /data/dc\n    subsets: []\n"), want: "tasks.deepcoder.subsets: must not be empty", at: "subsets"},
+		{name: "test path with val frac", whole: fileTask("deepcoder", "tasks:\n  deepcoder:\n    path: /data/dc\n    test_path: /data/dc\n    val_frac: 0.2\n"), want: "tasks.deepcoder.val_frac: not used with test_path", at: "val_frac"},
+		{name: "empty test path", whole: fileTask("deepcoder", "tasks:\n  deepcoder:\n    path: /data/dc\n    test_path: \"\"\n"), want: "tasks.deepcoder.test_path: must not be empty", at: "test_path"},
+		{name: "language on deepcoder", whole: fileTask("deepcoder", "tasks:\n  deepcoder:\n    path: /data/dc\n    language: en\n"), want: "tasks.deepcoder.language: only used by source dapo-math", at: "language"},
+		{name: "unknown dapo language", whole: fileTask("dapo-math", "tasks:\n  dapo-math:\n    path: /data/d.parquet\n    language: fr\n"), want: `tasks.dapo-math.language: "fr" is not allowed; allowed values: all, en, cn`, at: "language"},
+		{name: "subsets on dapo", whole: fileTask("dapo-math", "tasks:\n  dapo-math:\n    path: /data/d.parquet\n    subsets: [taco]\n"), want: "tasks.dapo-math.subsets: only used by source deepcoder", at: "subsets"},
+		{name: "test path on synth", new: "tasks:\n  synth-math:\n    test_path: /x\n", want: "tasks.synth-math.test_path: only used by source deepcoder", at: "test_path"},
 		{name: "empty matrix", old: "matrix:\n  workflows: [voting, eval-opt]\n  tasks: [synth-math]\n  scales: [s]\n  conditions: [base, sa-rl, sp, ip]\n", new: "matrix: {}\n", want: "matrix.workflows: required key is missing", at: "matrix:"},
 		{name: "empty list in task override", new: "tasks:\n  synth-math:\n    grpo:\n      lora: {targets: []}\n", want: "tasks.synth-math.grpo.lora.targets: must not be empty; allowed values: q_proj", at: "lora:"},
 		{name: "scalar for mapping", old: "  steps: 20\n", new: "  steps: 20\n  kl_coef: 0.1\n", want: "grpo.kl_coef: expected a mapping, got number 0.1", at: "kl_coef"},
@@ -270,4 +279,56 @@ func TestPathsResolveAgainstSpecFile(t *testing.T) {
 			t.Errorf("resolvePath(%q): no error", bad)
 		}
 	}
+}
+
+func TestFileSourceOptions(t *testing.T) {
+	text := edit(t, baseSpec, "tasks: [synth-math]", "tasks: [dapo-math, deepcoder]") + `tasks:
+  dapo-math:
+    path: data/dapo.parquet
+  deepcoder:
+    path: data/DeepCoder-Preview-Dataset
+    subsets: [primeintellect]
+    test_path: data/tests
+`
+	path := writeSpec(t, text)
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(path)
+	if d := s.Tasks["dapo-math"]; d.Language != "all" {
+		t.Fatalf("dapo language default %q", d.Language)
+	}
+	dc := s.Tasks["deepcoder"]
+	if len(dc.Subsets) != 1 || dc.Subsets[0] != "primeintellect" || dc.TestPath != filepath.Join(dir, "data/tests") {
+		t.Fatalf("deepcoder %+v", dc)
+	}
+	runs, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range runs {
+		d := r.Config.Data
+		seen[d.Source] = true
+		switch d.Source {
+		case "deepcoder":
+			if d.TestPath != dc.TestPath || len(d.Subsets) != 1 || d.Subsets[0] != "primeintellect" {
+				t.Fatalf("run %s data %+v", r.ID, d)
+			}
+		case "dapo-math":
+			if d.Language != "all" || d.TestPath != "" {
+				t.Fatalf("run %s data %+v", r.ID, d)
+			}
+		}
+	}
+	if !seen["deepcoder"] || !seen["dapo-math"] {
+		t.Fatalf("plan covers %v", seen)
+	}
+}
+
+// fileTask is the base spec with matrix.tasks [task] and the tasks section
+// appended.
+func fileTask(task, section string) string {
+	return strings.Replace(baseSpec, "tasks: [synth-math]", "tasks: ["+task+"]", 1) + section
 }

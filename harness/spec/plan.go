@@ -52,6 +52,9 @@ type DataConfig struct {
 	ValFrac    float64    `json:"val_frac,omitempty"` // files: validation share
 	SplitSeed  uint64     `json:"split_seed"`
 	AnswerMode string     `json:"answer_mode,omitempty"`
+	Language   string     `json:"language,omitempty"`  // dapo-math
+	Subsets    []string   `json:"subsets,omitempty"`   // deepcoder
+	TestPath   string     `json:"test_path,omitempty"` // deepcoder: validation shards
 	SynthMath  *SynthMath `json:"synth_math,omitempty"`
 	SynthCode  *SynthCode `json:"synth_code,omitempty"`
 }
@@ -161,6 +164,7 @@ func Plan(s *Spec) ([]Run, error) {
 						Model:   ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny, Pretrain: pretrainOf(s, m)},
 						Data: DataConfig{Task: task, Source: t.Source, Kind: SourceKind[t.Source], Path: t.Path,
 							TrainSize: t.TrainSize, ValSize: t.ValSize, ValFrac: t.ValFrac, SplitSeed: t.SplitSeed, AnswerMode: t.AnswerMode,
+							Language: t.Language, Subsets: append([]string(nil), t.Subsets...), TestPath: t.TestPath,
 							SynthMath: t.SynthMath, SynthCode: t.SynthCode},
 						GRPO: g.clone(), WorkflowSet: w, Eval: s.Eval, Checkpoint: s.Checkpoint, Analysis: s.Analysis,
 					}

@@ -117,15 +117,23 @@ func (t Tiny) Params(vocab int) int64 {
 
 // Task is the data of one task of the matrix.
 type Task struct {
-	Source     string     `yaml:"source" json:"source"`
-	Path       string     `yaml:"path,omitempty" json:"path,omitempty"`
-	TrainSize  int        `yaml:"train_size" json:"train_size"`
-	ValSize    int        `yaml:"val_size" json:"val_size"`
-	ValFrac    float64    `yaml:"val_frac,omitempty" json:"val_frac,omitempty"`
-	SplitSeed  uint64     `yaml:"split_seed" json:"split_seed"`
-	AnswerMode string     `yaml:"answer_mode,omitempty" json:"answer_mode,omitempty"`
-	SynthMath  *SynthMath `yaml:"synth_math,omitempty" json:"synth_math,omitempty"`
-	SynthCode  *SynthCode `yaml:"synth_code,omitempty" json:"synth_code,omitempty"`
+	Source     string  `yaml:"source" json:"source"`
+	Path       string  `yaml:"path,omitempty" json:"path,omitempty"`
+	TrainSize  int     `yaml:"train_size" json:"train_size"`
+	ValSize    int     `yaml:"val_size" json:"val_size"`
+	ValFrac    float64 `yaml:"val_frac,omitempty" json:"val_frac,omitempty"`
+	SplitSeed  uint64  `yaml:"split_seed" json:"split_seed"`
+	AnswerMode string  `yaml:"answer_mode,omitempty" json:"answer_mode,omitempty"`
+	// Language keeps the dapo-math problems of one language (dapo.LangAll,
+	// LangEN, LangCN).
+	Language string `yaml:"language,omitempty" json:"language,omitempty"`
+	// Subsets choose deepcoder subset folders of a dataset root
+	// (deepcoder.Subsets); TestPath holds deepcoder test shards that become
+	// the validation set.
+	Subsets   []string   `yaml:"subsets,omitempty" json:"subsets,omitempty"`
+	TestPath  string     `yaml:"test_path,omitempty" json:"test_path,omitempty"`
+	SynthMath *SynthMath `yaml:"synth_math,omitempty" json:"synth_math,omitempty"`
+	SynthCode *SynthCode `yaml:"synth_code,omitempty" json:"synth_code,omitempty"`
 	// GRPO and Workflow override those sections for runs of this task.
 	GRPO     *yaml.Node `yaml:"grpo,omitempty" json:"-"`
 	Workflow *yaml.Node `yaml:"workflow,omitempty" json:"-"`

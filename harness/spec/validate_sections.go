@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/marlowlab/marlow/datasets/dapo"
+	"github.com/marlowlab/marlow/datasets/deepcoder"
 )
 
 func validateMatrix(s *Spec, c checker) {
@@ -152,6 +155,7 @@ func validateTasks(s *Spec, c checker) {
 		} else if t.AnswerMode != "" {
 			c.errf(p+".answer_mode", "only used by source dapo-math, not %s; remove it", t.Source)
 		}
+		validateFileOptions(s, &t, p, c)
 		if t.Source == "synth-math" {
 			if t.SynthMath == nil {
 				t.SynthMath = &SynthMath{}
@@ -171,6 +175,42 @@ func validateTasks(s *Spec, c checker) {
 			c.errf(p+".synth_code", "only used by source synth-code, not %s; remove it", t.Source)
 		}
 		s.Tasks[name] = t
+	}
+}
+
+// validateFileOptions checks the keys of one file source: language
+// (dapo-math), subsets and test_path (deepcoder).
+func validateFileOptions(s *Spec, t *Task, p string, c checker) {
+	if t.Source == "dapo-math" {
+		if t.Language == "" {
+			t.Language = dapo.LangAll
+		}
+		c.oneOf(p+".language", t.Language, []string{dapo.LangAll, dapo.LangEN, dapo.LangCN})
+	} else if t.Language != "" {
+		c.errf(p+".language", "only used by source dapo-math, not %s; remove it", t.Source)
+	}
+	if t.Source != "deepcoder" {
+		if len(t.Subsets) > 0 {
+			c.errf(p+".subsets", "only used by source deepcoder, not %s; remove it", t.Source)
+		}
+		if _, set := c.org[p+".test_path"]; set {
+			c.errf(p+".test_path", "only used by source deepcoder, not %s; remove it", t.Source)
+		}
+		return
+	}
+	checkList(c, p+".subsets", t.Subsets, deepcoder.Subsets, nil)
+	if _, set := c.org[p+".test_path"]; !set {
+		return
+	}
+	if t.TestPath == "" {
+		c.errf(p+".test_path", "must not be empty")
+	} else if abs, err := resolvePath(s.File, t.TestPath); err != nil {
+		c.errf(p+".test_path", "%v", err)
+	} else {
+		t.TestPath = abs
+	}
+	if _, set := c.org[p+".val_frac"]; set {
+		c.errf(p+".val_frac", "not used with test_path (the test shards are the validation set); remove it")
 	}
 }
 
