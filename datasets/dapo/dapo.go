@@ -79,7 +79,7 @@ type Stats struct {
 
 // Skip reasons, as Skipped reports them.
 const (
-	SkipOtherLanguage = "other language (Config.Language)"
+	SkipOtherLanguage = "not in the chosen language"
 	SkipEmpty         = "empty problem statement"
 )
 

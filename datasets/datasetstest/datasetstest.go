@@ -1,6 +1,8 @@
 // Package datasetstest holds the checks shared by the tests of the
 // generated task sources (synth-math, synth-code): problem ids, the size of
-// the validation set, and its separation from the train stream.
+// the validation set, and its separation from the train stream; and
+// writers of fixture files in the published schemas of the file sources
+// (DAPO-Math-17k, its open-r1 processed variant, DeepCoder shards).
 package datasetstest
 
 import (

@@ -76,6 +76,9 @@ type Config struct {
 type Stats struct {
 	Shards, TestShards int
 	Rows, TestRows     int // rows of the train and test shards
+	// Problems and TestProblems count the distinct problems read from the
+	// train and test shards (after skips and repeats).
+	Problems, TestProblems int
 	// Duplicates counts rows dropped as repeats of an earlier problem
 	// statement (within the train shards, or within the test shards);
 	// Conflicts those whose tests, function name or starter code differ
@@ -160,7 +163,7 @@ func Load(paths []string, cfg Config) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.st.Shards, r.st.Rows = len(paths), rows
+	r.st.Shards, r.st.Rows, r.st.Problems = len(paths), rows, len(probs)
 	set := &Set{}
 	switch {
 	case cfg.EvalOnly:
@@ -170,7 +173,7 @@ func Load(paths []string, cfg Config) (*Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.st.TestShards, r.st.TestRows = len(cfg.TestPaths), rows
+		r.st.TestShards, r.st.TestRows, r.st.TestProblems = len(cfg.TestPaths), rows, len(test)
 		inTest := make(map[string]bool, len(test))
 		for _, p := range test {
 			inTest[p.Prompt] = true

@@ -153,7 +153,8 @@ func TestLoadTestPaths(t *testing.T) {
 		t.Fatalf("train %q, want %q", prompts(set.Train), want)
 	}
 	st := set.Stats
-	if st.Shards != 3 || st.TestShards != 1 || st.Rows != 8 || st.TestRows != 4 || st.Duplicates != 1 || st.Conflicts != 1 ||
+	if st.Shards != 3 || st.TestShards != 1 || st.Rows != 8 || st.TestRows != 4 || st.Problems != 7 || st.TestProblems != 4 ||
+		st.Duplicates != 1 || st.Conflicts != 1 ||
 		!reflect.DeepEqual(st.Skipped, map[string]int{SkipInTest: 1}) {
 		t.Fatalf("stats %+v", st)
 	}

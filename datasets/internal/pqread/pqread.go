@@ -50,3 +50,21 @@ func Stream(path string, batch int64, check func(*arrow.Schema) error, each func
 	}
 	return nil
 }
+
+// Schema returns the Arrow schema of the Parquet file at path.
+func Schema(path string) (*arrow.Schema, error) {
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	sc, err := fr.Schema()
+	if err != nil {
+		return nil, fmt.Errorf("schema of %s: %w", path, err)
+	}
+	return sc, nil
+}
