@@ -75,20 +75,6 @@ func TestHasCJK(t *testing.T) {
 	}
 }
 
-// The open-r1 processed variant's schema.
-var (
-	openR1Extra  = arrow.StructOf(arrow.Field{Name: "index", Type: arrow.PrimitiveTypes.Int64, Nullable: true})
-	openR1Schema = arrow.NewSchema([]arrow.Field{
-		{Name: "prompt", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "solution", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "data_source", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "source_prompt", Type: promptType, Nullable: true},
-		{Name: "ability", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "reward_model", Type: rewardType, Nullable: true},
-		{Name: "extra_info", Type: openR1Extra, Nullable: true},
-	}, nil)
-)
-
 // fixtureRow is one row of the original file, with whether its problem is
 // Chinese stated by the fixture (not computed by the code under test).
 type fixtureRow struct {
@@ -128,11 +114,13 @@ func originalRows() []fixtureRow {
 
 func writeOriginal(t *testing.T, rows []fixtureRow) string {
 	t.Helper()
-	var out []map[string]any
-	for i, r := range rows {
-		out = append(out, dapoRow(i, r.content, r.truth))
+	var out []datasetstest.MathRow
+	for _, r := range rows {
+		out = append(out, datasetstest.MathRow{Prompt: r.content, Truth: r.truth})
 	}
-	return writeParquet(t, dapoSchema(dapoExtra), out)
+	path := filepath.Join(t.TempDir(), "dapo-math-17k.parquet")
+	datasetstest.WriteDAPO(t, path, out)
+	return path
 }
 
 // writeOpenR1 derives the open-r1 processed file from the original rows
@@ -143,8 +131,8 @@ func writeOriginal(t *testing.T, rows []fixtureRow) string {
 func writeOpenR1(t *testing.T, rows []fixtureRow, config string) string {
 	t.Helper()
 	seen := map[string]bool{}
-	var out []map[string]any
-	for i, r := range rows {
+	var out []datasetstest.MathRow
+	for _, r := range rows {
 		if seen[r.content] {
 			continue
 		}
@@ -152,17 +140,11 @@ func writeOpenR1(t *testing.T, rows []fixtureRow, config string) string {
 		if (config == "en" && r.chinese) || (config == "cn" && !r.chinese) {
 			continue
 		}
-		out = append(out, map[string]any{
-			"prompt":        r.content,
-			"solution":      r.truth,
-			"data_source":   "math_dapo",
-			"source_prompt": []map[string]any{{"content": r.content, "role": "user"}},
-			"ability":       "MATH",
-			"reward_model":  map[string]any{"ground_truth": r.truth, "style": "rule-lapse"},
-			"extra_info":    map[string]any{"index": i},
-		})
+		out = append(out, datasetstest.MathRow{Prompt: r.content, Truth: r.truth})
 	}
-	return writeParquet(t, openR1Schema, out)
+	path := filepath.Join(t.TempDir(), config, "train-00000-of-00001.parquet")
+	datasetstest.WriteOpenR1(t, path, out)
+	return path
 }
 
 // statements lists the (statement, truth) pairs of a task's validation
@@ -286,7 +268,7 @@ func TestOpenOriginalStats(t *testing.T) {
 
 func TestOpenR1SchemaErrors(t *testing.T) {
 	replace := func(name string, typ arrow.DataType) *arrow.Schema {
-		fs := append([]arrow.Field(nil), openR1Schema.Fields()...)
+		fs := append([]arrow.Field(nil), datasetstest.OpenR1Schema.Fields()...)
 		for i := range fs {
 			if fs[i].Name == name {
 				fs[i].Type = typ
@@ -296,7 +278,7 @@ func TestOpenR1SchemaErrors(t *testing.T) {
 	}
 	drop := func(name string) *arrow.Schema {
 		var fs []arrow.Field
-		for _, f := range openR1Schema.Fields() {
+		for _, f := range datasetstest.OpenR1Schema.Fields() {
 			if f.Name != name {
 				fs = append(fs, f)
 			}
@@ -343,7 +325,7 @@ func TestOpenR1SchemaErrors(t *testing.T) {
 		"source_prompt": []map[string]any{{"content": "p", "role": "user"}}, "ability": "MATH",
 		"reward_model": map[string]any{"ground_truth": "2", "style": "rule-lapse"}, "extra_info": map[string]any{"index": 0},
 	}}
-	if _, err := Open(writeParquet(t, openR1Schema, bad), Config{}); err == nil || !strings.Contains(err.Error(), "row 0: solution \"1\" differs") {
+	if _, err := Open(writeParquet(t, datasetstest.OpenR1Schema, bad), Config{}); err == nil || !strings.Contains(err.Error(), "row 0: solution \"1\" differs") {
 		t.Fatalf("mismatched solution: %v", err)
 	}
 }
