@@ -125,11 +125,13 @@ func TestPlanPaper(t *testing.T) {
 	}
 	m := byID["voting-ip-m-dapo-math-seed2"].Config
 	if m.GRPO.MaxNewTokensFor("generator") != 5120 || m.WorkflowSet.MaxIterations != 3 ||
-		m.Model.Checkpoint != "/models/Qwen3-1.7B" || m.Data.Path != "/data/dapo-math-17k.parquet" || m.Data.AnswerMode != "answer" {
+		m.Model.Checkpoint != "/models/Qwen3-1.7B" || m.Data.Path != "/data/DAPO-Math-17k-Processed/en/train-00000-of-00001.parquet" || m.Data.AnswerMode != "answer" ||
+		m.Data.Language != "en" || m.Data.ValSize != 500 {
 		t.Errorf("dapo-math config not resolved: %+v", m)
 	}
 	c := byID["eval-opt-sp-l-deepcoder-seed3"].Config
-	if c.GRPO.MaxNewTokensFor("evaluator") != 2048 || c.WorkflowSet.MaxIterations != 2 || c.Data.Kind != "code" {
+	if c.GRPO.MaxNewTokensFor("evaluator") != 2048 || c.WorkflowSet.MaxIterations != 2 || c.Data.Kind != "code" ||
+		c.Data.Path != "/data/DeepCoder-Preview-Dataset" || !slices.Equal(c.Data.Subsets, []string{"primeintellect"}) || c.Data.ValSize != 1000 || c.Data.TestPath != "" {
 		t.Errorf("deepcoder config not resolved: %+v", c)
 	}
 	if c.GRPO.LR != 2e-5 || c.GRPO.Lora.Rank != 64 || c.GRPO.Lora.Alpha != 32 || len(c.GRPO.KLCoef) != 0 ||
