@@ -121,13 +121,13 @@ const (
 // Open reads the shards at paths, in the order given, and builds the task.
 // It fails if the sandbox cannot be set up (see sandbox.New).
 func Open(paths []string, cfg Config) (*Task, error) {
-	set, err := Load(paths, cfg)
-	if err != nil {
-		return nil, err
-	}
 	ver, err := NewVerifier(cfg.Verifier)
 	if err != nil {
 		return nil, fmt.Errorf("deepcoder: %w", err)
+	}
+	set, err := Load(paths, cfg)
+	if err != nil {
+		return nil, err
 	}
 	t := &Task{ver: ver, stats: set.Stats}
 	t.FilePool = datasets.NewFilePool(datasets.SourceDeepCoder, cfg.Seed, set.Train, set.Val)
