@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/datasets/dapo"
+	"github.com/marlowlab/marlow/datasets/datasetstest"
 	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/engine"
@@ -284,6 +286,15 @@ func TestConfigDiff(t *testing.T) {
 func TestOpenTask(t *testing.T) {
 	sm := &spec.SynthMath{OperandsMin: 2, OperandsMax: 3, ValueMax: 9, Operators: []string{"+", "*"}}
 	sc := &spec.SynthCode{StagesMin: 1, StagesMax: 2, ReduceProb: 0.5, ValueMax: 9, ListMin: 2, ListMax: 4, ShownExamples: 2, HiddenTests: 3}
+	dcRoot := t.TempDir()
+	datasetstest.WriteDeepCoder(t, filepath.Join(dcRoot, "primeintellect", "train-00000-of-00001.parquet"),
+		[]datasetstest.CodeRow{{Problem: "p", Tests: `[{"input": "", "output": "1"}]`}})
+	dapoFile := filepath.Join(t.TempDir(), "dapo.parquet")
+	var rows []datasetstest.MathRow
+	for _, q := range []string{"Compute 1+1.", "Compute 2+2.", "Compute 3+3.", "计算 1+1。"} {
+		rows = append(rows, datasetstest.MathRow{Prompt: dapo.WrapperPrefix + q + dapo.WrapperSuffix, Truth: "2"})
+	}
+	datasetstest.WriteDAPO(t, dapoFile, rows)
 	cases := []struct {
 		name    string
 		d       spec.DataConfig
@@ -338,6 +349,28 @@ func TestOpenTask(t *testing.T) {
 		{name: "dapo file missing", d: spec.DataConfig{Task: "d", Source: "dapo-math", Path: "/nonexistent/dapo.parquet"}, wantErr: "task d (source dapo-math)"},
 		{name: "deepcoder folder missing", d: spec.DataConfig{Task: "c", Source: "deepcoder", Path: "/nonexistent/deepcoder"}, wantErr: "task c (source deepcoder)"},
 		{name: "deepcoder empty folder", d: spec.DataConfig{Task: "c", Source: "deepcoder", Path: t.TempDir()}, wantErr: "holds no .parquet shards"},
+		{name: "deepcoder subset without test shards", d: spec.DataConfig{Task: "c", Source: "deepcoder", Path: dcRoot, Subsets: []string{"primeintellect"}, TestPath: dcRoot},
+			wantErr: "task c (source deepcoder): deepcoder: subset primeintellect has no test-*.parquet shards"},
+		{name: "deepcoder unchosen subset", d: spec.DataConfig{Task: "c", Source: "deepcoder", Path: dcRoot, Subsets: []string{"taco"}},
+			wantErr: "subset taco: no folder"},
+		{name: "dapo language", d: spec.DataConfig{Task: "d", Source: "dapo-math", Path: dapoFile, Language: "en", ValFrac: 0.1},
+			check: func(t *testing.T, d spec.DataConfig) {
+				tk, _ := OpenTask(d, TaskOptions{})
+				st := tk.(*dapo.Task).Stats()
+				if st.OtherLanguage != 1 || st.Problems != 3 || st.Stripped != 4 {
+					t.Fatalf("stats %+v", st)
+				}
+				val, _ := tk.Validation()
+				for i := 0; i < tk.(*dapo.Task).TrainSize(); i++ {
+					p, _ := tk.Train(int64(i))
+					val = append(val, p)
+				}
+				for _, p := range val {
+					if strings.Contains(p.Prompt, "Solve the following") {
+						t.Fatalf("wrapper reached the task: %q", p.Prompt)
+					}
+				}
+			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
