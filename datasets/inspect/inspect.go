@@ -103,14 +103,23 @@ func Inspect(path string, opt Options) (*Report, error) {
 }
 
 // Detect names the source of a file or folder: a folder is DeepCoder
-// shards; a Parquet file with a "tests" column is a DeepCoder shard, one
-// with "reward_model" a DAPO file.
+// shards (a folder of DAPO files is an error naming one to give instead); a
+// Parquet file with a "tests" column is a DeepCoder shard, one with
+// "reward_model" a DAPO file.
 func Detect(path string) (string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("inspect: %w", err)
 	}
 	if st.IsDir() {
+		// A folder is DeepCoder shards, unless its shards are DAPO files.
+		shards, err := deepcoder.Shards(path, nil, deepcoder.SplitTrain)
+		if err != nil {
+			return SourceDeepCoder, nil
+		}
+		if sc, err := pqread.Schema(shards[0]); err == nil && len(sc.FieldIndices("reward_model")) > 0 {
+			return "", fmt.Errorf("inspect: %s is a folder of DAPO files; dapo-math reads one file, e.g. %s", path, shards[0])
+		}
 		return SourceDeepCoder, nil
 	}
 	sc, err := pqread.Schema(path)

@@ -96,6 +96,9 @@ func TestInspectDAPO(t *testing.T) {
 	}
 	processed := filepath.Join(dir, "en", "train-00000-of-00001.parquet")
 	datasetstest.WriteOpenR1(t, processed, en)
+	if _, err := Inspect(filepath.Dir(processed), opt); err == nil || !strings.Contains(err.Error(), "is a folder of DAPO files; dapo-math reads one file, e.g. "+processed) {
+		t.Fatalf("DAPO folder: %v", err)
+	}
 	r2, err := Inspect(processed, opt)
 	if err != nil {
 		t.Fatal(err)
