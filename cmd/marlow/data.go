@@ -112,5 +112,3 @@ func taskOptions(specFile, task string, opt *inspect.Options, cmd *cobra.Command
 	}
 	return t.Path, nil
 }
-
-func init() { rootCmd.AddCommand(newDataCmd()) }

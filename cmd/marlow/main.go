@@ -20,7 +20,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
+	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newDataCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
 		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newBenchCmd(), newVersionCmd())
 	return root
 }

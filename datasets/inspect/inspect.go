@@ -18,10 +18,10 @@ import (
 	"github.com/marlowlab/marlow/datasets/internal/pqread"
 )
 
-// Sources inspect reads (the spec's source names).
+// Sources inspect reads.
 const (
-	SourceDAPO      = "dapo-math"
-	SourceDeepCoder = "deepcoder"
+	SourceDAPO      = datasets.SourceDAPOMath
+	SourceDeepCoder = datasets.SourceDeepCoder
 )
 
 // Options are a task's data settings, with the spec's names and defaults
@@ -182,7 +182,7 @@ func inspectDeepCoder(path string, opt Options) (*Report, error) {
 		Duplicates: st.Duplicates, Conflicts: st.Conflicts, Skipped: st.Skipped,
 		Train: len(set.Train), Val: len(set.Val), Options: opt, Instructions: deepcoder.Instructions,
 	}
-	pool := datasets.NewFilePool("deepcoder", opt.SplitSeed, set.Train, set.Val)
+	pool := datasets.NewFilePool(datasets.SourceDeepCoder, opt.SplitSeed, set.Train, set.Val)
 	return r, r.sample(pool.TrainSize(), pool.Train, set.Val)
 }
 

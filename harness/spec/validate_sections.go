@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/datasets/dapo"
 	"github.com/marlowlab/marlow/datasets/deepcoder"
 )
@@ -181,7 +182,7 @@ func validateTasks(s *Spec, c checker) {
 // validateFileOptions checks the keys of one file source: language
 // (dapo-math), subsets and test_path (deepcoder).
 func validateFileOptions(s *Spec, t *Task, p string, c checker) {
-	if t.Source == "dapo-math" {
+	if t.Source == datasets.SourceDAPOMath {
 		if t.Language == "" {
 			t.Language = dapo.LangAll
 		}
@@ -189,7 +190,7 @@ func validateFileOptions(s *Spec, t *Task, p string, c checker) {
 	} else if t.Language != "" {
 		c.errf(p+".language", "only used by source dapo-math, not %s; remove it", t.Source)
 	}
-	if t.Source != "deepcoder" {
+	if t.Source != datasets.SourceDeepCoder {
 		if len(t.Subsets) > 0 {
 			c.errf(p+".subsets", "only used by source deepcoder, not %s; remove it", t.Source)
 		}
