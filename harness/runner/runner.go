@@ -65,13 +65,19 @@ type Options struct {
 	Task func(d spec.DataConfig, opt TaskOptions) (datasets.Task, error)
 	// Reporter shows progress (nothing is shown when nil).
 	Reporter Reporter
+	// Verify compares the SHA-256 of every file of a done run with its
+	// manifest before skipping it (sizes are always compared).
+	Verify bool
+	// Redo discards the selected runs whose id matches this path.Match glob
+	// and runs them again from the start.
+	Redo string
 }
 
 // Outcome is what happened to one run.
 type Outcome struct {
 	ID       string
 	Dir      string
-	State    string // StateDone, StateSkipped, StateFailed, StateInterrupted or StateNotStarted
+	State    string // StateDone, StateSkipped, StateFailed, StateDamaged, StateHeld, StateInterrupted or StateNotStarted
 	LastStep int64  // last committed step (-1 when nothing was committed)
 	Err      error
 }
@@ -92,11 +98,11 @@ func (s *Summary) Count(state string) int {
 	return n
 }
 
-// Failed returns the outcomes of failed runs.
+// Failed returns the outcomes of failed and damaged runs.
 func (s *Summary) Failed() []Outcome {
 	var out []Outcome
 	for _, o := range s.Outcomes {
-		if o.State == StateFailed {
+		if o.State == StateFailed || o.State == StateDamaged {
 			out = append(out, o)
 		}
 	}
@@ -134,7 +140,14 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 	if err := checkIsolation(runs, opt.UnsafeCodeExec); err != nil {
 		return nil, err
 	}
-	jobs, err := preflight(s, runs, opt.RunsDir)
+	redo, err := selectRedo(runs, opt.Redo)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRunsDir(opt.RunsDir, s.Experiment); err != nil {
+		return nil, err
+	}
+	jobs, err := preflight(s, runs, opt.RunsDir, redo, opt.Verify)
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +166,11 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 		if j.skip {
 			sum.Outcomes[i].State = StateSkipped
 			rep.Note("%s: done with the same config; skipped", j.run.ID)
+			continue
+		}
+		if j.damaged != nil {
+			sum.Outcomes[i].State, sum.Outcomes[i].Err = StateDamaged, j.damaged
+			rep.Finished(j.run.ID, StateDamaged, j.damaged)
 			continue
 		}
 		pending = append(pending, i)
