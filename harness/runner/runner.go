@@ -1,10 +1,12 @@
 // Package runner executes the runs of an experiment on this machine: a pool
 // of concurrent runs (one per core by default, each with its own engine and
 // thread count), run folders runs/<experiment>/<run-id>/, skipping of runs
-// already done with the same config, resume of partial runs from their last
-// checkpoint, refusal of run folders written by another config (naming the
-// keys that differ), progress display, graceful interruption, and the
-// status of an experiment's runs.
+// already done with the same config once their files match their
+// manifests, resume of partial runs from their last checkpoint after
+// verifying it, redo of selected runs, refusal of run folders written by
+// another config (naming the keys that differ), locks that name their
+// holder, progress display, graceful interruption, the status of an
+// experiment's runs, and an estimate of the files and bytes a run writes.
 //
 // A run is one spec.Run: the runner maps its resolved config onto the GRPO
 // loop (TrainerConfig), builds its task (OpenTask) and base engine, opens
@@ -112,10 +114,14 @@ func (s *Summary) Failed() []Outcome {
 // Run executes the selected runs of s. It returns an error, before any run
 // starts, when the plan cannot be made, an engine the selected runs name is
 // not registered or lacks a prerequisite (engine.ErrUnavailable, listing
-// every problem), the tree is dirty without AllowDirty, a code task lacks isolation, or a run folder holds another
+// every problem), the tree is dirty without AllowDirty, a code task lacks
+// isolation, the Redo glob is malformed or matches nothing, the runs folder
+// is not a writable folder (ErrRunsDir), or a run folder holds another
 // config (ErrConfigMismatch, listing the differing keys of every such
 // run). Otherwise every run ends in the summary: a failing run is marked
-// failed in its manifest and the others continue. When ctx is cancelled,
+// failed in its manifest and the others continue; a done run whose files
+// do not match its manifest ends damaged (not skipped, not rerun); a run
+// another process holds ends held. When ctx is cancelled,
 // runs in progress finish their current step, commit it and are marked
 // interrupted, and runs not yet begun are not started.
 func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
