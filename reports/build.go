@@ -21,6 +21,10 @@ import (
 type Options struct {
 	Source string // the logs argument, as shown in the rebuild command
 	Out    string // the output folder, as shown in the rebuild command
+	// Incomplete lists the runs of a partial experiment ("run-id: state
+	// (detail)"): planned but missing, running, failed, interrupted. A
+	// report with any is marked partial and lists them at the top.
+	Incomplete []string
 }
 
 // File is one output file, its path relative to the report folder.

@@ -64,6 +64,7 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	w("# Report: %s\n\n", st.Experiment)
 	w("Built by `marlow report` from the stored logs of %d runs (%d run views: an SA-RL run is viewed once per workflow it was evaluated in) in %d cells. Every number, figure and `summary.parquet` is recomputed from the logs; the same logs give byte-identical output.\n\n",
 		countRuns(st), len(st.Runs), len(st.Cells))
+	writePartial(w, opts.Incomplete)
 	writeMatrix(w, st)
 	w("\n## Findings\n\n")
 	for _, s := range findings(st) {
@@ -402,14 +403,21 @@ func amplificationFindings(st *analysis.Study) []string {
 func dominanceFindings(st *analysis.Study) []string {
 	var out []string
 	domBy := map[string]int{}
-	var domTotal int
+	var domTotal, domNone int
 	for _, r := range st.Runs {
 		for _, d := range r.Dominance {
-			domBy[d.DominantRole]++
 			domTotal++
+			if d.DominantRole == "" {
+				// every gradient share of the view was undefined
+				domNone++
+				continue
+			}
+			domBy[d.DominantRole]++
 		}
 	}
-	if domTotal > 0 {
+	if domTotal > 0 && domNone == domTotal {
+		out = append(out, fmt.Sprintf("In the %d shared-policy run views no role had a defined gradient share (every share was undefined), so no role dominated.", domTotal))
+	} else if domTotal > 0 {
 		roles := make([]string, 0, len(domBy))
 		for r := range domBy {
 			roles = append(roles, r)
@@ -424,7 +432,11 @@ func dominanceFindings(st *analysis.Study) []string {
 		for _, r := range roles {
 			parts = append(parts, fmt.Sprintf("%s in %d", r, domBy[r]))
 		}
-		out = append(out, fmt.Sprintf("In the %d shared-policy run views the role with the largest mean gradient share was %s.", domTotal, strings.Join(parts, ", ")))
+		line := fmt.Sprintf("In the %d shared-policy run views the role with the largest mean gradient share was %s", domTotal, strings.Join(parts, ", "))
+		if domNone > 0 {
+			line += fmt.Sprintf("; in %d no role had a defined gradient share", domNone)
+		}
+		out = append(out, line+".")
 	}
 	return out
 }

@@ -4,6 +4,8 @@
 package analysistest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -13,11 +15,20 @@ import (
 	"github.com/marlowlab/marlow/harness/runlog"
 )
 
+// nullConfigHash is the config hash of the fixture's runs, which store no
+// config (null): the SHA-256 of its canonical JSON, as spec.StoredConfigHash
+// computes it, so that `marlow check` finds the manifests intact.
+var nullConfigHash = func() string {
+	sum := sha256.Sum256([]byte("null"))
+	return hex.EncodeToString(sum[:])
+}()
+
 // Manifest returns a finished run's manifest with fixed provenance.
 func Manifest(id, workflow, cond, task, scale string, seedIndex int) runlog.Manifest {
 	return runlog.Manifest{
 		SchemaVersion: 1, RunID: id, Experiment: "fixture", Workflow: workflow, Task: task, Scale: scale,
 		Condition: cond, Seed: uint64(1000 + seedIndex), MasterSeed: 7, SeedIndex: seedIndex,
+		ConfigHash: nullConfigHash,
 		Provenance: pin.Provenance{Commit: "0123456789abcdef0123456789abcdef01234567", GoVersion: "go1.26.0",
 			Files: map[string]string{"data/synth-math.jsonl": "aa11", "ckpt/tiny-s/model.safetensors": "bb22"}},
 		Engine: "native", EngineVersion: "0.1.0", Status: runlog.StatusDone, Created: "2026-01-01T00:00:00Z",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/spf13/cobra"
 )
 
@@ -13,11 +14,13 @@ func newCheckCmd() *cobra.Command {
 		Short: "List every problem in the run logs of a runs tree, a run folder or a .tar.zst archive",
 		Long: "check reads every run under RUNS_DIR (a runs tree, one run folder, or an archive written by\n" +
 			"marlow archive) and prints one line per problem: the file, then what is wrong with it\n" +
-			"(missing manifest, truncated or corrupt Parquet, foreign schema or version, misplaced or\n" +
-			"duplicate rows). It exits with status 1 when it finds any problem.",
+			"(missing manifest, damaged manifest (its config does not hash to its config_hash), truncated\n" +
+			"or corrupt Parquet, foreign schema or version, misplaced or duplicate rows, and segments and\n" +
+			"checkpoint files that are missing, unlisted, resized or altered against the SHA-256\n" +
+			"inventory of the manifest). It exits with status 1 when it finds any problem.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			probs := runlog.Check(args[0])
+			probs := runlog.CheckWith(args[0], runlog.CheckOptions{ConfigHash: spec.StoredConfigHash})
 			for _, p := range probs {
 				fmt.Fprintln(cmd.OutOrStdout(), p)
 			}

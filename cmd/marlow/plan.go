@@ -19,8 +19,18 @@ func newPlanCmd() *cobra.Command {
 		Short: "Validate an experiment file and list the runs it expands to",
 		Long: `plan validates SPEC strictly and prints one line per run (id, condition,
 workflow trained, workflows evaluated, task, scale, seed index, derived seed,
-config hash), the counts per condition, and the pinned git commit.
-With --resolved it prints the spec with every default filled in instead.`,
+config hash, estimated files and bytes the run will write), the counts per
+condition, the experiment's estimated footprint, and the pinned git commit.
+With --resolved it prints the spec with every default filled in instead.
+
+It warns (on stderr; it still exits 0) when a run would write more than
+50,000 files or 1 GiB, when the experiment would write more than 1,000,000
+files or 10 GiB, and when a trained run has no learning signal (the role
+writing the final answer may write fewer than 4 tokens). The estimates count
+the committed Parquet segments (sized from measured bytes per row and per
+file, erring on the large side), the manifest, the lock file and the one
+checkpoint a run keeps (LoRA adapters with AdamW moments; unknown for a
+checkpoint model whose config.json cannot be read).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := spec.Load(args[0])
@@ -51,6 +61,9 @@ With --resolved it prints the spec with every default filled in instead.`,
 				if prov, err = pin.Inspect(args[0]); err != nil {
 					return err
 				}
+			}
+			for _, w := range runner.PlanWarnings(runs) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "marlow: warning: %s\n", w)
 			}
 			return runner.WritePlan(out, s, runs, prov, asJSON)
 		},

@@ -115,3 +115,48 @@ func TestPlanJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanWarnings: a budget past the stated limits and a generator that
+// may write one token are warned about; smoke is not.
+func TestPlanWarnings(t *testing.T) {
+	smoke, err := os.ReadFile(filepath.Join("..", "..", "seeds", "smoke.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	big := strings.NewReplacer("steps: 2\n", "steps: 200000\n", "every: 1\n", "every: 1\n").Replace(string(smoke))
+	tiny := strings.Replace(string(smoke), "max_new_tokens: {default: 96}", "max_new_tokens: {default: 96, generator: 1}", 1)
+	for name, text := range map[string]string{"big.yaml": big, "tiny.yaml": tiny} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		file string
+		want []string
+		none bool
+	}{
+		{filepath.Join("..", "..", "seeds", "smoke.yaml"), nil, true},
+		{filepath.Join(dir, "big.yaml"), []string{"would write more than 50000 files", "the experiment would write about", "more than 1000000"}, false},
+		{filepath.Join(dir, "tiny.yaml"), []string{"has no learning signal: grpo.max_new_tokens.generator 1"}, false},
+	}
+	for _, c := range cases {
+		out, errOut, code := runCLI(t, nil, "plan", "--allow-dirty", c.file)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.file, code, errOut)
+		}
+		if !strings.Contains(out, "estimated footprint:") {
+			t.Errorf("%s: no footprint line:\n%s", c.file, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", c.file, w, errOut)
+			}
+		}
+		for _, line := range strings.Split(errOut, "\n") {
+			if c.none && strings.Contains(line, "warning:") && !strings.Contains(line, "pin:") {
+				t.Errorf("%s: unexpected warning %q", c.file, line)
+			}
+		}
+	}
+}

@@ -58,7 +58,7 @@ format compliance.`,
 			if f, ok := errOut.(*os.File); ok {
 				isTerm = term.IsTerminal(int(f.Fd()))
 			}
-			l := pretrain.Locator{RepoRoot: pretrain.RepoRootOf(s.File), CacheRoot: cache, NoBuild: noBuild,
+			l := pretrain.Locator{RepoRoot: pretrain.RepoRootOf(s.File), OtherRoots: []string{pretrain.WorkRoot()}, CacheRoot: cache, NoBuild: noBuild,
 				Options: pretrain.Options{Threads: threads, Progress: errOut, Bar: isTerm}}
 			built, err := pretrain.Build(cmd.Context(), l, jobs, commit)
 			for _, b := range built {

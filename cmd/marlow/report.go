@@ -16,6 +16,7 @@ import (
 
 func newReportCmd() *cobra.Command {
 	var out, runsDir string
+	var partial bool
 	cmd := &cobra.Command{
 		Use:   "report SPEC|RUNS_DIR|ARCHIVE",
 		Short: "Write an experiment's report (README.md, figures/, summary.parquet) from its run logs",
@@ -24,18 +25,30 @@ func newReportCmd() *cobra.Command {
 			"command that rebuilds it), figures/ (PNG and SVG) and summary.parquet. The source is a spec\n" +
 			"file (its runs are read from <runs>/<experiment>, --runs defaulting to runs), a runs folder,\n" +
 			"or a .tar.zst archive written by marlow archive. The same logs give byte-identical output.\n" +
-			"--out defaults to reports/<experiment>.",
+			"--out defaults to reports/<experiment>.\n\n" +
+			"Every run must be done: runs that are running, crashed, interrupted or failed (and, with a\n" +
+			"spec, planned runs with no folder yet) make report refuse, listing them, unless --partial;\n" +
+			"then the report says it is partial and lists each such run at its top. Segments are checked\n" +
+			"against the SHA-256 inventory of their manifests as they are read.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := loadStudy(args[0], runsDir)
 			if err != nil {
 				return err
 			}
+			incomplete, err := incompleteRuns(args[0], runsDir, st)
+			if err != nil {
+				return err
+			}
+			if len(incomplete) > 0 && !partial {
+				return fmt.Errorf("report: %d runs of experiment %s are not done (pass --partial to report anyway, listing them):\n  %s",
+					len(incomplete), st.Experiment, strings.Join(incomplete, "\n  "))
+			}
 			dst := out
 			if dst == "" {
 				dst = filepath.Join("reports", st.Experiment)
 			}
-			files, err := reports.Write(st, dst, reports.Options{Source: args[0], Out: filepath.ToSlash(dst)})
+			files, err := reports.Write(st, dst, reports.Options{Source: args[0], Out: filepath.ToSlash(dst), Incomplete: incomplete})
 			if err != nil {
 				return fmt.Errorf("report %s: %w", dst, err)
 			}
@@ -44,6 +57,7 @@ func newReportCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "report folder (default reports/<experiment>)")
+	cmd.Flags().BoolVar(&partial, "partial", false, "report an experiment whose runs are not all done, listing the missing, running and failed runs in the report")
 	cmd.Flags().StringVar(&runsDir, "runs", runner.DefaultRunsDir, "root folder of run folders, read when the source is a spec")
 	return cmd
 }

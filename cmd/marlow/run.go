@@ -17,9 +17,10 @@ import (
 	"golang.org/x/term"
 )
 
-// Exit statuses of `marlow run`: 0 when every run is done or skipped, the
-// number of failed runs (at most maxFailExit) when some failed, and
-// exitInterrupted when a signal stopped it.
+// Exit statuses of `marlow run`: 0 when every run is done, skipped or held
+// by another process, the number of failed and damaged runs (at most
+// maxFailExit) when there are some, and exitInterrupted when a signal
+// stopped it.
 const (
 	maxFailExit     = 100
 	exitInterrupted = 130
@@ -37,16 +38,23 @@ func newRunCmd() *cobra.Command {
 		Long: `run executes the runs of SPEC on this machine, --jobs at a time (default one
 per core), each with --threads engine threads, in run folders
 <runs>/<experiment>/<run-id>/. A run already done with the same config is
-skipped; a partial one resumes from its last checkpoint; a folder written by
-another config is refused (the differing keys are listed) before anything
-runs. A dirty work tree is refused unless --allow-dirty (then recorded).
+skipped once its files match its manifest (sizes; SHA-256 too with
+--verify), and reported damaged otherwise (rerun it with --redo); a partial
+one is verified (SHA-256 of its segments and checkpoint) and resumes from its
+last checkpoint; a folder written by another config is refused (the
+differing keys are listed) before anything runs; --redo GLOB discards the
+matching runs and runs them again. A run another marlow process holds is
+left to it (its pid and host are named). The runs folder must be a writable
+folder, else nothing runs. A dirty work tree is refused unless
+--allow-dirty (then recorded).
 
 Progress: one bar per active run on a terminal, plain lines otherwise.
 SIGINT/SIGTERM: runs finish their current step, commit it and are marked
 interrupted (a second signal kills at once). A failing run is marked failed
 with its error and the others continue. Exit status: 0 when all runs are
-done, the number of failed runs (at most 100) otherwise, 130 when
-interrupted.`,
+done, skipped or held by another process, the number of failed and damaged
+runs (at most 100) otherwise, 130 when interrupted; 1 for an error before
+any run starts.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := spec.Load(args[0])
@@ -85,6 +93,8 @@ interrupted.`,
 	f.StringVar(&opt.Only, "only", "", "run only the runs whose id matches this glob (e.g. 'voting-*')")
 	f.BoolVar(&opt.AllowDirty, "allow-dirty", false, "accept uncommitted changes (recorded in each manifest)")
 	f.BoolVar(&opt.UnsafeCodeExec, "unsafe-code-exec", false, "run generated code without network isolation when the sandbox cannot isolate it")
+	f.BoolVar(&opt.Verify, "verify", false, "compare the SHA-256 of every file of a done run with its manifest before skipping it")
+	f.StringVar(&opt.Redo, "redo", "", "discard the runs whose id matches this glob and run them again from the start")
 	f.StringVar(&progress, "progress", "auto", "progress display: auto (bars on a terminal, else lines), bars, lines or none")
 	f.DurationVar(&every, "log-every", 30*time.Second, "period of a run's progress line in lines mode")
 	return cmd
@@ -131,7 +141,7 @@ func newReporter(mode string, w io.Writer, every time.Duration) (runner.Reporter
 
 // runExit prints the summary and maps it to the exit status.
 func runExit(w io.Writer, sum *runner.Summary) error {
-	states := []string{runner.StateDone, runner.StateSkipped, runner.StateFailed, runner.StateInterrupted, runner.StateNotStarted}
+	states := []string{runner.StateDone, runner.StateSkipped, runner.StateHeld, runner.StateFailed, runner.StateDamaged, runner.StateInterrupted, runner.StateNotStarted}
 	var parts []string
 	for _, st := range states {
 		if n := sum.Count(st); n > 0 {
@@ -139,14 +149,17 @@ func runExit(w io.Writer, sum *runner.Summary) error {
 		}
 	}
 	fmt.Fprintf(w, "%d runs: %s\n", len(sum.Outcomes), strings.Join(parts, ", "))
-	for _, o := range sum.Failed() {
-		fmt.Fprintf(w, "failed: %s: %v\n", o.ID, o.Err)
+	for _, o := range sum.Outcomes {
+		switch o.State {
+		case runner.StateFailed, runner.StateDamaged, runner.StateHeld:
+			fmt.Fprintf(w, "%s: %s: %v\n", o.State, o.ID, o.Err)
+		}
 	}
 	if n := sum.Count(runner.StateInterrupted) + sum.Count(runner.StateNotStarted); n > 0 {
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("run: interrupted; %d runs not finished (run the same command to resume)", n)}
 	}
 	if n := len(sum.Failed()); n > 0 {
-		return &exitError{code: min(n, maxFailExit), err: fmt.Errorf("run: %d of %d runs failed", n, len(sum.Outcomes))}
+		return &exitError{code: min(n, maxFailExit), err: fmt.Errorf("run: %d of %d runs failed or are damaged", n, len(sum.Outcomes))}
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ func TestRunExit(t *testing.T) {
 		s := &runner.Summary{}
 		for i, st := range states {
 			o := runner.Outcome{ID: "r" + string(rune('a'+i)), State: st}
-			if st == runner.StateFailed {
+			if st == runner.StateFailed || st == runner.StateDamaged || st == runner.StateHeld {
 				o.Err = errors.New("boom")
 			}
 			s.Outcomes = append(s.Outcomes, o)
@@ -34,6 +34,8 @@ func TestRunExit(t *testing.T) {
 		{"all done", out(runner.StateDone, runner.StateSkipped), 0, "2 runs: done 1, skipped 1"},
 		{"two failed", out(runner.StateDone, runner.StateFailed, runner.StateFailed), 2, "failed: rc: boom"},
 		{"failures capped", out(many...), maxFailExit, "120 runs: failed 120"},
+		{"damaged counts", out(runner.StateSkipped, runner.StateDamaged, runner.StateFailed), 2, "damaged: rb: boom"},
+		{"held is no failure", out(runner.StateDone, runner.StateHeld), 0, "held: rb: boom"},
 		{"interrupted wins", out(runner.StateFailed, runner.StateInterrupted, runner.StateNotStarted), exitInterrupted, "interrupted 1, not-started 1"},
 	}
 	for _, c := range cases {

@@ -90,7 +90,7 @@ func Inspect(specPath string) (Provenance, error) {
 		return Provenance{}, fmt.Errorf("pin: spec: %w", err)
 	}
 	p := Provenance{GoVersion: runtime.Version(), Modules: moduleVersions(), Files: map[string]string{}}
-	repo, err := git.PlainOpenWithOptions(filepath.Dir(abs), &git.PlainOpenOptions{DetectDotGit: true})
+	repo, err := git.PlainOpenWithOptions(filepath.Dir(abs), &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		p.Dirty = true
 		return p, nil

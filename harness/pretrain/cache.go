@@ -33,6 +33,9 @@ const (
 type Locator struct {
 	// RepoRoot is the repository holding seeds/models ("" skips it).
 	RepoRoot string
+	// OtherRoots are more repositories whose seeds/models are searched for
+	// committed checkpoints after RepoRoot's (never built into).
+	OtherRoots []string
 	// CacheRoot is the cache root ("" means $MARLOW_CACHE, else
 	// ~/.cache/marlow).
 	CacheRoot string
@@ -106,6 +109,13 @@ func (l Locator) Find(job Job) (string, Where, error) {
 	if committed != "" && Valid(committed, job) {
 		return committed, FromCommitted, nil
 	}
+	if name, err := job.DirName(); err == nil {
+		for _, root := range l.OtherRoots {
+			if d := filepath.Join(root, CommittedDir, name); root != "" && root != l.RepoRoot && Valid(d, job) {
+				return d, FromCommitted, nil
+			}
+		}
+	}
 	if Valid(cache, job) {
 		return cache, FromCache, nil
 	}
@@ -176,16 +186,38 @@ func RepoRootOf(specFile string) string {
 	return ""
 }
 
+// WorkRoot returns the repository marlow runs in: the nearest folder at or
+// above the working directory that holds seeds/models, else "". A spec kept
+// outside any repository (say, a copy in /tmp) still finds the committed
+// checkpoints of the checkout it is run from.
+func WorkRoot() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for dir := wd; ; {
+		if st, err := os.Stat(filepath.Join(dir, CommittedDir)); err == nil && st.IsDir() {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
 // Ensure returns the checkpoint folder of a tiny scale of spec s: the
-// committed seeds/models/<scale>-<key12> of the repository holding the spec,
-// else $MARLOW_CACHE/models/<key>, else it pretrains it there first. The
+// committed seeds/models/<scale>-<key12> of the repository holding the spec
+// or, failing that, of the repository marlow runs in (WorkRoot), else
+// $MARLOW_CACHE/models/<key>, else it pretrains it there first. The
 // runner calls it before the first step of a tiny-scale run.
 func Ensure(ctx context.Context, s *spec.Spec, scale string, opt Options) (string, error) {
 	job, err := FromSpec(s, scale, ConfigOf(s))
 	if err != nil {
 		return "", err
 	}
-	l := Locator{RepoRoot: RepoRootOf(s.File), Options: opt}
+	l := Locator{RepoRoot: RepoRootOf(s.File), OtherRoots: []string{WorkRoot()}, Options: opt}
 	dir, _, err := l.Ensure(ctx, job)
 	return dir, err
 }

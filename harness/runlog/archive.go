@@ -28,7 +28,9 @@ const maxArchiveFile = 4 << 30
 // every run folder (one holding manifest.json), its manifest and committed
 // segments, with paths relative to runsDir. Uncommitted temporaries,
 // checkpoints (ckpt/) and other files are left out: the archive holds what
-// the readers and reports use. Entries are sorted by path and have fixed
+// the readers and reports use. A segment that does not match its manifest's
+// inventory (missing, unlisted, resized or altered) stops the archive with
+// an error naming it. Entries are sorted by path and have fixed
 // times, owners and modes, and the zstd encoder is single-threaded, so the
 // same runs give the same archive bytes. out is written to a temporary name
 // and renamed.
@@ -51,6 +53,9 @@ func Archive(runsDir, out string) error {
 		m, err := readManifestFS(s, d)
 		if err != nil {
 			return fmt.Errorf("archive: %w", err)
+		}
+		if probs := verifyInventory(s, d, m, true, false); len(probs) > 0 {
+			return fmt.Errorf("archive: %s: %w (%d problems in the run)", probs[0].Path, probs[0].Err, len(probs))
 		}
 		files = append(files, path.Join(d, ManifestFile))
 		for _, tb := range Tables {

@@ -23,10 +23,24 @@ func (p Problem) String() string { return fmt.Sprintf("%s: %v", p.Path, p.Err) }
 // with table data but no manifest, unreadable manifests, segments that are
 // truncated, not Parquet, of a foreign schema or version, or corrupt, and
 // rows that belong to another run, lie outside their segment's steps or
-// repeat a key. Uncommitted temporaries and segments past the last
-// committed step are not problems: they are what a crash leaves, and
-// reopening the run removes them. An empty result means the tree is sound.
-func Check(src string) []Problem {
+// repeat a key, and files that do not match the manifest's inventory
+// (missing, unlisted, resized or altered segments and checkpoint files,
+// compared by SHA-256; archives carry no checkpoints). Uncommitted
+// temporaries and segments past the last committed step are not problems:
+// they are what a crash leaves, and reopening the run removes them. An
+// empty result means the tree is sound.
+func Check(src string) []Problem { return CheckWith(src, CheckOptions{}) }
+
+// CheckOptions add checks that need more than runlog knows.
+type CheckOptions struct {
+	// ConfigHash, when set, recomputes the hash of a manifest's stored
+	// config (spec.StoredConfigHash): a config that does not hash to its
+	// config_hash is a damaged manifest.
+	ConfigHash func(config any) (string, error)
+}
+
+// CheckWith is Check with options.
+func CheckWith(src string, opt CheckOptions) []Problem {
 	s, err := openSource(src)
 	if err != nil {
 		return []Problem{{Path: src, Err: err}}
@@ -43,22 +57,31 @@ func Check(src string) []Problem {
 		return []Problem{{Path: src, Err: ErrNoRuns}}
 	}
 	for _, d := range runs {
-		probs = append(probs, checkRun(s, d)...)
+		probs = append(probs, checkRun(s, d, opt)...)
 	}
 	slices.SortStableFunc(probs, func(a, b Problem) int { return strings.Compare(a.Path, b.Path) })
 	return probs
 }
 
-func checkRun(s source, dir string) []Problem {
+func checkRun(s source, dir string, opt CheckOptions) []Problem {
 	m, err := parseManifest(s, dir)
 	if err != nil {
 		return []Problem{{s.name(path.Join(dir, ManifestFile)), err}}
 	}
-	var probs []Problem
-	probs = append(probs, checkTable(s, dir, stepsDef, m)...)
-	probs = append(probs, checkTable(s, dir, evalsDef, m)...)
-	probs = append(probs, checkTable(s, dir, samplesDef, m)...)
-	probs = append(probs, checkTable(s, dir, timingDef, m)...)
+	probs := verifyConfig(s, dir, m, opt.ConfigHash)
+	var content []Problem
+	content = append(content, checkTable(s, dir, stepsDef, m)...)
+	content = append(content, checkTable(s, dir, evalsDef, m)...)
+	content = append(content, checkTable(s, dir, samplesDef, m)...)
+	content = append(content, checkTable(s, dir, timingDef, m)...)
+	probs = append(probs, content...)
+	// A file whose content is already reported is not reported again for
+	// differing from the inventory.
+	for _, p := range verifyInventory(s, dir, m, true, !s.archive) {
+		if !slices.ContainsFunc(content, func(c Problem) bool { return c.Path == p.Path }) {
+			probs = append(probs, p)
+		}
+	}
 	return probs
 }
 

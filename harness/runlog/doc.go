@@ -9,8 +9,11 @@
 // boundary); each table's buffered rows are then written to a temporary
 // file, fsynced and renamed to a segment named after the committed step
 // (steps/000012.parquet), and only then is the manifest's last committed step
-// advanced. Reopening a run removes everything past that step, so a resumed
-// run regenerates the same segment names and bytes.
+// advanced, together with the manifest's inventory of every committed
+// segment and checkpoint file (bytes and SHA-256), which the readers, Check
+// and VerifyRun compare the files with. Reopening a run removes everything
+// past that step, so a resumed run regenerates the same segment names and
+// bytes.
 //
 // Wall-clock seconds live in their own table (timing/) so that steps/,
 // evals/ and samples/ are byte-identical for the same commit, spec and seed.

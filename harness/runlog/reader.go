@@ -30,8 +30,9 @@ type Run struct {
 
 // source is a runs tree to read: a folder or an unpacked archive.
 type source struct {
-	fsys  fs.FS
-	label string // shown in errors and Run.Dir: the folder, or the archive path
+	fsys    fs.FS
+	label   string // shown in errors and Run.Dir: the folder, or the archive path
+	archive bool   // an archive: it carries no checkpoints
 }
 
 // name is the displayed name of a path inside the source.
@@ -55,7 +56,7 @@ func openSource(src string) (source, error) {
 	if err != nil {
 		return source{}, err
 	}
-	return source{fsys: fsys, label: src}, nil
+	return source{fsys: fsys, label: src, archive: true}, nil
 }
 
 // ReadManifest reads dir/manifest.json. A missing manifest is
@@ -128,10 +129,15 @@ func committedSegments(s source, dir, table string, last int64) ([]segment, erro
 }
 
 // readTableRows reads every committed segment of table t into rows, sorted.
-func readTableRows[R any](s source, dir string, t *tableDef[R], last int64) ([]R, error) {
+// Each segment is compared with the manifest's inventory idx (when it has
+// one): an unlisted, missing, resized or altered segment is an error.
+func readTableRows[R any](s source, dir string, t *tableDef[R], last int64, idx map[string]SegmentEntry) ([]R, error) {
 	segs, err := committedSegments(s, dir, t.name, last)
 	if err != nil {
 		return nil, err
+	}
+	if miss := missingSegments(idx, t.name, segs, dir); len(miss) > 0 {
+		return nil, fmt.Errorf("%s: %w", s.name(path.Join(dir, miss[0])), ErrMissingFile)
 	}
 	var out []R
 	for _, sg := range segs {
@@ -141,6 +147,9 @@ func readTableRows[R any](s source, dir string, t *tableDef[R], last int64) ([]R
 		}
 		rows, err := t.decode(data)
 		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name(sg.path), err)
+		}
+		if err := checkReadSegment(idx, path.Join(t.name, path.Base(sg.path)), data); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name(sg.path), err)
 		}
 		out = append(out, rows...)
@@ -160,16 +169,17 @@ func readRunFS(s source, dir string) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{Dir: s.name(dir), Manifest: m}
-	if r.Steps, err = readTableRows(s, dir, stepsDef, m.LastStep); err != nil {
+	idx := segmentIndex(m)
+	if r.Steps, err = readTableRows(s, dir, stepsDef, m.LastStep, idx); err != nil {
 		return nil, err
 	}
-	if r.Evals, err = readTableRows(s, dir, evalsDef, m.LastStep); err != nil {
+	if r.Evals, err = readTableRows(s, dir, evalsDef, m.LastStep, idx); err != nil {
 		return nil, err
 	}
-	if r.Samples, err = readTableRows(s, dir, samplesDef, m.LastStep); err != nil {
+	if r.Samples, err = readTableRows(s, dir, samplesDef, m.LastStep, idx); err != nil {
 		return nil, err
 	}
-	if r.Timing, err = readTableRows(s, dir, timingDef, m.LastStep); err != nil {
+	if r.Timing, err = readTableRows(s, dir, timingDef, m.LastStep, idx); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -241,6 +251,10 @@ func ReadTable(dir, table string) (arrow.Table, error) {
 	if err != nil {
 		return nil, err
 	}
+	idx := segmentIndex(m)
+	if miss := missingSegments(idx, table, segs, "."); len(miss) > 0 {
+		return nil, fmt.Errorf("%s: %w", s.name(miss[0]), ErrMissingFile)
+	}
 	var parts []arrow.Table
 	defer func() {
 		for _, p := range parts {
@@ -250,6 +264,9 @@ func ReadTable(dir, table string) (arrow.Table, error) {
 	for _, sg := range segs {
 		data, err := fs.ReadFile(s.fsys, sg.path)
 		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name(sg.path), err)
+		}
+		if err := checkReadSegment(idx, path.Join(table, path.Base(sg.path)), data); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name(sg.path), err)
 		}
 		tbl, err := openTable(t, data)

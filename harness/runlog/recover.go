@@ -12,29 +12,31 @@ import (
 	"github.com/marlowlab/marlow/harness/internal/atomicfile"
 )
 
-// recoverRun brings a run directory back to its last committed step.
-func recoverRun(dir string, last int64) error {
+// recoverRun brings a run directory back to its last committed step. It
+// returns the committed segments (paths relative to dir) that it rewrote or
+// removed because they held rows past that step.
+func recoverRun(dir string, last int64) (changed []string, err error) {
 	if err := removeIfExists(filepath.Join(dir, ManifestFile+tmpSuffix)); err != nil {
-		return err
+		return nil, err
 	}
 	for _, tb := range Tables {
 		td := filepath.Join(dir, tb)
 		entries, err := os.ReadDir(td)
 		if errors.Is(err, fs.ErrNotExist) {
 			if err := os.Mkdir(td, 0o755); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, e := range entries {
 			name := e.Name()
 			p := filepath.Join(td, name)
 			if filepath.Ext(name) == tmpSuffix {
 				if err := os.Remove(p); err != nil {
-					return err
+					return nil, err
 				}
 				continue
 			}
@@ -44,28 +46,32 @@ func recoverRun(dir string, last int64) error {
 			}
 			if step > last {
 				if err := os.Remove(p); err != nil {
-					return err
+					return nil, err
 				}
 				continue
 			}
-			if err := truncateSegment(tb, p, last); err != nil {
-				return err
+			rewritten, err := truncateSegment(tb, p, last)
+			if err != nil {
+				return nil, err
+			}
+			if rewritten {
+				changed = append(changed, tb+"/"+name)
 			}
 		}
 		if err := atomicfile.SyncDir(td); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return changed, nil
 }
 
 // truncateSegment drops rows with Step > last from a committed segment,
 // rewriting it (or removing it when nothing is left). Segments written by a
 // Writer never hold such rows; this repairs runs whose manifest was rewound.
-func truncateSegment(table, path string, last int64) error {
+func truncateSegment(table, path string, last int64) (bool, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	switch table {
 	case TableSteps:
@@ -77,7 +83,7 @@ func truncateSegment(table, path string, last int64) error {
 	case TableTiming:
 		return truncateRows(timingDef, path, data, last)
 	}
-	return fmt.Errorf("unknown table %q", table)
+	return false, fmt.Errorf("unknown table %q", table)
 }
 
 // minStep returns the smallest row step of a segment file (ok false when
@@ -115,23 +121,23 @@ func minRowStep[R any](t *tableDef[R], path string, data []byte) (int64, bool, e
 	return m, true, nil
 }
 
-func truncateRows[R any](t *tableDef[R], path string, data []byte, last int64) error {
+func truncateRows[R any](t *tableDef[R], path string, data []byte, last int64) (bool, error) {
 	rows, err := t.decode(data)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return false, fmt.Errorf("%s: %w", path, err)
 	}
 	kept := slices.DeleteFunc(slices.Clone(rows), func(r R) bool { return t.step(&r) > last })
 	if len(kept) == len(rows) {
-		return nil
+		return false, nil
 	}
 	if len(kept) == 0 {
-		return os.Remove(path)
+		return true, os.Remove(path)
 	}
 	out, err := t.encode(kept)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return writeAtomic(path, out, t.name)
+	return true, writeAtomic(path, out, t.name)
 }
 
 // Rewind discards every commit after step, which must be a commit
@@ -175,11 +181,14 @@ func (w *Writer) Rewind(step int64) error {
 	m := w.m
 	m.LastStep = step
 	m.Updated = now().Format(time.RFC3339)
+	if err := w.rewindInventory(&m, step); err != nil {
+		return err
+	}
 	if err := writeManifest(w.dir, m); err != nil {
 		return err
 	}
 	w.m = m
-	if err := recoverRun(w.dir, step); err != nil {
+	if _, err := recoverRun(w.dir, step); err != nil {
 		w.err = err
 		return fmt.Errorf("run %s: rewind: %w", w.dir, err)
 	}

@@ -126,4 +126,7 @@ type Manifest struct {
 	Updated       string `json:"updated"`
 	LastStep      int64  `json:"last_step"`   // last committed step; -1 before the first commit
 	TotalSteps    int64  `json:"total_steps"` // planned training steps (0 for base)
+	// Inventory lists every committed segment and checkpoint file with its
+	// size and SHA-256; absent in manifests written before it existed.
+	Inventory *Inventory `json:"inventory,omitempty"`
 }

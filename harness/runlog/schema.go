@@ -294,7 +294,10 @@ func SchemaMarkdown() string {
 		"`last_step` are uncommitted: the marlow readers skip them and reopening the run for resume " +
 		"deletes them. A plain glob such as `steps/*.parquet` skips the `.tmp` files but would also read " +
 		"the uncommitted segments of a run that crashed and was not resumed; `marlow check` does not " +
-		"count these as problems.\n\n")
+		"count these as problems. The manifest's `inventory` lists every committed segment and the files " +
+		"of the checkpoint of the last committed step, with their sizes and SHA-256; the readers, " +
+		"`marlow check`, resume and skip refuse a listed file that is missing, resized or altered, and " +
+		"a committed segment that is not listed.\n\n")
 	b.WriteString("Types are standard Parquet logical types (no extension types), readable as they are by " +
 		"DuckDB (`read_parquet('runs/*/*/steps/*.parquet')`), pandas/pyarrow and polars. Floating-point " +
 		"values that are undefined are NaN in Go and null in Parquet; only DOUBLE and MAP columns are " +
@@ -332,7 +335,7 @@ var manifestDocs = [][2]string{
 	{"seed", "the run's derived seed"},
 	{"master_seed", "the experiment's master seed"},
 	{"seed_index", "the experiment seed this run belongs to (1-based, as in run ids)"},
-	{"config_hash", "hash of the resolved run config; resuming with another hash is refused"},
+	{"config_hash", "hash of the resolved run config; resuming with another hash is refused, and a stored `config` that does not hash to it is a damaged manifest"},
 	{"config", "the fully resolved run config"},
 	{"analysis", "analysis parameters of the spec (cliff_abs, cliff_rel, amp_k, ...)"},
 	{"provenance", "git commit, branch, dirty flag and diff hash, allow-dirty, Go version, module versions, hashes of data and checkpoint files"},
@@ -344,4 +347,5 @@ var manifestDocs = [][2]string{
 	{"updated", "time of the last manifest write, RFC 3339 UTC"},
 	{"last_step", "last committed step; -1 before the first commit"},
 	{"total_steps", "planned training steps (0 for base)"},
+	{"inventory", "every committed file, rewritten with the manifest at each commit (absent in manifests written before it existed): `segments`, each committed Parquet segment as `{path, bytes, rows, sha256}`, and `checkpoint`, each file of the checkpoint of the last committed step as `{path, bytes, sha256}`; both sorted, paths relative to the run folder with `/`"},
 }

@@ -62,6 +62,7 @@ type Writer struct {
 	timing  []TimingRow
 	err     error // set when a commit failed half-way; the run must be reopened
 	closed  bool
+	ckpt    func(step int64) string // checkpoint folder of a step (TrackCheckpoints)
 }
 
 // Open creates the run directory dir with manifest m, or reopens an
@@ -89,11 +90,23 @@ func Open(dir string, m Manifest) (*Writer, int64, error) {
 		if old.ConfigHash != m.ConfigHash {
 			return nil, 0, fmt.Errorf("open run %s: directory holds config hash %q, resuming with %q", dir, old.ConfigHash, m.ConfigHash)
 		}
-		if err := recoverRun(dir, old.LastStep); err != nil {
+		changed, err := recoverRun(dir, old.LastStep)
+		if err != nil {
 			return nil, 0, fmt.Errorf("open run %s for resume: %w", dir, err)
 		}
 		m.Created = old.Created
 		m.LastStep = old.LastStep
+		m.Inventory, err = resumeInventory(dir, old.Inventory, old.LastStep, changed)
+		if err != nil {
+			return nil, 0, fmt.Errorf("open run %s for resume: %w", dir, err)
+		}
+		if m.Inventory == nil {
+			// A run written before inventories existed: list what it has
+			// committed (the runner checks a run before resuming it).
+			if m.Inventory, err = inventoryFromDisk(dir, m.LastStep); err != nil {
+				return nil, 0, fmt.Errorf("open run %s for resume: %w", dir, err)
+			}
+		}
 	case errors.Is(err, ErrMissingManifest):
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, 0, fmt.Errorf("open run: %w", err)
@@ -108,6 +121,7 @@ func Open(dir string, m Manifest) (*Writer, int64, error) {
 			m.Created = t
 		}
 		m.LastStep = -1
+		m.Inventory = &Inventory{Segments: []SegmentEntry{}, Checkpoint: []FileEntry{}}
 		// The manifest comes first: a crash before the table folders exist
 		// leaves a run that reopens (recoverRun creates them).
 		if err := writeManifest(dir, m); err != nil {
@@ -241,6 +255,7 @@ func checkMaxStep[R any](t *tableDef[R], rows []R, step int64) error {
 
 func (w *Writer) commit(step int64) error {
 	var ps []pending
+	var added []SegmentEntry
 	write := func(table string, encode func() ([]byte, error), n int) error {
 		if n == 0 {
 			return nil
@@ -255,6 +270,7 @@ func (w *Writer) commit(step int64) error {
 			return fmt.Errorf("run %s: write segment: %w", w.dir, err)
 		}
 		ps = append(ps, pending{table, tmp, final})
+		added = append(added, SegmentEntry{Path: table + "/" + segmentFile(step), Bytes: int64(len(data)), Rows: int64(n), SHA256: sha256Hex(data)})
 		return nil
 	}
 	if err := write(TableSteps, func() ([]byte, error) { return stepsDef.encode(w.steps) }, len(w.steps)); err != nil {
@@ -284,6 +300,14 @@ func (w *Writer) commit(step int64) error {
 	m := w.m
 	m.LastStep = step
 	m.Updated = now().Format(time.RFC3339)
+	m.Inventory = withSegments(m.Inventory, added)
+	if w.ckpt != nil {
+		files, err := w.inventoryCheckpoint(step)
+		if err != nil {
+			return err
+		}
+		m.Inventory.Checkpoint = files
+	}
 	if err := writeManifest(w.dir, m); err != nil {
 		return err
 	}

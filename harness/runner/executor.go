@@ -40,10 +40,18 @@ func (x *executor) execute(ctx context.Context, j job) Outcome {
 		return out
 	}
 	lock, err := lockRun(j.dir)
+	if errors.Is(err, ErrLocked) {
+		out.State, out.Err, out.LastStep = StateHeld, err, j.last
+		x.rep.Finished(r.ID, out.State, err)
+		return out
+	}
 	if err != nil {
 		return fail(err)
 	}
 	defer lock.release()
+	if o, done := x.recheck(j, lock); done {
+		return o
+	}
 	if err := checkLog(j.dir); err != nil {
 		return fail(fmt.Errorf("run %s: %w", r.ID, err))
 	}
@@ -87,6 +95,8 @@ func (x *executor) execute(ctx context.Context, j job) Outcome {
 	if err != nil {
 		return fail(fmt.Errorf("run %s: %w", r.ID, err))
 	}
+	ckptDir := filepath.Join(j.dir, "ckpt")
+	w.TrackCheckpoints(func(step int64) string { return grpo.CheckpointPath(ckptDir, step) })
 	out.LastStep = last
 	x.rep.Started(r.ID, steps, last)
 	if setupErr == nil {
@@ -104,8 +114,9 @@ func (x *executor) execute(ctx context.Context, j job) Outcome {
 	case err != nil:
 		status, text = runlog.StatusFailed, err.Error()
 	}
-	if serr := w.SetStatus(status, text); serr != nil && err == nil {
-		status, err = runlog.StatusFailed, serr
+	if serr := w.SetStatus(status, text); serr != nil {
+		err = unrecorded(lock, status, err, serr)
+		status = runlog.StatusFailed
 	}
 	out.LastStep = w.Manifest().LastStep
 	if cerr := w.Close(); cerr != nil && err == nil {
@@ -133,7 +144,7 @@ func checkLog(dir string) error {
 	if m.LastStep < 0 {
 		return nil
 	}
-	probs := runlog.Check(dir)
+	probs := runlog.CheckWith(dir, runlog.CheckOptions{ConfigHash: spec.StoredConfigHash})
 	if len(probs) == 0 {
 		return nil
 	}
@@ -141,7 +152,7 @@ func checkLog(dir string) error {
 	for i, p := range probs {
 		lines[i] = p.String()
 	}
-	return fmt.Errorf("%w: %w (%d problems; move the folder away to start over):\n    %s",
+	return fmt.Errorf("%w: %w (%d problems; rerun it with --redo, or move the folder away, to start over):\n    %s",
 		ErrCorruptLog, probs[0].Err, len(probs), strings.Join(lines, "\n    "))
 }
 

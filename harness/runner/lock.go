@@ -35,11 +35,13 @@ func lockRun(runDir string) (*runLock, error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w", runDir, ErrLocked)
+			return nil, fmt.Errorf("%s: %w (%s); left to it", runDir, ErrLocked, holderOf(p))
 		}
 		return nil, fmt.Errorf("lock %s: %w", runDir, err)
 	}
-	return &runLock{f: f}, nil
+	l := &runLock{f: f}
+	l.write(holderLine())
+	return l, nil
 }
 
 func (l *runLock) release() {
@@ -56,10 +58,16 @@ func locked(runDir string) bool {
 	if _, err := os.Stat(lockPath(runDir)); err != nil {
 		return false
 	}
-	l, err := lockRun(runDir)
+	f, err := os.Open(lockPath(runDir))
 	if err != nil {
-		return errors.Is(err, ErrLocked)
+		return false
 	}
-	l.release()
+	defer f.Close()
+	// A probe only: it takes the lock for an instant and writes nothing,
+	// so the holder line and any note stay as they are.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
 	return false
 }

@@ -15,7 +15,7 @@ import (
 // (one line per run, then the counts per condition), or JSON when asJSON.
 func WritePlan(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provenance, asJSON bool) error {
 	if asJSON {
-		return writePlanJSON(w, s, runs, prov)
+		return writePlanJSON(w, s, runs, prov, PlanWarnings(runs))
 	}
 	return writePlanTable(w, s, runs, prov)
 }
@@ -33,10 +33,15 @@ func commitLine(p pin.Provenance) string {
 func writePlanTable(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provenance) error {
 	fmt.Fprintf(w, "experiment: %s  spec: %s\n%s\n\n", s.Experiment, s.File, commitLine(prov))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tCONDITION\tWORKFLOW\tEVAL\tTASK\tSCALE\tSEED\tDERIVED SEED\tCONFIG HASH")
+	fmt.Fprintln(tw, "ID\tCONDITION\tWORKFLOW\tEVAL\tTASK\tSCALE\tSEED\tDERIVED SEED\tCONFIG HASH\tFILES\tBYTES")
+	var files int
+	var bytes int64
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.ID, r.Condition, r.Workflow,
-			strings.Join(r.EvalWorkflows, ","), r.Task, r.Scale, r.SeedIndex, r.Seed, r.ConfigHash[:12])
+		f := EstimateFootprint(r)
+		files += f.Files
+		bytes += f.Bytes()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\n", r.ID, r.Condition, r.Workflow,
+			strings.Join(r.EvalWorkflows, ","), r.Task, r.Scale, r.SeedIndex, r.Seed, r.ConfigHash[:12], f.Files, f.SizeText())
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("plan: write table: %w", err)
@@ -45,7 +50,7 @@ func writePlanTable(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provena
 	for _, c := range spec.Counts(runs) {
 		parts = append(parts, fmt.Sprintf("%s %d", c.Condition, c.Runs))
 	}
-	_, err := fmt.Fprintf(w, "\n%d runs: %s\n", len(runs), strings.Join(parts, ", "))
+	_, err := fmt.Fprintf(w, "\n%d runs: %s\nestimated footprint: %d files, %s\n", len(runs), strings.Join(parts, ", "), files, HumanBytes(bytes))
 	return err
 }
 
@@ -60,6 +65,9 @@ type planJSON struct {
 	DiffHash   string                `json:"diff_hash"`
 	Runs       []planRunJSON         `json:"runs"`
 	Counts     []spec.ConditionCount `json:"counts"`
+	EstFiles   int                   `json:"est_files"`
+	EstBytes   int64                 `json:"est_bytes"`
+	Warnings   []string              `json:"warnings"`
 }
 
 type planRunJSON struct {
@@ -72,15 +80,22 @@ type planRunJSON struct {
 	SeedIndex     int      `json:"seed_index"`
 	Seed          uint64   `json:"seed"`
 	ConfigHash    string   `json:"config_hash"`
+	EstFiles      int      `json:"est_files"`
+	EstBytes      int64    `json:"est_bytes"`            // segments and (when known) the checkpoint
+	EstCkptBytes  int64    `json:"est_checkpoint_bytes"` // -1 when the model's shape is unknown
 }
 
-func writePlanJSON(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provenance) error {
+func writePlanJSON(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provenance, warnings []string) error {
 	out := planJSON{Experiment: s.Experiment, Spec: s.File, Repo: prov.Repo, Commit: prov.Commit,
-		Dirty: prov.Dirty, DiffHash: prov.DiffHash, Runs: []planRunJSON{}, Counts: spec.Counts(runs)}
+		Dirty: prov.Dirty, DiffHash: prov.DiffHash, Runs: []planRunJSON{}, Counts: spec.Counts(runs),
+		Warnings: append([]string{}, warnings...)}
 	for _, r := range runs {
+		f := EstimateFootprint(r)
+		out.EstFiles += f.Files
+		out.EstBytes += f.Bytes()
 		out.Runs = append(out.Runs, planRunJSON{ID: r.ID, Condition: r.Condition, Workflow: r.Workflow,
 			EvalWorkflows: r.EvalWorkflows, Task: r.Task, Scale: r.Scale, SeedIndex: r.SeedIndex,
-			Seed: r.Seed, ConfigHash: r.ConfigHash})
+			Seed: r.Seed, ConfigHash: r.ConfigHash, EstFiles: f.Files, EstBytes: f.Bytes(), EstCkptBytes: f.CheckpointBytes})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -71,10 +71,12 @@ func RunDir(runsDir, experiment, id string) string {
 
 // job is one selected run and what the preflight found.
 type job struct {
-	run  spec.Run
-	dir  string
-	skip bool
-	last int64 // last committed step in the manifest, -1 when none
+	run     spec.Run
+	dir     string
+	skip    bool
+	last    int64 // last committed step in the manifest, -1 when none
+	redo    bool  // discard the folder and run from the start
+	damaged error // the folder does not match its manifest: not run
 }
 
 // checkIsolation refuses code-executing tasks on a machine without network
@@ -95,25 +97,38 @@ func checkIsolation(runs []spec.Run, unsafe bool) error {
 }
 
 // preflight reads the manifest of every selected run: a run done with the
-// same config hash is skipped; one with another hash refuses the whole
-// invocation with the differing keys. Unreadable manifests are left to the
-// run itself, which fails with runlog's named error.
-func preflight(s *spec.Spec, runs []spec.Run, runsDir string) ([]job, error) {
+// same config hash is skipped when its files match the manifest's
+// inventory (sizes; SHA-256 with verify) and marked damaged otherwise, as is
+// a manifest whose config does not hash to its config_hash; one with
+// another hash refuses the whole invocation with the differing keys. Runs
+// to redo are not read. Unreadable manifests are left to the run itself,
+// which fails with runlog's named error.
+func preflight(s *spec.Spec, runs []spec.Run, runsDir string, redo map[string]bool, verify bool) ([]job, error) {
 	var jobs []job
 	var mismatches []string
 	for _, r := range runs {
 		dir := RunDir(runsDir, s.Experiment, r.ID)
-		j := job{run: r, dir: dir, last: -1}
+		j := job{run: r, dir: dir, last: -1, redo: redo[r.ID]}
+		if j.redo {
+			jobs = append(jobs, j)
+			continue
+		}
 		m, err := runlog.ReadManifest(dir)
 		if err == nil {
-			if m.ConfigHash != r.ConfigHash {
+			if derr := damagedManifest(m); derr != nil {
+				j.damaged = fmt.Errorf("run %s: %s: %w: %w (rerun it with --redo, or move the folder away)", r.ID, filepath.Join(dir, runlog.ManifestFile), ErrDamaged, derr)
+			} else if m.ConfigHash != r.ConfigHash {
 				diff, derr := ConfigDiff(m.Config, r.Config)
 				if derr != nil {
 					diff = []string{derr.Error()}
 				}
 				mismatches = append(mismatches, mismatchMessage(r.ID, dir, m.ConfigHash, r.ConfigHash, diff))
 			} else if m.Status == runlog.StatusDone {
-				j.skip = true
+				if verr := verifyRun(dir, verify); verr != nil {
+					j.damaged = fmt.Errorf("run %s: %w", r.ID, verr)
+				} else {
+					j.skip = true
+				}
 			}
 			j.last = m.LastStep
 		}

@@ -1,10 +1,12 @@
 // Package runner executes the runs of an experiment on this machine: a pool
 // of concurrent runs (one per core by default, each with its own engine and
 // thread count), run folders runs/<experiment>/<run-id>/, skipping of runs
-// already done with the same config, resume of partial runs from their last
-// checkpoint, refusal of run folders written by another config (naming the
-// keys that differ), progress display, graceful interruption, and the
-// status of an experiment's runs.
+// already done with the same config once their files match their
+// manifests, resume of partial runs from their last checkpoint after
+// verifying it, redo of selected runs, refusal of run folders written by
+// another config (naming the keys that differ), locks that name their
+// holder, progress display, graceful interruption, the status of an
+// experiment's runs, and an estimate of the files and bytes a run writes.
 //
 // A run is one spec.Run: the runner maps its resolved config onto the GRPO
 // loop (TrainerConfig), builds its task (OpenTask) and base engine, opens
@@ -65,13 +67,19 @@ type Options struct {
 	Task func(d spec.DataConfig, opt TaskOptions) (datasets.Task, error)
 	// Reporter shows progress (nothing is shown when nil).
 	Reporter Reporter
+	// Verify compares the SHA-256 of every file of a done run with its
+	// manifest before skipping it (sizes are always compared).
+	Verify bool
+	// Redo discards the selected runs whose id matches this path.Match glob
+	// and runs them again from the start.
+	Redo string
 }
 
 // Outcome is what happened to one run.
 type Outcome struct {
 	ID       string
 	Dir      string
-	State    string // StateDone, StateSkipped, StateFailed, StateInterrupted or StateNotStarted
+	State    string // StateDone, StateSkipped, StateFailed, StateDamaged, StateHeld, StateInterrupted or StateNotStarted
 	LastStep int64  // last committed step (-1 when nothing was committed)
 	Err      error
 }
@@ -92,11 +100,11 @@ func (s *Summary) Count(state string) int {
 	return n
 }
 
-// Failed returns the outcomes of failed runs.
+// Failed returns the outcomes of failed and damaged runs.
 func (s *Summary) Failed() []Outcome {
 	var out []Outcome
 	for _, o := range s.Outcomes {
-		if o.State == StateFailed {
+		if o.State == StateFailed || o.State == StateDamaged {
 			out = append(out, o)
 		}
 	}
@@ -106,10 +114,14 @@ func (s *Summary) Failed() []Outcome {
 // Run executes the selected runs of s. It returns an error, before any run
 // starts, when the plan cannot be made, an engine the selected runs name is
 // not registered or lacks a prerequisite (engine.ErrUnavailable, listing
-// every problem), the tree is dirty without AllowDirty, a code task lacks isolation, or a run folder holds another
+// every problem), the tree is dirty without AllowDirty, a code task lacks
+// isolation, the Redo glob is malformed or matches nothing, the runs folder
+// is not a writable folder (ErrRunsDir), or a run folder holds another
 // config (ErrConfigMismatch, listing the differing keys of every such
 // run). Otherwise every run ends in the summary: a failing run is marked
-// failed in its manifest and the others continue. When ctx is cancelled,
+// failed in its manifest and the others continue; a done run whose files
+// do not match its manifest ends damaged (not skipped, not rerun); a run
+// another process holds ends held. When ctx is cancelled,
 // runs in progress finish their current step, commit it and are marked
 // interrupted, and runs not yet begun are not started.
 func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
@@ -134,7 +146,14 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 	if err := checkIsolation(runs, opt.UnsafeCodeExec); err != nil {
 		return nil, err
 	}
-	jobs, err := preflight(s, runs, opt.RunsDir)
+	redo, err := selectRedo(runs, opt.Redo)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRunsDir(opt.RunsDir, s.Experiment); err != nil {
+		return nil, err
+	}
+	jobs, err := preflight(s, runs, opt.RunsDir, redo, opt.Verify)
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +172,11 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 		if j.skip {
 			sum.Outcomes[i].State = StateSkipped
 			rep.Note("%s: done with the same config; skipped", j.run.ID)
+			continue
+		}
+		if j.damaged != nil {
+			sum.Outcomes[i].State, sum.Outcomes[i].Err = StateDamaged, j.damaged
+			rep.Finished(j.run.ID, StateDamaged, j.damaged)
 			continue
 		}
 		pending = append(pending, i)

@@ -17,6 +17,10 @@ const (
 	StateCrashed = "crashed" // the manifest says running but no process holds the run
 	StateCorrupt = "corrupt" // the manifest cannot be read
 	StateRunning = "running" // a process holds the run
+	// StateUnrecorded: the manifest says running, no process holds the
+	// run, and its lock file notes that the run ended but could not record
+	// its status (say, the disk was full).
+	StateUnrecorded = "unrecorded"
 )
 
 // RunStatus is the state of one planned run.
@@ -24,7 +28,7 @@ type RunStatus struct {
 	ID         string
 	Condition  string
 	Dir        string
-	State      string // pending, running, done, failed, interrupted, crashed, stale or corrupt
+	State      string // pending, running, done, failed, interrupted, crashed, unrecorded, damaged, stale or corrupt
 	LastStep   int64  // last committed step (-1 when none)
 	TotalSteps int64  // planned training steps
 	Updated    string // manifest's last update (RFC 3339), "" when none
@@ -32,7 +36,9 @@ type RunStatus struct {
 }
 
 // Status returns the state of every selected run of s under runsDir, in
-// plan order. It reads manifests only and changes nothing.
+// plan order. It reads manifests, compares the files of every run that no
+// process holds with its manifest's inventory by size (damaged when they
+// differ), and changes nothing. A runs path that exists but is not a folder is an error.
 func Status(s *spec.Spec, runsDir, only string) ([]RunStatus, error) {
 	planned, err := spec.Plan(s)
 	if err != nil {
@@ -40,6 +46,9 @@ func Status(s *spec.Spec, runsDir, only string) ([]RunStatus, error) {
 	}
 	runs, err := Select(planned, only)
 	if err != nil {
+		return nil, err
+	}
+	if err := statRunsDir(runsDir); err != nil {
 		return nil, err
 	}
 	out := make([]RunStatus, 0, len(runs))
@@ -55,6 +64,9 @@ func Status(s *spec.Spec, runsDir, only string) ([]RunStatus, error) {
 			st.State = StatePending
 		case err != nil:
 			st.State, st.Error = StateCorrupt, err.Error()
+		case damagedManifest(m) != nil:
+			st.State, st.Error = StateDamaged, damagedManifest(m).Error()
+			st.LastStep, st.Updated = m.LastStep, m.Updated
 		case m.ConfigHash != r.ConfigHash:
 			st.State = StateStale
 			st.LastStep, st.Updated = m.LastStep, m.Updated
@@ -73,6 +85,14 @@ func Status(s *spec.Spec, runsDir, only string) ([]RunStatus, error) {
 				st.State = StateCrashed
 				if locked(dir) {
 					st.State = StateRunning
+				} else if note := unrecordedStatus(dir); note != "" {
+					st.State, st.Error = StateUnrecorded, note
+				}
+			}
+			if st.State != StateRunning {
+				if probs := runlog.VerifyRun(dir, verifyOptions(false)); len(probs) > 0 {
+					st.State = StateDamaged
+					st.Error = fmt.Sprintf("%d problems, first %s", len(probs), probs[0])
 				}
 			}
 		}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/runner"
+	"github.com/marlowlab/marlow/harness/spec"
+)
+
+// incompleteRuns lists the runs of a report's experiment that are not done,
+// as "run-id: state (detail)": with a spec argument, every planned run by
+// its status (pending runs have no folder yet); with a runs folder or an
+// archive, every run read whose manifest does not say done.
+func incompleteRuns(arg, runsDir string, st *analysis.Study) ([]string, error) {
+	var out []string
+	if isSpecArg(arg) {
+		s, err := spec.Load(arg)
+		if err != nil {
+			return nil, err
+		}
+		sts, err := runner.Status(s, runsDir, "")
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range sts {
+			if r.State == runlog.StatusDone {
+				continue
+			}
+			line := r.ID + ": " + r.State
+			if r.State == runner.StatePending {
+				line += " (missing: no run folder)"
+			} else if r.LastStep >= 0 {
+				line += fmt.Sprintf(" (step %d of %d)", r.LastStep, r.TotalSteps)
+			}
+			if r.Error != "" {
+				line += ": " + firstLine(r.Error)
+			}
+			out = append(out, line)
+		}
+		return out, nil
+	}
+	seen := map[string]bool{}
+	for _, r := range st.Runs {
+		if seen[r.RunID] || r.Status == runlog.StatusDone {
+			continue
+		}
+		seen[r.RunID] = true
+		out = append(out, r.RunID+": "+r.Status)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func isSpecArg(arg string) bool {
+	fi, err := os.Stat(arg)
+	return err == nil && !fi.IsDir() && (strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml"))
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
