@@ -29,8 +29,8 @@ var Requirements = []Requirement{
 type Environment struct {
 	Python   string            // the interpreter's version
 	Versions map[string]string // installed version per package; "" when missing
-	CUDA     *bool             // torch.cuda.is_available(); nil when not asked or torch is missing
-	Devices  []string          // CUDA device names when CUDA was asked for
+	CUDA     *bool             // torch has a CUDA build and the driver shows a GPU; nil when not asked or torch is missing
+	Devices  []string          // PCI addresses of the NVIDIA GPUs when CUDA was asked for
 }
 
 const probe = `
@@ -42,13 +42,20 @@ for p in sys.argv[2:]:
     except Exception:
         out["versions"][p] = ""
 if sys.argv[1] == "cuda" and out["versions"].get("torch"):
+    # Without importing torch (seconds): its CUDA build from torch/version.py,
+    # the GPUs from the NVIDIA driver's /proc entries.
+    import glob, importlib.util, os
     try:
-        import torch
-        out["cuda"] = bool(torch.cuda.is_available())
-        out["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if out["cuda"] else []
+        spec = importlib.util.find_spec("torch")
+        ns = {}
+        exec(open(os.path.join(os.path.dirname(spec.origin), "version.py")).read(), ns)
+        out["torch_cuda"] = ns.get("cuda") or ""
     except Exception as e:
-        out["cuda"] = False
+        out["torch_cuda"] = ""
         out["cuda_error"] = repr(e)
+    gpus = sorted(glob.glob("/proc/driver/nvidia/gpus/*"))
+    out["devices"] = [os.path.basename(g) for g in gpus]
+    out["cuda"] = bool(out["torch_cuda"]) and (len(gpus) > 0 or os.path.exists("/dev/nvidia0"))
 print(json.dumps(out))
 `
 
@@ -81,6 +88,7 @@ func Check(ctx context.Context, python, device string) (Environment, []string) {
 		CUDA      *bool             `json:"cuda"`
 		Devices   []string          `json:"devices"`
 		CUDAError string            `json:"cuda_error"`
+		TorchCUDA string            `json:"torch_cuda"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		return env, []string{fmt.Sprintf("Python interpreter %s: cannot read its package versions: %v", path, err)}
@@ -97,7 +105,10 @@ func Check(ctx context.Context, python, device string) (Environment, []string) {
 		}
 	}
 	if device == "cuda" && res.Versions["torch"] != "" && (res.CUDA == nil || !*res.CUDA) {
-		msg := fmt.Sprintf("CUDA (device: cuda): torch %s in %s sees no GPU", res.Versions["torch"], path)
+		msg := fmt.Sprintf("CUDA (device: cuda): no NVIDIA GPU visible to this machine (torch %s in %s)", res.Versions["torch"], path)
+		if res.TorchCUDA == "" {
+			msg = fmt.Sprintf("CUDA (device: cuda): torch %s in %s is built without CUDA", res.Versions["torch"], path)
+		}
 		if res.CUDAError != "" {
 			msg += " (" + res.CUDAError + ")"
 		}
