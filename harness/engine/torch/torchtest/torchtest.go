@@ -19,10 +19,11 @@ func Python(t testing.TB, modules ...string) string {
 	if py == "" {
 		py = "python3"
 	}
-	code := "import " + strings.Join(append([]string{"sys"}, modules...), ", ")
-	out, err := exec.Command(py, "-c", code).CombinedOutput()
+	// find_spec, not import: importing torch and transformers takes seconds.
+	code := "import importlib.util, sys; missing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]; sys.exit('missing: ' + ' '.join(missing) if missing else 0)"
+	out, err := exec.Command(py, append([]string{"-c", code}, modules...)...).CombinedOutput()
 	if err != nil {
-		msg := "interpreter " + py + " (set MARLOW_PYTHON; `.ci/run setup` makes .venv/) cannot " + code + ": " + err.Error() + ": " + lastLine(string(out))
+		msg := "interpreter " + py + " (set MARLOW_PYTHON; `.ci/run setup` makes .venv/) lacks Python modules (" + strings.Join(modules, ", ") + "): " + err.Error() + ": " + lastLine(string(out))
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
