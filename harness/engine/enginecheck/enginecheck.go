@@ -65,6 +65,15 @@ func (r Report) GradNormMax() float64 {
 	return m
 }
 
+// GradNormAbsMax is the largest absolute gradient-norm difference.
+func (r Report) GradNormAbsMax() float64 {
+	m := 0.0
+	for k, v := range r.GradNormNative {
+		m = math.Max(m, math.Abs(r.GradNormTorch[k]-v))
+	}
+	return m
+}
+
 // Failures lists every figure beyond its tolerance.
 func (r Report) Failures() []string {
 	var out []string
@@ -111,6 +120,7 @@ func (r Report) Print(w io.Writer) {
 	for _, k := range roles {
 		fmt.Fprintf(w, "  train step, grad norm of role %-10s native %.6g torch %.6g relative Δ %.3g\n", k, r.GradNormNative[k], r.GradNormTorch[k], r.GradNormRel[k])
 	}
+	fmt.Fprintf(w, "  train step, max |Δ grad norm| over roles:   %.3g (max relative %.3g)\n", r.GradNormAbsMax(), r.GradNormMax())
 	fmt.Fprintf(w, "  max |Δ log-prob| after the optimizer step:  %.3g\n", r.AfterStep)
 	fmt.Fprintf(w, "  native checkpoint loaded by torch:          %.3g\n", r.NativeToTorch)
 	fmt.Fprintf(w, "  torch checkpoint loaded by native:          %.3g\n", r.TorchToNative)
