@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+func newEngineCheckCmd() *cobra.Command {
 	var name, device, dtype, python string
 	var tolLP, tolStep float64
 	var threads int
@@ -50,7 +50,7 @@ func init() {
 	cmd.Flags().Float64Var(&tolLP, "tol-logprob", enginecheck.DefaultLogProbTol, "largest absolute log-prob difference accepted")
 	cmd.Flags().Float64Var(&tolStep, "tol-step", enginecheck.DefaultStepTol, "largest relative difference of loss, KL and gradient norms accepted")
 	cmd.Flags().IntVar(&threads, "threads", 1, "CPU threads of each engine")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 func envOr(k, def string) string {

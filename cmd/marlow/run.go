@@ -27,9 +27,10 @@ const (
 
 func newRunCmd() *cobra.Command {
 	var (
-		opt      runner.Options
-		progress string
-		every    time.Duration
+		opt       runner.Options
+		progress  string
+		preflight bool
+		every     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
@@ -53,12 +54,19 @@ interrupted.`,
 			if err != nil {
 				return err
 			}
+			if opt.Engines, err = newEngines(); err != nil {
+				return err
+			}
+			if preflight {
+				if err := runner.Preflight(cmd.Context(), s, opt.Only, opt.Engines); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "preflight %s: checkpoints, data and engines are all present\n", args[0])
+				return nil
+			}
 			errOut := cmd.ErrOrStderr()
 			rep, err := newReporter(progress, errOut, every)
 			if err != nil {
-				return err
-			}
-			if opt.Engines, err = newEngines(); err != nil {
 				return err
 			}
 			opt.Reporter = rep
@@ -87,6 +95,7 @@ interrupted.`,
 	f.BoolVar(&opt.UnsafeCodeExec, "unsafe-code-exec", false, "run generated code without network isolation when the sandbox cannot isolate it")
 	f.StringVar(&progress, "progress", "auto", "progress display: auto (bars on a terminal, else lines), bars, lines or none")
 	f.DurationVar(&every, "log-every", 30*time.Second, "period of a run's progress line in lines mode")
+	f.BoolVar(&preflight, "preflight", false, "only check that the checkpoints, data and engines the runs need are present (writes nothing)")
 	return cmd
 }
 

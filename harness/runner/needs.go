@@ -137,3 +137,18 @@ func checkNeeds(ctx context.Context, reg *engine.Registry, runs []spec.Run) erro
 	}
 	return fmt.Errorf("nothing was run: this plan needs what this machine lacks (%w):\n  - %s", ErrMissing, list)
 }
+
+// Preflight plans s, selects the runs matching only (all when empty) and
+// checks their engines in reg and what they need (see Needs) without
+// writing anything.
+func Preflight(ctx context.Context, s *spec.Spec, only string, reg *engine.Registry) error {
+	planned, err := spec.Plan(s)
+	if err != nil {
+		return err
+	}
+	runs, err := Select(planned, only)
+	if err != nil {
+		return err
+	}
+	return checkNeeds(ctx, reg, runs)
+}
