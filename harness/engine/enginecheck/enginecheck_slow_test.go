@@ -50,4 +50,19 @@ func TestEngineCheckTinyModels(t *testing.T) {
 		})
 	}
 	_ = os.Stderr
+	// The GPU path: gradient checkpointing of the layers and the head.
+	t.Run("gradient-checkpointing", func(t *testing.T) {
+		var stderr strings.Builder
+		dir := dirs[len(dirs)-1]
+		rep, err := Run(context.Background(), dir, Options{Torch: torch.Options{Python: py, Device: "cpu", Stderr: &stderr, GradientCheckpointing: true}})
+		if err != nil {
+			t.Fatalf("%v\nserver stderr:\n%s", err, stderr.String())
+		}
+		var b strings.Builder
+		rep.Print(&b)
+		t.Log("\n" + b.String())
+		for _, f := range rep.Failures() {
+			t.Error(f)
+		}
+	})
 }

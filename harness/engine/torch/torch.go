@@ -58,6 +58,10 @@ type Options struct {
 	// StallTimeout is how long a call may go without a frame from the
 	// server (default DefaultStallTimeout).
 	StallTimeout time.Duration
+	// GradientCheckpointing forces gradient checkpointing (of the decoder
+	// layers and of the LM head's chunks) on any device; it is always on
+	// on cuda.
+	GradientCheckpointing bool
 	// Stderr, when set, receives the server's stdout and stderr as they
 	// come (the client keeps their tail either way).
 	Stderr io.Writer
@@ -120,6 +124,9 @@ func Open(ctx context.Context, dir string, opt Options) (*Engine, error) {
 	args := map[string]any{
 		"checkpoint": abs, "device": orDefault(opt.Device, "auto"), "dtype": orDefault(opt.DType, "auto"),
 		"threads": max(opt.Threads, 1), "gen_token_budget": opt.GenTokenBudget, "train_token_budget": opt.TrainTokenBudget,
+	}
+	if opt.GradientCheckpointing {
+		args["gradient_checkpointing"] = true
 	}
 	if err := e.c.call(ctx, "open", args, &e.info); err != nil {
 		e.c.close(5 * time.Second)

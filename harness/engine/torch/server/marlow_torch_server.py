@@ -665,12 +665,24 @@ class Server:
                 with self.use(name):
                     h = self.hidden(turns, mb)
                     lp_parts, ent_parts = [], []
-                    for s in range(0, h.shape[0], hr):
-                        z = head(h[s:s + hr]).float() / temp
-                        logp = torch.log_softmax(z, dim=-1)
-                        lp_parts.append(logp.gather(1, tg[s:s + hr].unsqueeze(1)).squeeze(1))
+
+                    def head_chunk(hc, tc):
+                        logp = torch.log_softmax(head(hc).float() / temp, dim=-1)
                         with torch.no_grad():
-                            ent_parts.append(-(logp.exp() * logp).sum(-1).double())
+                            ent = -(logp.exp() * logp).sum(-1).double()
+                        return logp.gather(1, tc.unsqueeze(1)).squeeze(1), ent
+
+                    for s in range(0, h.shape[0], hr):
+                        if self.grad_ckpt:
+                            # Keep only the hidden rows; the chunk's logits are
+                            # recomputed in the backward pass.
+                            from torch.utils.checkpoint import checkpoint
+
+                            lpc, entc = checkpoint(head_chunk, h[s:s + hr], tg[s:s + hr], use_reentrant=False)
+                        else:
+                            lpc, entc = head_chunk(h[s:s + hr], tg[s:s + hr])
+                        lp_parts.append(lpc)
+                        ent_parts.append(entc)
                     lp = torch.cat(lp_parts)
                     ent = torch.cat(ent_parts)
                     old = torch.tensor([x for i in mb for x in turns[i]["old"]], dtype=torch.float64, device=self.device)
