@@ -222,6 +222,7 @@ type wireRequest struct {
 	MaxNewTokens int              `json:"max_new_tokens"`
 	Temperature  float64          `json:"temperature"`
 	Seed         uint64           `json:"seed"`
+	NoStop       bool             `json:"ignore_end_of_turn,omitempty"`
 }
 
 type wireCompletion struct {
@@ -527,6 +528,22 @@ func (e *Engine) Close() error {
 	}
 	e.closed = true
 	return e.c.close(30 * time.Second)
+}
+
+// MemoryStats are the peak memory figures of the server process.
+type MemoryStats struct {
+	PeakRSSBytes  int64 `json:"peak_rss_bytes"`
+	CUDAPeakBytes int64 `json:"cuda_peak_bytes"` // torch.cuda.max_memory_allocated; 0 on the CPU
+}
+
+// Memory asks the server for its peak memory.
+func (e *Engine) Memory(ctx context.Context) (MemoryStats, error) {
+	var m MemoryStats
+	if err := e.check(); err != nil {
+		return m, err
+	}
+	err := e.c.call(ctx, "stats", struct{}{}, &m)
+	return m, err
 }
 
 // Kill ends the server's process group at once (tests and interrupted

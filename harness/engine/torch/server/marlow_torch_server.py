@@ -421,6 +421,7 @@ class Server:
             if len(prompt) + mx > self.max_pos:
                 raise Fault("bad_request", "request %d: prompt of %d tokens + %d new tokens exceeds max_position_embeddings %d" % (i, len(prompt), mx, self.max_pos))
             items.append({"i": i, "adapter": r.get("adapter", ""), "prompt": prompt, "max": mx, "temp": t,
+                          "no_stop": bool(r.get("ignore_end_of_turn", False)),
                           "seed": int(r["seed"]), "ids": [], "lps": [], "finish": "length" if mx == 0 else ""})
         # Requests of one adapter go together, adapters in name order, then
         # waves whose prompt + new tokens fit the budget.
@@ -483,7 +484,7 @@ class Server:
                     tok, lp = self.sample_row(logits[b], it["temp"], key)
                     it["ids"].append(tok)
                     it["lps"].append(lp)
-                    if tok in self.stop_ids:
+                    if tok in self.stop_ids and not it["no_stop"]:
                         done[b], it["finish"] = True, "stop"
                     elif len(it["ids"]) >= it["max"]:
                         done[b], it["finish"] = True, "length"
@@ -911,6 +912,15 @@ class Server:
             self.model.set_adapter([n for n in self.adapters if n != name][0])
         self.model.delete_adapter(name)
         del self.adapters[name]
+
+    def op_stats(self, args):
+        """Peak memory of the server process (and of the GPU)."""
+        import resource
+
+        out = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+        if self.model is not None and self.device.type == "cuda":
+            out["cuda_peak_bytes"] = int(self.torch.cuda.max_memory_allocated(self.device))
+        return out
 
     def op_close(self, args):
         return {}
