@@ -42,6 +42,8 @@ type Report struct {
 	Checkpoint     string
 	TorchVersion   string
 	Tokens         int                // scored tokens per pass
+	FreshAdapter   float64            // max |Δ| over the tensors of a new adapter saved by each engine (must be 0)
+	FreshTensors   int                // tensors compared
 	LogProbBase    float64            // max |Δ log-prob|, no adapter
 	LogProbAdapter float64            // max |Δ log-prob|, seeded random adapter
 	LossRel        float64            // loss of the train step (total)
@@ -82,6 +84,9 @@ func (r Report) Failures() []string {
 			out = append(out, fmt.Sprintf("%s: max |Δ log-prob| %.3g > %.3g", name, v, r.LogProbTol))
 		}
 	}
+	if r.FreshAdapter != 0 || r.FreshTensors == 0 {
+		out = append(out, fmt.Sprintf("new adapter: the engines' initial weights differ (max |Δ| %.3g over %d tensors), want identical", r.FreshAdapter, r.FreshTensors))
+	}
 	lp("no adapter", r.LogProbBase)
 	lp("seeded adapter", r.LogProbAdapter)
 	lp("after one step", r.AfterStep)
@@ -108,6 +113,7 @@ func (r Report) Failures() []string {
 // Print writes the report.
 func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "engine-check %s\n  torch engine: %s\n  %d scored tokens per pass\n", r.Checkpoint, r.TorchVersion, r.Tokens)
+	fmt.Fprintf(w, "  new adapter, max |Δ weight| (%d tensors):  %.3g (must be 0: same seeded stream)\n", r.FreshTensors, r.FreshAdapter)
 	fmt.Fprintf(w, "  max |Δ log-prob|, no adapter:               %.3g (tolerance %.3g)\n", r.LogProbBase, r.LogProbTol)
 	fmt.Fprintf(w, "  max |Δ log-prob|, seeded random adapter:    %.3g\n", r.LogProbAdapter)
 	fmt.Fprintf(w, "  train step, relative Δ loss:                %.3g (tolerance %.3g)\n", r.LossRel, r.StepTol)
@@ -324,6 +330,9 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 		return r, err
 	}
 	r.LogProbBase = maxAbs(a, b)
+	if r.FreshAdapter, r.FreshTensors, err = compareFresh(ne, te, cfg, work); err != nil {
+		return r, err
+	}
 	seeded := filepath.Join(work, "seeded")
 	if err := WriteRandomAdapter(seeded, cfg); err != nil {
 		return r, fmt.Errorf("write seeded adapter: %w", err)
@@ -400,4 +409,48 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	r.NativeToTorch = maxAbs(nativeAfter, b)
 	r.TorchToNative = maxAbs(torchAfter, a)
 	return r, nil
+}
+
+// compareFresh creates the same new adapter in both engines (all seven
+// targets, A from the seeded stream, B = 0), saves both and compares the
+// saved tensors.
+func compareFresh(ne *native.Engine, te *torch.Engine, cfg model.Config, work string) (float64, int, error) {
+	const name = "fresh"
+	ac := engine.AdapterConfig{Rank: adapterRank, Alpha: adapterAlpha, Seed: 12345}
+	if err := ne.NewAdapter(name, ac); err != nil {
+		return 0, 0, err
+	}
+	if err := te.NewAdapter(name, ac); err != nil {
+		return 0, 0, err
+	}
+	nd, td := filepath.Join(work, "fresh-native"), filepath.Join(work, "fresh-torch")
+	if err := ne.Save(nd); err != nil {
+		return 0, 0, err
+	}
+	if err := te.Save(td); err != nil {
+		return 0, 0, err
+	}
+	_, nts, err := model.ReadAdapter(filepath.Join(nd, name), cfg)
+	if err != nil {
+		return 0, 0, fmt.Errorf("native's new adapter: %w", err)
+	}
+	_, tts, err := model.ReadAdapter(filepath.Join(td, name), cfg)
+	if err != nil {
+		return 0, 0, fmt.Errorf("torch's new adapter: %w", err)
+	}
+	byName := map[string]model.Tensor{}
+	for _, t := range tts {
+		byName[t.Name] = t
+	}
+	m := 0.0
+	for _, t := range nts {
+		u, ok := byName[t.Name]
+		if !ok || len(u.Data) != len(t.Data) {
+			return 0, 0, fmt.Errorf("new adapter: torch's checkpoint lacks %s or has another shape", t.Name)
+		}
+		for i, x := range t.Data {
+			m = math.Max(m, math.Abs(float64(x)-float64(u.Data[i])))
+		}
+	}
+	return m, len(nts), nil
 }
