@@ -530,15 +530,16 @@ func (e *Engine) Close() error {
 	return e.c.close(30 * time.Second)
 }
 
-// MemoryStats are the peak memory figures of the server process.
-type MemoryStats struct {
-	PeakRSSBytes  int64 `json:"peak_rss_bytes"`
-	CUDAPeakBytes int64 `json:"cuda_peak_bytes"` // torch.cuda.max_memory_allocated; 0 on the CPU
+// Usage is the resource use of the server process so far.
+type Usage struct {
+	CPUSeconds    float64 `json:"cpu_seconds"` // user + system
+	PeakRSSBytes  int64   `json:"peak_rss_bytes"`
+	CUDAPeakBytes int64   `json:"cuda_peak_bytes"` // torch.cuda.max_memory_allocated; 0 on the CPU
 }
 
-// Memory asks the server for its peak memory.
-func (e *Engine) Memory(ctx context.Context) (MemoryStats, error) {
-	var m MemoryStats
+// Usage asks the server for its CPU time and peak memory.
+func (e *Engine) Usage(ctx context.Context) (Usage, error) {
+	var m Usage
 	if err := e.check(); err != nil {
 		return m, err
 	}

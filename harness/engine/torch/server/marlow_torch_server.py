@@ -914,10 +914,11 @@ class Server:
         del self.adapters[name]
 
     def op_stats(self, args):
-        """Peak memory of the server process (and of the GPU)."""
+        """CPU time and peak memory of the server process (and of the GPU)."""
         import resource
 
-        out = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        out = {"peak_rss_bytes": ru.ru_maxrss * 1024, "cpu_seconds": ru.ru_utime + ru.ru_stime}
         if self.model is not None and self.device.type == "cuda":
             out["cuda_peak_bytes"] = int(self.torch.cuda.max_memory_allocated(self.device))
         return out
