@@ -144,6 +144,60 @@ func orDefault(s, d string) string {
 	return s
 }
 
+// Start starts a server without loading a checkpoint: enough for the
+// calls that need no model (SampleRows, Usage).
+func Start(ctx context.Context, opt Options) (*Engine, error) {
+	if opt.argv == nil {
+		script, err := serverScript()
+		if err != nil {
+			return nil, err
+		}
+		opt.argv = []string{pythonOf(opt), script}
+	}
+	return start(ctx, opt)
+}
+
+// SampleRows applies the server's sampling rule to given logits: row i at temperature temps[i] with the uniform keyed by
+// (seeds[i], positions[i]); rows may differ in length. It exists to check that both engines pick the
+// same token from the same logits.
+func (e *Engine) SampleRows(ctx context.Context, logits [][]float32, temps []float64, seeds []uint64, positions []int) ([]int32, []float32, error) {
+	if err := e.check(); err != nil {
+		return nil, nil, err
+	}
+	if len(logits) == 0 {
+		return nil, nil, nil
+	}
+	var flat []float32
+	lengths := make([]int, len(logits))
+	for i, r := range logits {
+		if len(r) == 0 {
+			return nil, nil, fmt.Errorf("torch engine: sample rows: row %d is empty", i)
+		}
+		lengths[i] = len(r)
+		flat = append(flat, r...)
+	}
+	var res struct {
+		Tokens   string `json:"tokens"`
+		LogProbs string `json:"logprobs"`
+	}
+	args := map[string]any{"logits": encodeFloats(flat), "lengths": lengths, "temps": temps, "seeds": seeds, "positions": positions}
+	if err := e.c.call(ctx, "sample_rows", args, &res); err != nil {
+		return nil, nil, err
+	}
+	toks, err := decodeInts(res.Tokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	lps, err := decodeFloats(res.LogProbs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(toks) != len(logits) || len(lps) != len(logits) {
+		return nil, nil, fmt.Errorf("torch engine: sample rows: %d tokens for %d rows", len(toks), len(logits))
+	}
+	return toks, lps, nil
+}
+
 // start launches the server and checks its hello.
 func start(ctx context.Context, opt Options) (*Engine, error) {
 	argv := append(slices.Clone(opt.argv), "--in-fd", "3", "--out-fd", "4")

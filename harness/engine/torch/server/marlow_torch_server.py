@@ -498,6 +498,27 @@ class Server:
                 out = inner(input_ids=step, attention_mask=mask, position_ids=p, past_key_values=out.past_key_values, use_cache=True)
                 h = out.last_hidden_state[:, -1, :]
 
+    def op_sample_rows(self, args):
+        """The sampling rule alone, on given logits (cross-checks with the
+        native engine): row i is sampled at temperature temps[i] with the
+        uniform of (seeds[i], positions[i])."""
+        import numpy as np
+
+        self.np = np
+        raw = base64.b64decode(args["logits"])
+        lengths = [int(x) for x in args["lengths"]]
+        if len(raw) != 4 * sum(lengths):
+            raise Fault("bad_request", "logits hold %d bytes, want 4 x %d" % (len(raw), sum(lengths)))
+        flat = np.frombuffer(raw, dtype="<f4")
+        toks, lps, off = [], [], 0
+        for i, v in enumerate(lengths):
+            key = hash_key(int(args["seeds"][i]), PURPOSE_SAMPLE, int(args["positions"][i]))
+            tok, lp = self.sample_row(flat[off:off + v], float(args["temps"][i]), key)
+            off += v
+            toks.append(tok)
+            lps.append(lp)
+        return {"tokens": b64_ints(toks), "logprobs": b64_floats(lps)}
+
     def sample_row(self, logits, temp, key):
         """native.sampleRow: inverse CDF at one uniform, summed in float64 in id order."""
         np = self.np
