@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/engine/enginecheck"
@@ -46,16 +45,9 @@ func newEngineCheckCmd() *cobra.Command {
 	cmd.Flags().StringVar(&name, "engine", "torch", "engine checked against native (torch)")
 	cmd.Flags().StringVar(&device, "device", "cpu", "torch device: cpu, cuda or auto")
 	cmd.Flags().StringVar(&dtype, "dtype", "float32", "torch dtype (the tolerances assume float32)")
-	cmd.Flags().StringVar(&python, "python", envOr("MARLOW_PYTHON", "python3"), "interpreter of the torch server")
+	cmd.Flags().StringVar(&python, "python", "", "interpreter of the torch server (default $MARLOW_PYTHON, else python3)")
 	cmd.Flags().Float64Var(&tolLP, "tol-logprob", enginecheck.DefaultLogProbTol, "largest absolute log-prob difference accepted")
 	cmd.Flags().Float64Var(&tolStep, "tol-step", enginecheck.DefaultStepTol, "largest relative difference of loss, KL and gradient norms accepted")
 	cmd.Flags().IntVar(&threads, "threads", 1, "CPU threads of each engine")
 	return cmd
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }

@@ -1,8 +1,8 @@
 // Command marlow is the one CLI of the marlow research harness: plan, run,
 // status, pretrain, analyze, report, diff, archive, check, bench,
-// engine-check and version. Each subcommand is built by a constructor in its own file, with
-// its flags in the closure's variables; the logic lives in the harness,
-// analysis and reports packages, and cmd only wires them.
+// engine-check and version. Each subcommand is built by a constructor in
+// its own file, with its flags in the closure's variables; the logic lives
+// in the harness, analysis and reports packages, and cmd only wires them.
 package main
 
 import (

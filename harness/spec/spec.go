@@ -83,7 +83,7 @@ type Model struct {
 	Checkpoint string `yaml:"checkpoint,omitempty" json:"checkpoint,omitempty"`
 	Tiny       *Tiny  `yaml:"tiny,omitempty" json:"tiny,omitempty"`
 	// Torch engine settings (engine: torch only).
-	Python      string `yaml:"python,omitempty" json:"python,omitempty"`             // interpreter; default python3 on PATH
+	Python      string `yaml:"python,omitempty" json:"python,omitempty"`             // interpreter; default $MARLOW_PYTHON, else python3
 	Device      string `yaml:"device,omitempty" json:"device,omitempty"`             // cuda, cpu or auto (default)
 	DType       string `yaml:"dtype,omitempty" json:"dtype,omitempty"`               // auto (default), float32, bfloat16, float16
 	GenTokens   int    `yaml:"gen_tokens,omitempty" json:"gen_tokens,omitempty"`     // token budget of one generation wave

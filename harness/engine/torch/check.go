@@ -60,11 +60,11 @@ print(json.dumps(out))
 `
 
 // Check lists what the torch engine would miss with interpreter python
-// (default python3) on device ("cuda" also checks that torch sees a GPU):
+// (default: see DefaultPython) on device ("cuda" also checks that torch sees a GPU):
 // the interpreter itself, each required package (with the version found
 // when it is too old) and CUDA. An empty list means the engine can start.
 func Check(ctx context.Context, python, device string) (Environment, []string) {
-	python = orDefault(python, "python3")
+	python = DefaultPython(python)
 	var env Environment
 	path, err := exec.LookPath(python)
 	if err != nil {

@@ -33,13 +33,36 @@ import (
 	"github.com/marlowlab/marlow/harness/engine"
 )
 
+// Name is the torch engine's name in specs and registries.
+const Name = "torch"
+
+// Driver returns the torch engine's driver for an engine.Registry. Its
+// prerequisites depend on each model's interpreter and device, so they are
+// checked per plan (runner.Needs calls Check), not by the driver; the
+// version in a run's manifest is the opened engine's (Version).
+func Driver() engine.Driver {
+	return engine.Driver{
+		Name:    Name,
+		Version: Name + " (Python server)",
+		Open: func(ctx context.Context, dir string, opt engine.Options) (engine.Engine, error) {
+			e, err := Open(ctx, dir, Options{Python: opt.Python, Device: opt.Device, DType: opt.DType, Threads: opt.Threads,
+				GenTokenBudget: opt.GenTokens, TrainTokenBudget: opt.TrainTokens})
+			if err != nil {
+				return nil, err
+			}
+			return e, nil
+		},
+	}
+}
+
 // DefaultStallTimeout is how long a call may go without any frame from the
 // server before it is declared stalled.
 const DefaultStallTimeout = 10 * time.Minute
 
 // Options configure the torch engine.
 type Options struct {
-	// Python is the interpreter (default "python3" on PATH).
+	// Python is the interpreter (default $MARLOW_PYTHON, else python3 on
+	// PATH).
 	Python string
 	// Device is "cuda", "cpu" or "auto" (cuda when available; default).
 	Device string
@@ -78,7 +101,10 @@ type Engine struct {
 	closed   bool
 }
 
-var _ engine.Engine = (*Engine)(nil)
+var (
+	_ engine.Engine    = (*Engine)(nil)
+	_ engine.Versioned = (*Engine)(nil)
+)
 
 // Hello is the server's answer to the first request.
 type Hello struct {
@@ -135,7 +161,16 @@ func Open(ctx context.Context, dir string, opt Options) (*Engine, error) {
 	return e, nil
 }
 
-func pythonOf(opt Options) string { return orDefault(opt.Python, "python3") }
+func pythonOf(opt Options) string { return DefaultPython(opt.Python) }
+
+// DefaultPython is the interpreter the torch engine uses for setting py:
+// py itself, else $MARLOW_PYTHON, else python3 on PATH.
+func DefaultPython(py string) string {
+	if py != "" {
+		return py
+	}
+	return orDefault(os.Getenv("MARLOW_PYTHON"), "python3")
+}
 
 func orDefault(s, d string) string {
 	if s == "" {
@@ -306,7 +341,7 @@ func (e *Engine) Generate(ctx context.Context, reqs []engine.Request) ([]engine.
 		if r.Adapter != "" && !e.adapters[r.Adapter] {
 			return nil, fmt.Errorf("torch engine: request %d: unknown adapter %q (have %v)", i, r.Adapter, e.Adapters())
 		}
-		wr[i] = wireRequest{Adapter: r.Adapter, Messages: r.Messages, MaxNewTokens: r.MaxNewTokens, Temperature: r.Temperature, Seed: r.Seed}
+		wr[i] = wireRequest{Adapter: r.Adapter, Messages: r.Messages, MaxNewTokens: r.MaxNewTokens, Temperature: r.Temperature, Seed: r.Seed, NoStop: r.IgnoreEndOfTurn}
 	}
 	var res struct {
 		Completions []wireCompletion `json:"completions"`
@@ -599,6 +634,12 @@ func (e *Engine) Usage(ctx context.Context) (Usage, error) {
 	}
 	err := e.c.call(ctx, "stats", struct{}{}, &m)
 	return m, err
+}
+
+// ProcessUsage is Usage's CPU time and peak RSS (benchmarks).
+func (e *Engine) ProcessUsage(ctx context.Context) (float64, int64, error) {
+	u, err := e.Usage(ctx)
+	return u.CPUSeconds, u.PeakRSSBytes, err
 }
 
 // Kill ends the server's process group at once (tests and interrupted
