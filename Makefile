@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: all build demo figures test check-slow ci clean
+.PHONY: all build demo figures reproduce test check-slow ci clean
 
 all: build
 
@@ -19,6 +19,22 @@ build:
 demo: build
 	./bin/marlow run seeds/demo.yaml
 	./bin/marlow report seeds/demo.yaml
+
+## reproduce: the paper study on a GPU node (README: "Running the paper
+## study on a GPU node"): a preflight cross-check of the torch engine against
+## the native engine on the smallest paper checkpoint, every run of
+## seeds/paper.yaml (resuming what is there), then its report into
+## reports/paper/.
+MARLOW_MODELS ?= ../models
+MARLOW_DATA ?= ../data
+MARLOW_PYTHON ?= python3
+ENGINE_CHECK_FLAGS ?= --device cuda --tol-logprob 2e-3 --tol-step 1e-2
+export MARLOW_MODELS MARLOW_DATA MARLOW_PYTHON
+reproduce: build
+	./bin/marlow run --preflight seeds/paper.yaml
+	./bin/marlow engine-check $(MARLOW_MODELS)/Qwen3-0.6B --python $(MARLOW_PYTHON) $(ENGINE_CHECK_FLAGS)
+	./bin/marlow run seeds/paper.yaml
+	./bin/marlow report seeds/paper.yaml --out reports/paper
 
 ## figures: rebuild every committed report from its stored log archive
 ## (reports/<experiment>/logs.tar.zst, made with `marlow archive`).

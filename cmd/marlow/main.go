@@ -1,8 +1,9 @@
 // Command marlow is the one CLI of the marlow research harness: plan, run,
-// status, data, pretrain, analyze, report, diff, archive, check, bench and
-// version. Each subcommand is built by a constructor in its own file, with
-// its flags in the closure's variables; the logic lives in the harness,
-// analysis, reports and datasets packages, and cmd only wires them.
+// status, data, pretrain, analyze, report, diff, archive, check, bench,
+// engine-check and version. Each subcommand is built by a constructor in
+// its own file, with its flags in the closure's variables; the logic lives
+// in the harness, analysis, reports and datasets packages, and cmd only
+// wires them.
 package main
 
 import (
@@ -21,7 +22,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newDataCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
-		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newBenchCmd(), newVersionCmd())
+		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newBenchCmd(), newEngineCheckCmd(), newVersionCmd())
 	return root
 }
 

@@ -28,9 +28,10 @@ const (
 
 func newRunCmd() *cobra.Command {
 	var (
-		opt      runner.Options
-		progress string
-		every    time.Duration
+		opt       runner.Options
+		progress  string
+		preflight bool
+		every     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
@@ -61,12 +62,19 @@ any run starts.`,
 			if err != nil {
 				return err
 			}
+			if opt.Engines, err = newEngines(); err != nil {
+				return err
+			}
+			if preflight {
+				if err := runner.Preflight(cmd.Context(), s, opt.Only, opt.Engines); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "preflight %s: checkpoints, data and engines are all present\n", args[0])
+				return nil
+			}
 			errOut := cmd.ErrOrStderr()
 			rep, err := newReporter(progress, errOut, every)
 			if err != nil {
-				return err
-			}
-			if opt.Engines, err = newEngines(); err != nil {
 				return err
 			}
 			opt.Reporter = rep
@@ -97,6 +105,7 @@ any run starts.`,
 	f.StringVar(&opt.Redo, "redo", "", "discard the runs whose id matches this glob and run them again from the start")
 	f.StringVar(&progress, "progress", "auto", "progress display: auto (bars on a terminal, else lines), bars, lines or none")
 	f.DurationVar(&every, "log-every", 30*time.Second, "period of a run's progress line in lines mode")
+	f.BoolVar(&preflight, "preflight", false, "only check that the checkpoints, data and engines the runs need are present (writes nothing)")
 	return cmd
 }
 

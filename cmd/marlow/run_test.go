@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/marlowlab/marlow/harness/runner"
 )
@@ -71,5 +74,43 @@ func TestNewReporterModes(t *testing.T) {
 	}
 	if _, err := newReporter("fancy", &buf, 0); err == nil || !strings.Contains(err.Error(), `--progress "fancy"`) {
 		t.Errorf("unknown mode: %v", err)
+	}
+}
+
+// TestRunPaperWithoutModels: `marlow run seeds/paper.yaml` on a machine
+// without the Qwen3 checkpoints, the data files or the torch engine's
+// interpreter refuses quickly with one message listing all of them, and
+// creates no run folder.
+func TestRunPaperWithoutModels(t *testing.T) {
+	empty := t.TempDir()
+	runs := filepath.Join(t.TempDir(), "runs")
+	env := []string{"MARLOW_MODELS=" + empty, "MARLOW_DATA=" + empty, "MARLOW_PYTHON=/nonexistent/python3"}
+	t0 := time.Now()
+	_, stderr, code := runCLI(t, env, "run", filepath.Join("..", "..", "seeds", "paper.yaml"), "--runs", runs, "--progress", "none")
+	took := time.Since(t0)
+	if code == 0 {
+		t.Fatalf("run succeeded:\n%s", stderr)
+	}
+	if took > 5*time.Second {
+		t.Errorf("refusal took %v, over 5 s", took)
+	}
+	for _, want := range []string{
+		"nothing was run",
+		filepath.Join(empty, "Qwen3-0.6B") + " (models.s): not found",
+		filepath.Join(empty, "Qwen3-1.7B") + " (models.m): not found",
+		filepath.Join(empty, "Qwen3-4B") + " (models.l): not found",
+		filepath.Join(empty, "dapo-math-17k.parquet") + " not found",
+		filepath.Join(empty, "deepcoder"),
+		`Python interpreter "/nonexistent/python3"`,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("message lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Count(stderr, "marlow:") > 1 {
+		t.Errorf("more than one message:\n%s", stderr)
+	}
+	if _, err := os.Stat(runs); !os.IsNotExist(err) {
+		t.Errorf("runs folder %s exists after the refusal (%v)", runs, err)
 	}
 }

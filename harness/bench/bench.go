@@ -70,6 +70,9 @@ type Result struct {
 	GemmGFLOPS   float64 // the engine's own GEMM on that shape (0 when it exposes none)
 	BlasGFLOPS   float64 // one blas32.Gemm call on the same shape
 	PeakRSSBytes int64   // getrusage max RSS of the process (0 where unsupported)
+	// ServerPeakRSSBytes is the peak RSS of the engine's server process,
+	// for engines that run in one (torch); 0 otherwise.
+	ServerPeakRSSBytes int64
 }
 
 // String renders the result as a small report.
@@ -86,7 +89,28 @@ func (r Result) String() string {
 	}
 	fmt.Fprintf(&b, "GEMM %s: engine %s, single blas32.Gemm %.2f GFLOP/s\n", r.GemmShape, engineGemm, r.BlasGFLOPS)
 	fmt.Fprintf(&b, "peak RSS: %.1f MB\n", float64(r.PeakRSSBytes)/(1<<20))
+	if r.ServerPeakRSSBytes > 0 {
+		fmt.Fprintf(&b, "peak RSS of the engine's server process: %.1f MB (cores above include its CPU time)\n", float64(r.ServerPeakRSSBytes)/(1<<20))
+	}
 	return b.String()
+}
+
+// serverUsage is an engine that runs in a process of its own (torch) and
+// reports that process's CPU time and peak RSS.
+type serverUsage interface {
+	ProcessUsage(ctx context.Context) (cpuSeconds float64, peakRSSBytes int64, err error)
+}
+
+// cpuTime is the CPU time of this process plus that of the engine's
+// server process, if it has one.
+func cpuTime(ctx context.Context, e engine.Engine) float64 {
+	t := procstat.CPUTime()
+	if su, ok := e.(serverUsage); ok {
+		if c, _, err := su.ProcessUsage(ctx); err == nil {
+			t += c
+		}
+	}
+	return t
 }
 
 // linearer is an engine that exposes its linear-layer GEMM (native does).
@@ -129,6 +153,11 @@ func Engine(ctx context.Context, reg *engine.Registry, size string, opt Options)
 	}
 	measureGemm(e, cfg, opt.MinTime/4, &res)
 	res.PeakRSSBytes = procstat.PeakRSS()
+	if su, ok := e.(serverUsage); ok {
+		if _, rss, err := su.ProcessUsage(ctx); err == nil {
+			res.ServerPeakRSSBytes = rss
+		}
+	}
 	return res, nil
 }
 
@@ -205,7 +234,7 @@ func genRequestsOf() []engine.Request {
 
 func measureTrain(ctx context.Context, e engine.Engine, minTime time.Duration, res *Result) error {
 	turns, topt := trainBatchTurns()
-	start, cpu0 := time.Now(), procstat.CPUTime()
+	start, cpu0 := time.Now(), cpuTime(ctx, e)
 	for res.TrainSteps == 0 || time.Since(start) < minTime {
 		if _, err := e.TrainStep(ctx, "bench", turns, topt); err != nil {
 			return fmt.Errorf("bench: train: %w", err)
@@ -214,7 +243,7 @@ func measureTrain(ctx context.Context, e engine.Engine, minTime time.Duration, r
 	}
 	wall := time.Since(start).Seconds()
 	res.TrainTokS = float64(res.TrainSteps*trainBatch*(trainPrompt+trainComp-1)) / wall
-	res.TrainCores = (procstat.CPUTime() - cpu0) / wall
+	res.TrainCores = (cpuTime(ctx, e) - cpu0) / wall
 	return nil
 }
 
@@ -224,7 +253,7 @@ func measureGenerate(ctx context.Context, e engine.Engine, tok *model.Tokenizer,
 		return fmt.Errorf("bench: prompt has %d tokens, want %d (%v)", len(p), genPrompt, err)
 	}
 	generated := 0
-	start, cpu0 := time.Now(), procstat.CPUTime()
+	start, cpu0 := time.Now(), cpuTime(ctx, e)
 	for res.GenRuns == 0 || time.Since(start) < minTime {
 		comps, err := e.Generate(ctx, reqs)
 		if err != nil {
@@ -237,7 +266,7 @@ func measureGenerate(ctx context.Context, e engine.Engine, tok *model.Tokenizer,
 	}
 	wall := time.Since(start).Seconds()
 	res.GenTokS = float64(generated) / wall
-	res.GenCores = (procstat.CPUTime() - cpu0) / wall
+	res.GenCores = (cpuTime(ctx, e) - cpu0) / wall
 	return nil
 }
 

@@ -5,12 +5,12 @@
 //
 // Implementations register a Driver (a name, a version for manifests, a
 // check of their prerequisites and an Open function) in a Registry, which
-// the program fills: this package depends on none of them. One engine
-// exists, native (package native: a pure-Go CPU transformer), and the CLI
-// registers it. A spec may already name "torch" (a GPU engine); it is
-// registered only in a program built with such an engine, and `marlow run`
-// refuses a plan naming an engine that is not registered before it writes
-// anything. Engines own tokenization; the harness exchanges chat messages, token ids
+// the program fills: this package depends on none of them. Two engines
+// exist and the CLI registers both: native (package native, a pure-Go CPU
+// transformer) and torch (package torch, a Go client of a Python
+// transformers + peft server for GPU nodes). `marlow run` refuses a plan
+// naming an engine that is not registered before it writes anything.
+// Engines own tokenization; the harness exchanges chat messages, token ids
 // and log-probs with them.
 package engine
 

@@ -9,11 +9,29 @@ import (
 	"sync"
 )
 
-// Options are the settings of one opened engine that every implementation
-// understands. They never change results.
+// Options are the settings of one opened engine. Threads is understood by
+// every implementation and never changes results; the others are settings
+// of engines that run in another process (torch), which the native engine
+// ignores.
 type Options struct {
 	// Threads is the number of worker threads (1 when 0).
 	Threads int
+	// Python is the interpreter of a Python engine server ("" = python3).
+	Python string
+	// Device is "cuda", "cpu" or "auto" ("" = auto).
+	Device string
+	// DType is "float32", "bfloat16", "float16" or "auto" ("" = auto).
+	DType string
+	// GenTokens and TrainTokens bound the tokens of one generation wave and
+	// of one training micro-batch (0 = the engine's default).
+	GenTokens, TrainTokens int
+}
+
+// Versioned is an engine that knows its own version only once it is open
+// (a server reports its packages); Open returns that version instead of
+// the driver's.
+type Versioned interface {
+	Version() string
 }
 
 // Driver is one engine implementation, registered under its name. An
@@ -99,7 +117,8 @@ func (r *Registry) have() string {
 }
 
 // Open opens the engine registered as name over the base checkpoint in
-// checkpointDir, and returns it with the driver's version.
+// checkpointDir, and returns it with its version (the engine's own when it
+// is Versioned, else the driver's).
 func (r *Registry) Open(ctx context.Context, name, checkpointDir string, opt Options) (Engine, string, error) {
 	d, err := r.Driver(name)
 	if err != nil {
@@ -111,6 +130,9 @@ func (r *Registry) Open(ctx context.Context, name, checkpointDir string, opt Opt
 	e, err := d.Open(ctx, checkpointDir, opt)
 	if err != nil {
 		return nil, "", fmt.Errorf("open engine %s: %w", name, err)
+	}
+	if v, ok := e.(Versioned); ok {
+		return e, v.Version(), nil
 	}
 	return e, d.Version, nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/engine/torch/torchtest"
 )
 
 func defaultTokenizer(t testing.TB) *Tokenizer {
@@ -278,6 +279,14 @@ func TestTokenizerMatchesReference(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node tokcheck.mjs: %v\n%s", err, stderr.String())
 	}
+	checkReference(t, tok, texts, chats, out)
+	t.Logf("compared %d texts and %d chats with @lenml/tokenizers", len(texts), len(chats))
+}
+
+// checkReference compares a reference implementation's output (the JSON
+// tokcheck.mjs and pytokcheck.py print) with tok on the same cases.
+func checkReference(t *testing.T, tok *Tokenizer, texts []string, chats []refChat, out []byte) {
+	t.Helper()
 	var ref struct {
 		IDs      [][]*int32 `json:"ids"`
 		Decoded  []*string  `json:"decoded"`
@@ -324,7 +333,6 @@ func TestTokenizerMatchesReference(t *testing.T) {
 			t.Errorf("chat %d: reference template renders %q, want %q", i, ref.ChatText[i], want)
 		}
 	}
-	t.Logf("compared %d texts and %d chats with @lenml/tokenizers", len(texts), len(chats))
 }
 
 func strconvQuote(s string) string {
@@ -364,5 +372,49 @@ func TestSaveIntoMissingDirectory(t *testing.T) {
 	err := defaultTokenizer(t).Save(path)
 	if err == nil || !strings.Contains(err.Error(), TokenizerFile) {
 		t.Errorf("Save into a missing directory: %v", err)
+	}
+}
+
+// TestTokenizerMatchesPython loads the default tokenizer.json, and that of
+// every committed tiny model, with the Hugging Face `tokenizers` library
+// (the torch engine's tokenizer) and compares its ids and chat layout with
+// the native tokenizer's on the cases of the npm check. It needs an
+// interpreter with tokenizers and jinja2 ($MARLOW_PYTHON; skipped without
+// one, except under CI).
+func TestTokenizerMatchesPython(t *testing.T) {
+	py := torchtest.Python(t, "tokenizers", "jinja2")
+	def := t.TempDir()
+	tok := defaultTokenizer(t)
+	if err := tok.Save(filepath.Join(def, TokenizerFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tok.SaveConfig(filepath.Join(def, TokenizerConfigFile)); err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join("..", "..", "seeds", "models", "*"))
+	for _, dir := range append([]string{def}, dirs...) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			tok, err := LoadTokenizer(filepath.Join(dir, TokenizerFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts, chats := referenceCases(tok.Alphabet())
+			input, err := json.Marshal(map[string]any{"dir": dir, "texts": texts, "chats": chats})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inPath := filepath.Join(t.TempDir(), "input.json")
+			if err := os.WriteFile(inPath, input, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(py, filepath.Join("testdata", "pytokcheck.py"), inPath)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s pytokcheck.py: %v\n%s", py, err, stderr.String())
+			}
+			checkReference(t, tok, texts, chats, out)
+		})
 	}
 }

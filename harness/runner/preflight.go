@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -9,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/datasets/sandbox"
-	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/spec"
 )
@@ -21,20 +19,6 @@ var ErrConfigMismatch = errors.New("run folder holds another config")
 // ErrCodeIsolation is returned (wrapped) when a code task would run
 // programs without network isolation and UnsafeCodeExec is not set.
 var ErrCodeIsolation = errors.New("code execution without network isolation")
-
-// checkEngines verifies, before anything is written, that every engine the
-// runs name is registered and has its prerequisites; the error lists every
-// problem of every engine at once.
-func checkEngines(ctx context.Context, reg *engine.Registry, runs []spec.Run) error {
-	var names []string
-	for _, r := range runs {
-		names = append(names, r.Config.Model.Engine)
-	}
-	if err := reg.Check(ctx, names...); err != nil {
-		return fmt.Errorf("nothing was run: %w", err)
-	}
-	return nil
-}
 
 // Select returns the planned runs whose id matches the glob only (all when
 // only is empty). A malformed glob, or one matching nothing, is an error.

@@ -136,7 +136,7 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 	if opt.Engines == nil {
 		opt.Engines = engine.Default
 	}
-	if err := checkEngines(ctx, opt.Engines, runs); err != nil {
+	if err := checkNeeds(ctx, opt.Engines, runs); err != nil {
 		return nil, err
 	}
 	prov, err := pin.Resolve(s.File, opt.AllowDirty, nil)

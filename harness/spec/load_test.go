@@ -93,6 +93,9 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "clip low against default high", old: "  steps: 20\n", new: "  steps: 20\n  clip_low: 0.5\n", want: "grpo.clip_high: must be >= clip_low (0.5), got 0.28", at: "grpo:"},
 		{name: "missing model path", old: "    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}\n", new: "    engine: torch\n", want: "models.s.checkpoint: missing: a model needs a checkpoint path", at: "  s:"},
 		{name: "unset env var", old: "    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}\n", new: "    checkpoint: ${MARLOW_TEST_UNSET_VAR}/Qwen3-0.6B\n", want: "models.s.checkpoint: environment variable MARLOW_TEST_UNSET_VAR is not set", at: "checkpoint:"},
+		{name: "torch key on native", old: "    tiny: {hidden", new: "    device: cuda\n    tiny: {hidden", want: `models.s.device: is a setting of the torch engine; this model's engine is "native"`},
+		{name: "unknown device", old: "    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}\n", new: "    engine: torch\n    device: tpu\n    checkpoint: /m\n", want: `models.s.device: "tpu" is not allowed; allowed values: auto, cuda, cpu`, at: "tpu"},
+		{name: "unknown dtype", old: "    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}\n", new: "    engine: torch\n    dtype: fp8\n    checkpoint: /m\n", want: `models.s.dtype: "fp8" is not allowed; allowed values: auto, float32, bfloat16, float16`, at: "fp8"},
 		{name: "duplicate seeds", old: "seeds: [1, 2]", new: "seeds: [1, 2, 1]", want: "seeds[2]: duplicate seed 1 (also seeds[0])", at: "seeds:"},
 		{name: "empty seeds", old: "seeds: [1, 2]", new: "seeds: []", want: "seeds: must list at least one seed", at: "seeds:"},
 		{name: "empty workflows", old: "[voting, eval-opt]", new: "[]", want: "matrix.workflows: must not be empty", at: "workflows:"},
@@ -252,6 +255,34 @@ func TestLoadCollectsAllErrors(t *testing.T) {
 	for i, w := range want {
 		if !strings.Contains(se.Errors[i].Error(), w) {
 			t.Errorf("error %d = %q, want it to contain %q (errors sorted by line)", i, se.Errors[i].Error(), w)
+		}
+	}
+}
+
+func TestTorchModelSettings(t *testing.T) {
+	t.Setenv("MARLOW_TEST_PY", "/opt/venv/bin/python")
+	text := edit(t, baseSpec, "    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}\n",
+		"    engine: torch\n    checkpoint: /models/Qwen3-0.6B\n    python: ${MARLOW_TEST_PY:-python3}\n    device: cpu\n    dtype: float32\n    gen_tokens: 4096\n")
+	s, err := Load(writeSpec(t, text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Models["s"]
+	if m.Python != "/opt/venv/bin/python" || m.Device != "cpu" || m.DType != "float32" || m.GenTokens != 4096 {
+		t.Fatalf("torch settings: %+v", m)
+	}
+	runs, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := runs[0].Config.Model
+	if mc.Python != "/opt/venv/bin/python" || mc.Device != "cpu" || mc.GenTokens != 4096 {
+		t.Fatalf("run model config: %+v", mc)
+	}
+	os.Unsetenv("MARLOW_TEST_PY")
+	for in, want := range map[string]string{"python3": "python3", "${MARLOW_TEST_PY:-python3.12}": "python3.12", "venv/bin/python": "/spec/dir/venv/bin/python"} {
+		if got, err := resolveCommand("/spec/dir/paper.yaml", in); err != nil || got != want {
+			t.Errorf("resolveCommand(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 }

@@ -35,6 +35,14 @@ type ModelConfig struct {
 	Engine     string `json:"engine"`
 	Checkpoint string `json:"checkpoint,omitempty"` // absolute path of a Hugging Face folder
 	Tiny       *Tiny  `json:"tiny,omitempty"`
+	// Torch engine settings. Device and dtype change results and are part
+	// of the config hash; the interpreter and the batching budgets are
+	// machine settings and are not.
+	Device      string `json:"device,omitempty"`
+	DType       string `json:"dtype,omitempty"`
+	Python      string `json:"-"`
+	GenTokens   int    `json:"-"`
+	TrainTokens int    `json:"-"`
 	// Pretrain are the settings that build a tiny scale's base checkpoint;
 	// they determine the run as much as the shape does, so they are part of
 	// the config hash. Nil for checkpoint models.
@@ -161,7 +169,8 @@ func Plan(s *Spec) ([]Run, error) {
 						Train: cond != "base", Task: task, Scale: scale, SeedIndex: seed,
 						Seed: DeriveSeed(s.MasterSeed, id), SeedVersion: SeedVersion,
 						ValSeed: DeriveSeed(s.MasterSeed, ValKey(task, scale, seed)),
-						Model:   ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny, Pretrain: pretrainOf(s, m)},
+						Model: ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny, Pretrain: pretrainOf(s, m),
+							Device: m.Device, DType: m.DType, Python: m.Python, GenTokens: m.GenTokens, TrainTokens: m.TrainTokens},
 						Data: DataConfig{Task: task, Source: t.Source, Kind: SourceKind[t.Source], Path: t.Path,
 							TrainSize: t.TrainSize, ValSize: t.ValSize, ValFrac: t.ValFrac, SplitSeed: t.SplitSeed, AnswerMode: t.AnswerMode,
 							Language: t.Language, Subsets: append([]string(nil), t.Subsets...), TestPath: t.TestPath,

@@ -32,6 +32,8 @@ var (
 	Conditions    = study.Conditions
 	Sources       = datasets.Sources
 	Engines       = study.Engines
+	Devices       = []string{"auto", "cuda", "cpu"}                    // torch engine devices
+	DTypes        = []string{"auto", "float32", "bfloat16", "float16"} // torch engine dtypes
 	Roles         = study.Roles
 	LoraTarget    = study.LoRATargets
 	LossAggs      = study.LossAggs
@@ -80,6 +82,12 @@ type Model struct {
 	Engine     string `yaml:"engine" json:"engine"`
 	Checkpoint string `yaml:"checkpoint,omitempty" json:"checkpoint,omitempty"`
 	Tiny       *Tiny  `yaml:"tiny,omitempty" json:"tiny,omitempty"`
+	// Torch engine settings (engine: torch only).
+	Python      string `yaml:"python,omitempty" json:"python,omitempty"`             // interpreter; default $MARLOW_PYTHON, else python3
+	Device      string `yaml:"device,omitempty" json:"device,omitempty"`             // cuda, cpu or auto (default)
+	DType       string `yaml:"dtype,omitempty" json:"dtype,omitempty"`               // auto (default), float32, bfloat16, float16
+	GenTokens   int    `yaml:"gen_tokens,omitempty" json:"gen_tokens,omitempty"`     // token budget of one generation wave
+	TrainTokens int    `yaml:"train_tokens,omitempty" json:"train_tokens,omitempty"` // token budget of one training micro-batch
 	// GRPO overrides grpo keys for runs of this scale.
 	GRPO *yaml.Node `yaml:"grpo,omitempty" json:"-"`
 }

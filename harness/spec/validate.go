@@ -246,6 +246,34 @@ func resolvePath(specFile, p string) (string, error) {
 	return filepath.Clean(out), nil
 }
 
+// resolveCommand expands ${ENV} in an interpreter setting; a result with a
+// path separator is a file path (relative to the spec), otherwise a command
+// looked up on PATH when it runs.
+func resolveCommand(specFile, p string) (string, error) {
+	if !strings.Contains(p, "${") && !strings.ContainsRune(p, '/') {
+		return p, nil
+	}
+	abs, err := resolvePath(specFile, p)
+	if err != nil {
+		return "", err
+	}
+	if rel := filepath.Base(abs); !strings.ContainsRune(expandOnly(p), '/') {
+		return rel, nil
+	}
+	return abs, nil
+}
+
+// expandOnly expands ${ENV} references without resolving the result as a path.
+func expandOnly(p string) string {
+	return os.Expand(p, func(expr string) string {
+		name, def, _ := strings.Cut(expr, ":-")
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return def
+	})
+}
+
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func sortedKeys[V any](m map[string]V) []string {

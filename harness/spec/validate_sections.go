@@ -53,6 +53,30 @@ func validateModels(s *Spec, c checker) {
 			c.errf(p, "scale %q is not in matrix.scales (%s); remove it or add it to the matrix", name, strings.Join(s.Matrix.Scales, ", "))
 		}
 		c.oneOf(p+".engine", m.Engine, Engines)
+		if m.Engine == "torch" {
+			if m.Python != "" {
+				if py, err := resolveCommand(s.File, m.Python); err != nil {
+					c.errf(p+".python", "%v", err)
+				} else {
+					m.Python = py
+				}
+			}
+			if m.Device != "" {
+				c.oneOf(p+".device", m.Device, Devices)
+			}
+			if m.DType != "" {
+				c.oneOf(p+".dtype", m.DType, DTypes)
+			}
+			c.rangeInt(p+".gen_tokens", m.GenTokens, 0, 1<<30)
+			c.rangeInt(p+".train_tokens", m.TrainTokens, 0, 1<<30)
+		} else {
+			for key, set := range map[string]bool{"python": m.Python != "", "device": m.Device != "", "dtype": m.DType != "",
+				"gen_tokens": m.GenTokens != 0, "train_tokens": m.TrainTokens != 0} {
+				if set {
+					c.errf(p+"."+key, "is a setting of the torch engine; this model's engine is %q", m.Engine)
+				}
+			}
+		}
 		_, hasCk := c.org[p+".checkpoint"]
 		switch {
 		case hasCk && m.Tiny != nil:

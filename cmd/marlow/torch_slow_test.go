@@ -1,0 +1,215 @@
+//go:build slow
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/marlowlab/marlow/harness/engine/torch/torchtest"
+	"github.com/marlowlab/marlow/harness/runlog"
+)
+
+// TestTorchSmoke runs seeds/smoke.yaml with every model on the torch engine
+// (cpu, fp32) through the CLI: all runs finish and the report builds; a
+// rerun of some runs gives byte-identical Parquet logs; killing the torch
+// server in the middle of a run marks the run failed with the server's
+// stderr tail in its error, and the next invocation resumes it from its
+// last checkpoint to the same bytes as the uninterrupted run.
+func TestTorchSmoke(t *testing.T) {
+	py := torchtest.Python(t, "torch", "transformers", "peft", "safetensors", "tokenizers", "numpy", "jinja2")
+	specPath := torchSmokeSpec(t, py)
+	runs := t.TempDir()
+	t0 := time.Now()
+	if _, stderr, code := runCLI(t, nil, "run", specPath, "--runs", runs, "--jobs", "2", "--allow-dirty", "--progress", "none"); code != 0 {
+		t.Fatalf("torch smoke run: exit %d\n%s", code, stderr)
+	}
+	t.Logf("torch smoke runs took %v", time.Since(t0).Round(time.Second))
+	manifests, _ := filepath.Glob(filepath.Join(runs, "smoke", "*", "manifest.json"))
+	if len(manifests) < 20 {
+		t.Fatalf("%d run folders, want every run of the smoke plan", len(manifests))
+	}
+	for _, p := range manifests {
+		if m, err := runlog.ReadManifest(filepath.Dir(p)); err != nil || m.Status != runlog.StatusDone {
+			t.Fatalf("%s: %v %v", p, m.Status, err)
+		}
+	}
+	m, err := runlog.ReadManifest(filepath.Dir(manifests[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"torch/", "transformers/", "peft/", "cpu", "float32"} {
+		if !strings.Contains(m.EngineVersion, want) {
+			t.Errorf("manifest engine version %q lacks %q", m.EngineVersion, want)
+		}
+	}
+	rep := t.TempDir()
+	if out, stderr, code := runCLI(t, nil, "report", filepath.Join(runs, "smoke"), "--out", rep); code != 0 {
+		t.Fatalf("report: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(rep, "README.md")); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+
+	// Rerun: the same bytes.
+	const subset = "voting-*-synth-math-seed1"
+	again := t.TempDir()
+	if _, stderr, code := runCLI(t, nil, "run", specPath, "--runs", again, "--only", subset, "--jobs", "2", "--allow-dirty", "--progress", "none"); code != 0 {
+		t.Fatalf("rerun: exit %d\n%s", code, stderr)
+	}
+	sameParquet(t, runs, again, subset)
+
+	// The server killed mid-run: the run fails with the server's stderr,
+	// then resumes to the same bytes.
+	const id = "orch-workers-ip-s-synth-code-seed1"
+	killed := t.TempDir()
+	cmd, out := startCLI(t, "run", specPath, "--runs", killed, "--only", id, "--jobs", "1", "--allow-dirty", "--progress", "none")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	dir := filepath.Join(killed, "smoke", id)
+	server := 0
+	deadline := time.After(10 * time.Minute)
+	for server == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended (%v) before its server could be killed:\n%s", err, out.String())
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatal("timed out waiting for step 1 to commit")
+		case <-time.After(50 * time.Millisecond):
+			if m, err := runlog.ReadManifest(dir); err == nil && m.LastStep >= 1 {
+				server = serverPID(cmd.Process.Pid)
+			}
+		}
+	}
+	if err := syscall.Kill(server, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatalf("the run succeeded although its server was killed:\n%s", out.String())
+	}
+	m, err = runlog.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != runlog.StatusFailed && m.Status != runlog.StatusInterrupted {
+		t.Fatalf("after the server was killed the run is %s, want failed or interrupted", m.Status)
+	}
+	for _, want := range []string{"server died", "signal: killed"} {
+		if !strings.Contains(m.Error, want) {
+			t.Errorf("run error lacks %q: %s", want, m.Error)
+		}
+	}
+	if !strings.Contains(m.Error, "stderr") {
+		t.Errorf("run error quotes no stderr: %s", m.Error)
+	}
+	t.Logf("killed server %d after step %d; run error: %s", server, m.LastStep, m.Error)
+	if _, stderr, code := runCLI(t, nil, "run", specPath, "--runs", killed, "--only", id, "--jobs", "1", "--allow-dirty", "--progress", "none"); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	sameParquet(t, runs, killed, id)
+}
+
+// torchSmokeSpec writes seeds/smoke.yaml with every model on the torch
+// engine into an ignored folder of the repository (so the committed tiny
+// base models are found) and returns its path.
+func torchSmokeSpec(t *testing.T, py string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "seeds", "smoke.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(raw), "    engine: native\n", fmt.Sprintf("    engine: torch\n    device: cpu\n    python: %s\n", py))
+	if !strings.Contains(text, "engine: torch") {
+		t.Fatal("seeds/smoke.yaml has no `engine: native` line to switch")
+	}
+	cache := filepath.Join("..", "..", ".cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(cache, "torch-smoke-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p, _ := filepath.Abs(filepath.Join(dir, "smoke-torch.yaml"))
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startCLI starts the marlow CLI (this test binary) without waiting.
+func startCLI(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	a, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MARLOW_TEST_RUN_MAIN=1", "MARLOW_TEST_ARGS="+string(a))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &out
+}
+
+// serverPID finds the torch server started by process parent (0 when none).
+func serverPID(parent int) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range procs {
+		st, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(parent) {
+			continue
+		}
+		cl, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+		if bytes.Contains(cl, []byte("marlow_torch_server.py")) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	return 0
+}
+
+// sameParquet checks that the Parquet logs of the runs matching glob are
+// byte-identical under runs folders a and b.
+func sameParquet(t *testing.T, a, b, glob string) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(b, "smoke", glob))
+	if len(dirs) == 0 {
+		t.Fatalf("no runs %s under %s", glob, b)
+	}
+	n := 0
+	for _, d := range dirs {
+		id := filepath.Base(d)
+		for _, table := range []string{"steps", "evals", "samples"} {
+			files, _ := filepath.Glob(filepath.Join(d, table, "*.parquet"))
+			ref, _ := filepath.Glob(filepath.Join(a, "smoke", id, table, "*.parquet"))
+			if len(files) != len(ref) {
+				t.Errorf("%s/%s: %d segments, reference %d", id, table, len(files), len(ref))
+				continue
+			}
+			for _, f := range files {
+				x, err1 := os.ReadFile(f)
+				y, err2 := os.ReadFile(filepath.Join(a, "smoke", id, table, filepath.Base(f)))
+				if err1 != nil || err2 != nil || !bytes.Equal(x, y) {
+					t.Errorf("%s/%s/%s differs from the first run (%v %v)", id, table, filepath.Base(f), err1, err2)
+				}
+				n++
+			}
+		}
+	}
+	t.Logf("%d Parquet files of %d runs byte-identical", n, len(dirs))
+}

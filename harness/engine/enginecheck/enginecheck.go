@@ -1,0 +1,456 @@
+// Package enginecheck cross-checks the torch engine against the native
+// engine on one checkpoint: both score a fixed set of sequences with no
+// adapter and with a seeded random non-zero adapter, take one identical
+// GRPO train step, and load each other's saved checkpoints. The native
+// engine is thereby also checked against transformers' own Qwen3.
+package enginecheck
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/engine/native"
+	"github.com/marlowlab/marlow/harness/engine/torch"
+	"github.com/marlowlab/marlow/harness/model"
+)
+
+// Default tolerances, for fp32 on the CPU.
+const (
+	DefaultLogProbTol = 1e-4 // largest absolute difference of a per-token log-prob
+	DefaultStepTol    = 1e-3 // largest relative difference of loss, KL and per-role gradient norms
+)
+
+// Options configure a check.
+type Options struct {
+	Torch      torch.Options
+	LogProbTol float64 // default DefaultLogProbTol
+	StepTol    float64 // default DefaultStepTol
+	Threads    int     // native engine threads (default 1)
+	Work       string  // scratch folder for checkpoints (default: a temporary folder)
+}
+
+// Report holds the measured differences. Relative differences are
+// |torch - native| / max(|native|, 1e-12).
+type Report struct {
+	Checkpoint     string
+	TorchVersion   string
+	Tokens         int                // scored tokens per pass
+	FreshAdapter   float64            // max |Δ| over the tensors of a new adapter saved by each engine (must be 0)
+	FreshTensors   int                // tensors compared
+	LogProbBase    float64            // max |Δ log-prob|, no adapter
+	LogProbAdapter float64            // max |Δ log-prob|, seeded random adapter
+	LossRel        float64            // loss of the train step (total)
+	KLRel          float64            // KL of the train step (total)
+	GradNormRel    map[string]float64 // per role, and "*" for the total
+	GradNormNative map[string]float64
+	GradNormTorch  map[string]float64
+	AfterStep      float64 // max |Δ log-prob| after each engine's own optimizer step
+	NativeToTorch  float64 // max |Δ log-prob|: native's saved checkpoint loaded by torch
+	TorchToNative  float64 // max |Δ log-prob|: torch's saved checkpoint loaded by native
+	LogProbTol     float64
+	StepTol        float64
+}
+
+// GradNormMax is the largest relative gradient-norm difference.
+func (r Report) GradNormMax() float64 {
+	m := 0.0
+	for _, v := range r.GradNormRel {
+		m = math.Max(m, v)
+	}
+	return m
+}
+
+// GradNormAbsMax is the largest absolute gradient-norm difference.
+func (r Report) GradNormAbsMax() float64 {
+	m := 0.0
+	for k, v := range r.GradNormNative {
+		m = math.Max(m, math.Abs(r.GradNormTorch[k]-v))
+	}
+	return m
+}
+
+// Failures lists every figure beyond its tolerance.
+func (r Report) Failures() []string {
+	var out []string
+	lp := func(name string, v float64) {
+		if !(v <= r.LogProbTol) {
+			out = append(out, fmt.Sprintf("%s: max |Δ log-prob| %.3g > %.3g", name, v, r.LogProbTol))
+		}
+	}
+	if r.FreshAdapter != 0 || r.FreshTensors == 0 {
+		out = append(out, fmt.Sprintf("new adapter: the engines' initial weights differ (max |Δ| %.3g over %d tensors), want identical", r.FreshAdapter, r.FreshTensors))
+	}
+	lp("no adapter", r.LogProbBase)
+	lp("seeded adapter", r.LogProbAdapter)
+	lp("after one step", r.AfterStep)
+	lp("native checkpoint in torch", r.NativeToTorch)
+	lp("torch checkpoint in native", r.TorchToNative)
+	st := func(name string, v float64) {
+		if !(v <= r.StepTol) {
+			out = append(out, fmt.Sprintf("%s: relative difference %.3g > %.3g", name, v, r.StepTol))
+		}
+	}
+	st("train step loss", r.LossRel)
+	st("train step KL", r.KLRel)
+	roles := make([]string, 0, len(r.GradNormRel))
+	for k := range r.GradNormRel {
+		roles = append(roles, k)
+	}
+	slices.Sort(roles)
+	for _, k := range roles {
+		st("grad norm of role "+k, r.GradNormRel[k])
+	}
+	return out
+}
+
+// Print writes the report.
+func (r Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "engine-check %s\n  torch engine: %s\n  %d scored tokens per pass\n", r.Checkpoint, r.TorchVersion, r.Tokens)
+	fmt.Fprintf(w, "  new adapter, max |Δ weight| (%d tensors):  %.3g (must be 0: same seeded stream)\n", r.FreshTensors, r.FreshAdapter)
+	fmt.Fprintf(w, "  max |Δ log-prob|, no adapter:               %.3g (tolerance %.3g)\n", r.LogProbBase, r.LogProbTol)
+	fmt.Fprintf(w, "  max |Δ log-prob|, seeded random adapter:    %.3g\n", r.LogProbAdapter)
+	fmt.Fprintf(w, "  train step, relative Δ loss:                %.3g (tolerance %.3g)\n", r.LossRel, r.StepTol)
+	fmt.Fprintf(w, "  train step, relative Δ KL:                  %.3g\n", r.KLRel)
+	roles := make([]string, 0, len(r.GradNormRel))
+	for k := range r.GradNormRel {
+		roles = append(roles, k)
+	}
+	slices.Sort(roles)
+	for _, k := range roles {
+		fmt.Fprintf(w, "  train step, grad norm of role %-10s native %.6g torch %.6g relative Δ %.3g\n", k, r.GradNormNative[k], r.GradNormTorch[k], r.GradNormRel[k])
+	}
+	fmt.Fprintf(w, "  train step, max |Δ grad norm| over roles:   %.3g (max relative %.3g)\n", r.GradNormAbsMax(), r.GradNormMax())
+	fmt.Fprintf(w, "  max |Δ log-prob| after the optimizer step:  %.3g\n", r.AfterStep)
+	fmt.Fprintf(w, "  native checkpoint loaded by torch:          %.3g\n", r.NativeToTorch)
+	fmt.Fprintf(w, "  torch checkpoint loaded by native:          %.3g\n", r.TorchToNative)
+}
+
+// stream is a splitmix64 sequence for the fixed test sequences.
+type stream uint64
+
+func (s *stream) next() uint64 {
+	*s += 0x9e3779b97f4a7c15
+	z := uint64(*s)
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+func (s *stream) uniform() float64 { return float64(s.next()>>11) / (1 << 53) }
+
+// Turns returns the fixed sequences: six turns of two roles and four agents
+// (two same-role agents share a role) with positive and negative
+// advantages, token ids below min(vocab, 2000) excluding the last three
+// ids.
+func Turns(vocab int) []engine.Turn {
+	s := stream(20260101)
+	hi := min(vocab-3, 2000)
+	ids := func(n int) []int32 {
+		out := make([]int32, n)
+		for i := range out {
+			out[i] = int32(s.next() % uint64(hi))
+		}
+		return out
+	}
+	spec := []struct {
+		role, agent string
+		p, c        int
+		adv         float64
+	}{
+		{"generator", "generator0", 11, 7, 1.0}, {"generator", "generator1", 6, 9, -0.5},
+		{"generator", "generator0", 15, 5, -1.2}, {"evaluator", "evaluator", 9, 6, 0.8},
+		{"evaluator", "evaluator", 13, 4, -0.7}, {"generator", "generator1", 8, 3, 0},
+	}
+	turns := make([]engine.Turn, len(spec))
+	for i, x := range spec {
+		turns[i] = engine.Turn{Adapter: AdapterName, Role: x.role, Agent: x.agent, PromptIDs: ids(x.p), CompletionIDs: ids(x.c), Advantage: x.adv}
+	}
+	return turns
+}
+
+// AdapterName names the adapter of the check.
+const AdapterName = "policy"
+
+// Adapter settings of the check: all seven targets.
+const (
+	adapterRank  = 4
+	adapterAlpha = 8
+	adapterSeed  = 7
+)
+
+// TrainOptions are the settings of the checked step: a KL penalty on one
+// role and a gradient clip, so both paths are exercised.
+func TrainOptions() engine.TrainOptions {
+	return engine.TrainOptions{ClipLow: 0.2, ClipHigh: 0.28, LossAgg: engine.SeqMeanTokenMean, Temperature: 0.7,
+		LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, GradClip: 1.0,
+		KLCoef: map[string]float64{"evaluator": 0.05}}
+}
+
+// WriteRandomAdapter writes, in the engines' checkpoint layout, one adapter
+// named AdapterName whose A and B are drawn from a seeded stream (B is not
+// zero, so the adapter changes the model), with a zero optimizer state.
+func WriteRandomAdapter(dir string, cfg model.Config) error {
+	targets := model.LoRATargets()
+	specs, err := model.ExpectedAdapterTensors(cfg, adapterRank, targets)
+	if err != nil {
+		return err
+	}
+	s := stream(adapterSeed)
+	var ts, opt []model.Tensor
+	for _, sp := range specs {
+		n := sp.Shape[0] * sp.Shape[1]
+		// A: PEFT's bound 1/sqrt(in); B: bound 0.5/sqrt(r).
+		bound := 1 / math.Sqrt(float64(sp.Shape[1]))
+		if sp.Shape[1] == adapterRank {
+			bound = 0.5 / math.Sqrt(adapterRank)
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(bound * (2*s.uniform() - 1))
+		}
+		ts = append(ts, model.Tensor{Name: sp.Name, Shape: sp.Shape, Data: v})
+		opt = append(opt, model.Tensor{Name: sp.Name + ".exp_avg", Shape: sp.Shape, Data: make([]float32, n)},
+			model.Tensor{Name: sp.Name + ".exp_avg_sq", Shape: sp.Shape, Data: make([]float32, n)})
+	}
+	ad := filepath.Join(dir, AdapterName)
+	if err := model.WriteAdapter(ad, model.AdapterFile{Rank: adapterRank, Alpha: adapterAlpha, Targets: targets, BaseModel: "marlow-native"}, ts); err != nil {
+		return err
+	}
+	if err := model.WriteSafetensors(filepath.Join(ad, "optimizer.safetensors"), opt, map[string]string{"format": "marlow-adamw"}); err != nil {
+		return err
+	}
+	state, _ := json.MarshalIndent(map[string]any{"name": AdapterName, "seed": adapterSeed, "step": 0}, "", "  ")
+	if err := os.WriteFile(filepath.Join(ad, "state.json"), append(state, '\n'), 0o644); err != nil {
+		return err
+	}
+	idx, _ := json.MarshalIndent(map[string]any{"adapters": []string{AdapterName}}, "", "  ")
+	return os.WriteFile(filepath.Join(dir, "adapters.json"), append(idx, '\n'), 0o644)
+}
+
+// OpenNative opens the checkpoint in the native engine. Checkpoints whose
+// tokenizer the native engine cannot read (the real Qwen3 BPE tokenizers)
+// get a character tokenizer instead: the check exchanges token ids only.
+func OpenNative(dir string, threads int) (*native.Engine, error) {
+	if e, err := native.Open(dir, native.Options{Threads: threads}); err == nil {
+		return e, nil
+	}
+	cfg, ts, err := model.ReadCheckpoint(dir)
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	w, err := native.WeightsFromTensors(cfg, ts)
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	tok, err := model.NewCharTokenizer(model.DefaultAlphabet())
+	if err != nil {
+		return nil, err
+	}
+	return native.New(cfg, tok, w, native.Options{Threads: threads})
+}
+
+func maxAbs(a, b [][]float32) float64 {
+	m := 0.0
+	for i := range a {
+		for j := range a[i] {
+			d := math.Abs(float64(a[i][j]) - float64(b[i][j]))
+			if math.IsNaN(d) {
+				return math.Inf(1)
+			}
+			m = math.Max(m, d)
+		}
+	}
+	return m
+}
+
+func rel(t, n float64) float64 {
+	if math.IsNaN(t) && math.IsNaN(n) {
+		return 0
+	}
+	return math.Abs(t-n) / math.Max(math.Abs(n), 1e-12)
+}
+
+// Run checks the torch engine against the native engine on checkpoint dir.
+func Run(ctx context.Context, dir string, opt Options) (Report, error) {
+	r := Report{Checkpoint: dir, LogProbTol: opt.LogProbTol, StepTol: opt.StepTol,
+		GradNormRel: map[string]float64{}, GradNormNative: map[string]float64{}, GradNormTorch: map[string]float64{}}
+	if r.LogProbTol == 0 {
+		r.LogProbTol = DefaultLogProbTol
+	}
+	if r.StepTol == 0 {
+		r.StepTol = DefaultStepTol
+	}
+	work := opt.Work
+	if work == "" {
+		tmp, err := os.MkdirTemp("", "marlow-engine-check-")
+		if err != nil {
+			return r, err
+		}
+		defer os.RemoveAll(tmp)
+		work = tmp
+	}
+	ne, err := OpenNative(dir, max(opt.Threads, 1))
+	if err != nil {
+		return r, err
+	}
+	defer ne.Close()
+	to := opt.Torch
+	if to.DType == "" {
+		to.DType = "float32" // the check compares semantics, at full precision
+	}
+	te, err := torch.Open(ctx, dir, to)
+	if err != nil {
+		return r, err
+	}
+	defer te.Close()
+	r.TorchVersion = te.Version()
+	cfg := ne.Config()
+	turns := Turns(cfg.VocabSize)
+	for _, t := range turns {
+		r.Tokens += len(t.CompletionIDs)
+	}
+	temp := TrainOptions().Temperature
+	score := func(adapter string) ([][]float32, [][]float32, error) {
+		a, err := ne.LogProbs(adapter, turns, temp)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := te.LogProbs(ctx, adapter, turns, temp)
+		return a, b, err
+	}
+	a, b, err := score("")
+	if err != nil {
+		return r, err
+	}
+	r.LogProbBase = maxAbs(a, b)
+	if r.FreshAdapter, r.FreshTensors, err = compareFresh(ne, te, cfg, work); err != nil {
+		return r, err
+	}
+	seeded := filepath.Join(work, "seeded")
+	if err := WriteRandomAdapter(seeded, cfg); err != nil {
+		return r, fmt.Errorf("write seeded adapter: %w", err)
+	}
+	if err := ne.Load(seeded); err != nil {
+		return r, err
+	}
+	if err := te.Load(seeded); err != nil {
+		return r, err
+	}
+	a, b, err = score(AdapterName)
+	if err != nil {
+		return r, err
+	}
+	r.LogProbAdapter = maxAbs(a, b)
+	// Old log-probs: native's current ones shifted per token, so ratios
+	// spread over both sides of the clip range.
+	s := stream(99)
+	for i := range turns {
+		turns[i].OldLogProbs = make([]float32, len(a[i]))
+		for j, lp := range a[i] {
+			turns[i].OldLogProbs[j] = lp + float32(0.6*(s.uniform()-0.5))
+		}
+	}
+	topt := TrainOptions()
+	ns, err := ne.TrainStep(ctx, AdapterName, turns, topt)
+	if err != nil {
+		return r, err
+	}
+	ts, err := te.TrainStep(ctx, AdapterName, turns, topt)
+	if err != nil {
+		return r, err
+	}
+	if len(ns.Roles) != len(ts.Roles) || ns.SkippedTurns != ts.SkippedTurns {
+		return r, fmt.Errorf("train step: native has %d roles (%d skipped turns), torch %d (%d)", len(ns.Roles), ns.SkippedTurns, len(ts.Roles), ts.SkippedTurns)
+	}
+	r.LossRel = rel(ts.Total.Loss, ns.Total.Loss)
+	r.KLRel = rel(ts.Total.KL, ns.Total.KL)
+	r.GradNormNative["*"], r.GradNormTorch["*"] = ns.Total.GradNorm, ts.Total.GradNorm
+	r.GradNormRel["*"] = rel(ts.Total.GradNorm, ns.Total.GradNorm)
+	for i, nr := range ns.Roles {
+		tr := ts.Roles[i]
+		if tr.Role != nr.Role {
+			return r, fmt.Errorf("train step: role %d is %q in native, %q in torch", i, nr.Role, tr.Role)
+		}
+		r.GradNormNative[nr.Role], r.GradNormTorch[nr.Role] = nr.GradNorm, tr.GradNorm
+		r.GradNormRel[nr.Role] = rel(tr.GradNorm, nr.GradNorm)
+		r.LossRel = math.Max(r.LossRel, rel(tr.Loss, nr.Loss))
+		r.KLRel = math.Max(r.KLRel, rel(tr.KL, nr.KL))
+	}
+	a, b, err = score(AdapterName)
+	if err != nil {
+		return r, err
+	}
+	r.AfterStep = maxAbs(a, b)
+	nativeAfter, torchAfter := a, b
+	nd, td := filepath.Join(work, "native"), filepath.Join(work, "torch")
+	if err := ne.Save(nd); err != nil {
+		return r, err
+	}
+	if err := te.Save(td); err != nil {
+		return r, err
+	}
+	if err := te.Load(nd); err != nil {
+		return r, fmt.Errorf("torch loading native's checkpoint: %w", err)
+	}
+	if err := ne.Load(td); err != nil {
+		return r, fmt.Errorf("native loading torch's checkpoint: %w", err)
+	}
+	a, b, err = score(AdapterName)
+	if err != nil {
+		return r, err
+	}
+	r.NativeToTorch = maxAbs(nativeAfter, b)
+	r.TorchToNative = maxAbs(torchAfter, a)
+	return r, nil
+}
+
+// compareFresh creates the same new adapter in both engines (all seven
+// targets, A from the seeded stream, B = 0), saves both and compares the
+// saved tensors.
+func compareFresh(ne *native.Engine, te *torch.Engine, cfg model.Config, work string) (float64, int, error) {
+	const name = "fresh"
+	ac := engine.AdapterConfig{Rank: adapterRank, Alpha: adapterAlpha, Seed: 12345}
+	if err := ne.NewAdapter(name, ac); err != nil {
+		return 0, 0, err
+	}
+	if err := te.NewAdapter(name, ac); err != nil {
+		return 0, 0, err
+	}
+	nd, td := filepath.Join(work, "fresh-native"), filepath.Join(work, "fresh-torch")
+	if err := ne.Save(nd); err != nil {
+		return 0, 0, err
+	}
+	if err := te.Save(td); err != nil {
+		return 0, 0, err
+	}
+	_, nts, err := model.ReadAdapter(filepath.Join(nd, name), cfg)
+	if err != nil {
+		return 0, 0, fmt.Errorf("native's new adapter: %w", err)
+	}
+	_, tts, err := model.ReadAdapter(filepath.Join(td, name), cfg)
+	if err != nil {
+		return 0, 0, fmt.Errorf("torch's new adapter: %w", err)
+	}
+	byName := map[string]model.Tensor{}
+	for _, t := range tts {
+		byName[t.Name] = t
+	}
+	m := 0.0
+	for _, t := range nts {
+		u, ok := byName[t.Name]
+		if !ok || len(u.Data) != len(t.Data) {
+			return 0, 0, fmt.Errorf("new adapter: torch's checkpoint lacks %s or has another shape", t.Name)
+		}
+		for i, x := range t.Data {
+			m = math.Max(m, math.Abs(float64(x)-float64(u.Data[i])))
+		}
+	}
+	return m, len(nts), nil
+}

@@ -1,0 +1,160 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/marlowlab/marlow/datasets/deepcoder"
+	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/engine/torch"
+	"github.com/marlowlab/marlow/harness/spec"
+)
+
+// ErrMissing is returned (wrapped) when a plan needs files or software this
+// machine lacks.
+var ErrMissing = errors.New("missing prerequisites")
+
+// Needs lists what the runs need that this machine lacks, one line each:
+// base checkpoint folders (config.json, tokenizer.json and the weights),
+// data files, and for torch engines the interpreter, its Python packages
+// (with the versions found) and CUDA when a model asks for it. Tiny models
+// are built by pretraining and need nothing. It reads no run folder and
+// writes nothing.
+func Needs(ctx context.Context, runs []spec.Run) []string {
+	var out []string
+	seen := map[string]bool{}
+	once := func(key string) bool {
+		if seen[key] {
+			return false
+		}
+		seen[key] = true
+		return true
+	}
+	for _, r := range runs {
+		m, d := r.Config.Model, r.Config.Data
+		if m.Tiny == nil && once("ckpt\x00"+m.Checkpoint) {
+			out = append(out, checkpointNeeds(m)...)
+		}
+		if d.Path != "" && once("data\x00"+d.Path) {
+			if msg := dataNeeds(d); msg != "" {
+				out = append(out, msg)
+			}
+		}
+		if m.Engine == "torch" {
+			device := m.Device
+			if device == "" {
+				device = "auto"
+			}
+			if once("torch\x00" + m.Python + "\x00" + device) {
+				_, missing := torch.Check(ctx, m.Python, device)
+				for _, s := range missing {
+					out = append(out, fmt.Sprintf("%s (models.%s, engine torch)", s, m.Scale))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func checkpointNeeds(m spec.ModelConfig) []string {
+	dir := m.Checkpoint
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return []string{fmt.Sprintf("checkpoint folder %s (models.%s): not found", dir, m.Scale)}
+	}
+	var missing []string
+	for _, f := range []string{"config.json", "tokenizer.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	_, e1 := os.Stat(filepath.Join(dir, "model.safetensors"))
+	_, e2 := os.Stat(filepath.Join(dir, "model.safetensors.index.json"))
+	if e1 != nil && e2 != nil {
+		missing = append(missing, "model.safetensors (or model.safetensors.index.json and its shards)")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("checkpoint folder %s (models.%s) lacks %s", dir, m.Scale, strings.Join(missing, ", "))}
+}
+
+func dataNeeds(d spec.DataConfig) string {
+	if d.Source == "deepcoder" {
+		if _, err := deepcoder.Shards(d.Path, d.Subsets, deepcoder.SplitTrain); err != nil {
+			return fmt.Sprintf("data of task %s (source deepcoder, Parquet shards): %v", d.Task, err)
+		}
+		if d.TestPath != "" {
+			if _, err := deepcoder.Shards(d.TestPath, d.Subsets, deepcoder.SplitTest); err != nil {
+				return fmt.Sprintf("test data of task %s (source deepcoder, Parquet shards): %v", d.Task, err)
+			}
+		}
+		return ""
+	}
+	if _, err := os.Stat(d.Path); err != nil {
+		return fmt.Sprintf("data file of task %s (source %s): %s not found", d.Task, d.Source, d.Path)
+	}
+	return ""
+}
+
+// checkNeeds verifies, before anything is written, that every engine the
+// runs name is registered in reg with its prerequisites met and that
+// nothing Needs lists is missing. The error lists every problem at once
+// and wraps ErrMissing, and engine.ErrUnavailable when an engine is the
+// problem.
+func checkNeeds(ctx context.Context, reg *engine.Registry, runs []spec.Run) error {
+	var lines []string
+	unavailable := false
+	seen := map[string]bool{}
+	for _, r := range runs {
+		name := r.Config.Model.Engine
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		d, err := reg.Driver(name)
+		if err != nil {
+			have := strings.Join(reg.Names(), ", ")
+			if have == "" {
+				have = "none"
+			}
+			lines = append(lines, fmt.Sprintf("engine %q is not registered in this program (have %s)", name, have))
+			unavailable = true
+			continue
+		}
+		if d.Check != nil {
+			for _, e := range d.Check(ctx) {
+				lines = append(lines, fmt.Sprintf("engine %s: %v", name, e))
+				unavailable = true
+			}
+		}
+	}
+	lines = append(lines, Needs(ctx, runs)...)
+	if len(lines) == 0 {
+		return nil
+	}
+	list := strings.Join(lines, "\n  - ")
+	if unavailable {
+		return fmt.Errorf("nothing was run: this plan needs what this machine lacks (%w, %w):\n  - %s", ErrMissing, engine.ErrUnavailable, list)
+	}
+	return fmt.Errorf("nothing was run: this plan needs what this machine lacks (%w):\n  - %s", ErrMissing, list)
+}
+
+// Preflight plans s, selects the runs matching only (all when empty) and
+// checks their engines in reg and what they need (see Needs) without
+// writing anything.
+func Preflight(ctx context.Context, s *spec.Spec, only string, reg *engine.Registry) error {
+	planned, err := spec.Plan(s)
+	if err != nil {
+		return err
+	}
+	runs, err := Select(planned, only)
+	if err != nil {
+		return err
+	}
+	return checkNeeds(ctx, reg, runs)
+}
