@@ -99,8 +99,8 @@ func TestRunPaperWithoutModels(t *testing.T) {
 		filepath.Join(empty, "Qwen3-0.6B") + " (models.s): not found",
 		filepath.Join(empty, "Qwen3-1.7B") + " (models.m): not found",
 		filepath.Join(empty, "Qwen3-4B") + " (models.l): not found",
-		filepath.Join(empty, "dapo-math-17k.parquet") + " not found",
-		filepath.Join(empty, "deepcoder"),
+		filepath.Join(empty, "DAPO-Math-17k-Processed", "en", "train-00000-of-00001.parquet") + " not found",
+		filepath.Join(empty, "DeepCoder-Preview-Dataset"),
 		`Python interpreter "/nonexistent/python3"`,
 	} {
 		if !strings.Contains(stderr, want) {
