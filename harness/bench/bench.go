@@ -137,7 +137,7 @@ func Engine(ctx context.Context, reg *engine.Registry, size string, opt Options)
 		opt.MinTime = 2 * time.Second
 	}
 	res := Result{Engine: opt.Engine, Size: size, Threads: opt.Threads}
-	if err := reg.Check(ctx, opt.Engine); err != nil {
+	if err := reg.Check(ctx, engine.Options{Threads: opt.Threads}, opt.Engine); err != nil {
 		return res, fmt.Errorf("bench: %w", err)
 	}
 	e, tok, err := openRandom(ctx, reg, opt.Engine, cfg, opt.Threads)

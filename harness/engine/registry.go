@@ -43,11 +43,11 @@ type Driver struct {
 	// Version names the implementation and its version for run manifests,
 	// e.g. "native/go1.26.0".
 	Version string
-	// Check lists every prerequisite of the engine that this machine lacks
-	// (an interpreter, a package, a device), one error each, and nil when
-	// the engine can be opened. It must be cheap and must not start the
-	// engine. Nil means nothing to check.
-	Check func(ctx context.Context) []error
+	// Check lists every prerequisite of the engine, opened with opt, that
+	// this machine lacks (an interpreter, a package, a device), one error
+	// each, and nil when the engine can be opened. It must be cheap and must
+	// not start the engine. Nil means nothing to check.
+	Check func(ctx context.Context, opt Options) []error
 	// Open starts the engine over a base checkpoint folder in the Hugging
 	// Face layout (config.json, model.safetensors, tokenizer.json).
 	Open func(ctx context.Context, checkpointDir string, opt Options) (Engine, error)
@@ -138,10 +138,10 @@ func (r *Registry) Open(ctx context.Context, name, checkpointDir string, opt Opt
 }
 
 // Check verifies that every named engine is registered and has all its
-// prerequisites. The error (wrapping ErrUnavailable) lists every problem
-// of every engine, one per line, so that one attempt shows all that is
-// missing.
-func (r *Registry) Check(ctx context.Context, names ...string) error {
+// prerequisites when opened with opt. The error (wrapping ErrUnavailable)
+// lists every problem of every engine, one per line, so that one attempt
+// shows all that is missing.
+func (r *Registry) Check(ctx context.Context, opt Options, names ...string) error {
 	var probs []string
 	seen := map[string]bool{}
 	for _, name := range names {
@@ -157,7 +157,7 @@ func (r *Registry) Check(ctx context.Context, names ...string) error {
 		if d.Check == nil {
 			continue
 		}
-		for _, e := range d.Check(ctx) {
+		for _, e := range d.Check(ctx, opt) {
 			probs = append(probs, fmt.Sprintf("engine %s: %v", name, e))
 		}
 	}

@@ -15,7 +15,7 @@ func TestRegistry(t *testing.T) {
 		return nil, nil
 	}}
 	lacking := Driver{Name: "lacking", Version: "lacking/1",
-		Check: func(context.Context) []error {
+		Check: func(context.Context, Options) []error {
 			return []error{errors.New("python3 not found"), errors.New("package transformers missing")}
 		},
 		Open: func(context.Context, string, Options) (Engine, error) { return nil, errors.New("cannot start") }}
@@ -33,10 +33,10 @@ func TestRegistry(t *testing.T) {
 	if got := strings.Join(reg.Names(), " "); got != "good lacking" {
 		t.Fatalf("names %q", got)
 	}
-	if err := reg.Check(context.Background(), "good", "good"); err != nil {
+	if err := reg.Check(context.Background(), Options{}, "good", "good"); err != nil {
 		t.Fatal(err)
 	}
-	err := reg.Check(context.Background(), "good", "lacking", "torch")
+	err := reg.Check(context.Background(), Options{}, "good", "lacking", "torch")
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err %v", err)
 	}

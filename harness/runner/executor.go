@@ -68,8 +68,7 @@ func (x *executor) execute(ctx context.Context, j job) Outcome {
 		prov, setupErr = x.provenance(base, rc.Data.Path, rc.Data.TestPath)
 	}
 	if setupErr == nil {
-		eng, version, setupErr = x.opt.Engines.Open(ctx, rc.Model.Engine, base, engine.Options{Threads: max(x.opt.Threads, 1),
-			Python: rc.Model.Python, Device: rc.Model.Device, DType: rc.Model.DType, GenTokens: rc.Model.GenTokens, TrainTokens: rc.Model.TrainTokens})
+		eng, version, setupErr = x.opt.Engines.Open(ctx, rc.Model.Engine, base, engineOptions(rc.Model, x.opt.Threads))
 	}
 	if eng != nil {
 		defer eng.Close()

@@ -10,7 +10,6 @@ import (
 
 	"github.com/marlowlab/marlow/datasets/deepcoder"
 	"github.com/marlowlab/marlow/harness/engine"
-	"github.com/marlowlab/marlow/harness/engine/torch"
 	"github.com/marlowlab/marlow/harness/spec"
 )
 
@@ -18,12 +17,12 @@ import (
 // machine lacks.
 var ErrMissing = errors.New("missing prerequisites")
 
-// Needs lists what the runs need that this machine lacks, one line each:
-// base checkpoint folders (config.json, tokenizer.json and the weights),
-// data files, and for torch engines the interpreter, its Python packages
-// (with the versions found) and CUDA when a model asks for it. Tiny models
-// are built by pretraining and need nothing. It reads no run folder and
-// writes nothing.
+// Needs lists the files the runs need that this machine lacks, one line
+// each: base checkpoint folders (config.json, tokenizer.json and the
+// weights) and data files. Tiny models are built by pretraining and need
+// nothing. What an engine needs (for torch: the interpreter, its Python
+// packages with the versions found, CUDA) is its driver's Check, which
+// checkNeeds adds. It reads no run folder and writes nothing.
 func Needs(ctx context.Context, runs []spec.Run) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -42,18 +41,6 @@ func Needs(ctx context.Context, runs []spec.Run) []string {
 		if d.Path != "" && once("data\x00"+d.Path) {
 			if msg := dataNeeds(d); msg != "" {
 				out = append(out, msg)
-			}
-		}
-		if m.Engine == "torch" {
-			device := m.Device
-			if device == "" {
-				device = "auto"
-			}
-			if once("torch\x00" + m.Python + "\x00" + device) {
-				_, missing := torch.Check(ctx, m.Python, device)
-				for _, s := range missing {
-					out = append(out, fmt.Sprintf("%s (models.%s, engine torch)", s, m.Scale))
-				}
 			}
 		}
 	}
@@ -111,24 +98,26 @@ func checkNeeds(ctx context.Context, reg *engine.Registry, runs []spec.Run) erro
 	unavailable := false
 	seen := map[string]bool{}
 	for _, r := range runs {
-		name := r.Config.Model.Engine
-		if seen[name] {
+		m := r.Config.Model
+		opt := engineOptions(m, 1)
+		key := strings.Join([]string{m.Engine, opt.Python, opt.Device, opt.DType}, "\x00")
+		if seen[key] {
 			continue
 		}
-		seen[name] = true
-		d, err := reg.Driver(name)
+		seen[key] = true
+		d, err := reg.Driver(m.Engine)
 		if err != nil {
 			have := strings.Join(reg.Names(), ", ")
 			if have == "" {
 				have = "none"
 			}
-			lines = append(lines, fmt.Sprintf("engine %q is not registered in this program (have %s)", name, have))
+			lines = append(lines, fmt.Sprintf("engine %q is not registered in this program (have %s)", m.Engine, have))
 			unavailable = true
 			continue
 		}
 		if d.Check != nil {
-			for _, e := range d.Check(ctx) {
-				lines = append(lines, fmt.Sprintf("engine %s: %v", name, e))
+			for _, e := range d.Check(ctx, opt) {
+				lines = append(lines, fmt.Sprintf("engine %s (models.%s): %v", m.Engine, m.Scale, e))
 				unavailable = true
 			}
 		}
@@ -157,4 +146,10 @@ func Preflight(ctx context.Context, s *spec.Spec, only string, reg *engine.Regis
 		return err
 	}
 	return checkNeeds(ctx, reg, runs)
+}
+
+// engineOptions are the options a run of model m opens its engine with.
+func engineOptions(m spec.ModelConfig, threads int) engine.Options {
+	return engine.Options{Threads: max(threads, 1), Python: m.Python, Device: m.Device, DType: m.DType,
+		GenTokens: m.GenTokens, TrainTokens: m.TrainTokens}
 }

@@ -372,7 +372,7 @@ func TestPreflightRefusesMissingEngines(t *testing.T) {
 	opt := fakeOptions(runs)
 	opt.Engines = &engine.Registry{}
 	err := opt.Engines.Register(engine.Driver{Name: "native", Version: "lacking",
-		Check: func(context.Context) []error {
+		Check: func(context.Context, engine.Options) []error {
 			return []error{errors.New("no python3"), errors.New("no torch package")}
 		},
 		Open: func(context.Context, string, engine.Options) (engine.Engine, error) {
@@ -383,7 +383,7 @@ func TestPreflightRefusesMissingEngines(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Run(context.Background(), s, opt)
-	if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "engine native: no python3") || !strings.Contains(err.Error(), "engine native: no torch package") {
+	if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "engine native (models.s): no python3") || !strings.Contains(err.Error(), "engine native (models.s): no torch package") {
 		t.Fatalf("err %v", err)
 	}
 	opt.Engines = &engine.Registry{}

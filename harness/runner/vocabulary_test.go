@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/grpo"
 	"github.com/marlowlab/marlow/harness/model"
 	"github.com/marlowlab/marlow/harness/spec"
@@ -67,7 +68,7 @@ func TestSpecVocabularyHasImplementations(t *testing.T) {
 		}
 	}
 	reg := nativeEngines()
-	if err := reg.Check(context.Background(), study.Native); err != nil {
+	if err := reg.Check(context.Background(), engine.Options{}, study.Native); err != nil {
 		t.Errorf("engine %s: %v", study.Native, err)
 	}
 	for _, name := range reg.Names() {

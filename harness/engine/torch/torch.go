@@ -37,13 +37,25 @@ import (
 const Name = "torch"
 
 // Driver returns the torch engine's driver for an engine.Registry. Its
-// prerequisites depend on each model's interpreter and device, so they are
-// checked per plan (runner.Needs calls Check), not by the driver; the
-// version in a run's manifest is the opened engine's (Version).
+// prerequisites (the interpreter, its packages, CUDA) depend on each
+// model's options, which the driver's Check receives; the version in a
+// run's manifest is the opened engine's (Version).
 func Driver() engine.Driver {
 	return engine.Driver{
 		Name:    Name,
 		Version: Name + " (Python server)",
+		Check: func(ctx context.Context, opt engine.Options) []error {
+			device := opt.Device
+			if device == "" {
+				device = "auto"
+			}
+			_, missing := Check(ctx, opt.Python, device)
+			errs := make([]error, len(missing))
+			for i, m := range missing {
+				errs[i] = errors.New(m)
+			}
+			return errs
+		},
 		Open: func(ctx context.Context, dir string, opt engine.Options) (engine.Engine, error) {
 			e, err := Open(ctx, dir, Options{Python: opt.Python, Device: opt.Device, DType: opt.DType, Threads: opt.Threads,
 				GenTokenBudget: opt.GenTokens, TrainTokenBudget: opt.TrainTokens})
