@@ -25,15 +25,15 @@ demo: build
 ## the native engine on the smallest paper checkpoint, every run of
 ## seeds/paper.yaml (resuming what is there), then its report into
 ## reports/paper/.
-MARLOW_MODELS ?= ../models
-MARLOW_DATA ?= ../data
-MARLOW_PYTHON ?= python3
+# The paths and the interpreter default here only (the test targets must
+# not see a default MARLOW_PYTHON: .ci/run points them at .venv/).
 ENGINE_CHECK_FLAGS ?= --device cuda --tol-logprob 2e-3 --tol-step 1e-2
-export MARLOW_MODELS MARLOW_DATA MARLOW_PYTHON
 reproduce: build
-	./bin/marlow run --preflight seeds/paper.yaml
-	./bin/marlow engine-check $(MARLOW_MODELS)/Qwen3-0.6B --python $(MARLOW_PYTHON) $(ENGINE_CHECK_FLAGS)
-	./bin/marlow run seeds/paper.yaml
+	@set -e; \
+	export MARLOW_MODELS="$${MARLOW_MODELS:-$(CURDIR)/models}" MARLOW_DATA="$${MARLOW_DATA:-$(CURDIR)/data}" MARLOW_PYTHON="$${MARLOW_PYTHON:-python3}"; \
+	./bin/marlow run --preflight seeds/paper.yaml; \
+	./bin/marlow engine-check "$$MARLOW_MODELS/Qwen3-0.6B" --python "$$MARLOW_PYTHON" $(ENGINE_CHECK_FLAGS); \
+	./bin/marlow run seeds/paper.yaml; \
 	./bin/marlow report seeds/paper.yaml --out reports/paper
 
 ## figures: rebuild every committed report from its stored log archive
