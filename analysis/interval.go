@@ -277,3 +277,22 @@ func newSampling(runs []*RunResult, key CellKey, p Params) *sampling {
 	s.probReps, s.seedVar = reps, seedVar
 	return s
 }
+
+// DifferenceInterval is the interval of b - a for two independent
+// estimates that carry their standard errors and degrees of freedom (as
+// stored in summary.parquet), at level ci: a t interval with
+// Welch-Satterthwaite degrees of freedom. It has zero width when both
+// standard errors are zero, and no interval when either is missing.
+func DifferenceInterval(b, a Estimate, ci float64) Estimate {
+	v := b.Value - a.Value
+	if math.IsNaN(a.SE) || math.IsNaN(b.SE) || math.IsNaN(a.DF) || math.IsNaN(b.DF) || math.IsNaN(v) {
+		return noCI(v)
+	}
+	var parts []varPart
+	for _, e := range []Estimate{a, b} {
+		if e.SE > 0 {
+			parts = append(parts, varPart{v: e.SE * e.SE, df: e.DF})
+		}
+	}
+	return tInterval(v, parts, ci, math.Inf(-1), math.Inf(1))
+}
