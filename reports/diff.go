@@ -420,8 +420,8 @@ func jnum(v float64) *float64 {
 // JSON renders the comparison as indented JSON; undefined values are null.
 func (d DiffResult) JSON(labelA, labelB string) ([]byte, error) {
 	out := struct {
-		A     string        `json:"a"`
-		B     string        `json:"b"`
+		A     string         `json:"a"`
+		B     string         `json:"b"`
 		Level float64        `json:"level"`
 		Cells []jsonDiffCell `json:"cells"`
 		Rows  []jsonDiffRow  `json:"rows"`
