@@ -237,7 +237,7 @@ func writeDefinitions(w md, p analysis.Params) {
 	w("- **Gradient amplification**: a role's gradient norm above amp_k × its median over the first early_frac of the steps while the mean pairwise cosine of its same-role agents' gradients is above amp_cos; it is *before a cliff* when the first such step is at or before the cliff's fall.\n")
 	w("- **Gradient-mass dominance**: each role's share of its policy's summed squared gradient norm per step; the dominant role has the largest mean share.\n")
 	w("- **Role capture**: in a policy shared by several roles, a role's format compliance falls by at least capture_format_drop from the first to the last validation, while its outputs converge on the dominant role's: the character %d-gram cosine similarity to the dominant role's outputs rises and the ratio of mean output lengths (characters) moves no further from 1.\n", p.NGram)
-	b.WriteString(intervalsDefinition(p))
+	w("%s", intervalsDefinition(p))
 	w("| parameter | value |\n|---|---|\n")
 	for _, e := range p.Entries() {
 		w("| %s | %s |\n", e[0], e[1])
