@@ -208,3 +208,34 @@ func TestIntervalTwoEqualSeeds(t *testing.T) {
 		t.Errorf("equal seeds without problems: %s %+v", c.CIMethod, c.Final)
 	}
 }
+
+// TestCurveIntervals checks the per-step intervals of the accuracy figures
+// in closed form: one seed gives sd/sqrt(P) of the per-problem
+// correctness; two identical seeds share every problem effect (no seed
+// part, the same problem part); seeds on different problems have only the
+// seed part.
+func TestCurveIntervals(t *testing.T) {
+	pm := &ProblemMatrix{Steps: []int64{0, 10}, Problems: []string{"a", "b", "c", "d"},
+		Correct: [][]float64{{1, 0, 1, 0}, {1, 1, 1, 0}}}
+	r1 := &RunResult{RunID: "r1", Curve: []Point{{0, 0.5}, {10, 0.75}}, Problems: pm}
+	one := CurveIntervals([]*RunResult{r1}, 0.95)
+	// step 0: var(1,0,1,0) = 1/3, se = sqrt(1/3/4); t(3) 97.5% = 3.182446
+	se := math.Sqrt(1.0 / 3 / 4)
+	if len(one) != 2 || !near(one[0].SE, se) || math.Abs(one[0].Lo-math.Max(0, 0.5-3.182446*se)) > 1e-5 || one[0].DF != 3 {
+		t.Errorf("one seed: %+v, want se %v df 3", one, se)
+	}
+	r2 := *r1
+	r2.RunID = "r2"
+	two := CurveIntervals([]*RunResult{r1, &r2}, 0.95)
+	if !near(two[0].SE, se) || !near(two[1].SE, one[1].SE) {
+		t.Errorf("two equal seeds: %+v, want the one-seed standard errors", two)
+	}
+	r3 := r2
+	r3.Problems = &ProblemMatrix{Steps: pm.Steps, Problems: []string{"e", "f", "g", "h"}, Correct: pm.Correct}
+	r3.Curve = []Point{{0, 0.25}, {10, 0.75}}
+	mixed := CurveIntervals([]*RunResult{r1, &r3}, 0.95)
+	// seed part only: var(0.5, 0.25)/2 = 0.015625; step 10 has two equal values
+	if !near(mixed[0].SE, math.Sqrt(0.03125/2)) || mixed[0].DF != 1 || !mixed[1].Degenerate() {
+		t.Errorf("seeds on different problems: %+v", mixed)
+	}
+}

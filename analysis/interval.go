@@ -296,3 +296,93 @@ func DifferenceInterval(b, a Estimate, ci float64) Estimate {
 	}
 	return tInterval(v, parts, ci, math.Inf(-1), math.Inf(1))
 }
+
+// StepEstimate is the accuracy of one validation step over a condition's
+// seeds, with its interval.
+type StepEstimate struct {
+	Step int64
+	Estimate
+}
+
+// CurveIntervals applies the interval rule to the accuracy at each
+// validation step of runs (the seeds of one condition in one cell): the
+// mean over the seeds that have the step, with a t interval of a seed part
+// (two or more seeds) and a problem part computed in closed form, since
+// accuracy is a mean over problems: the variance of the per-problem
+// correctness over the number of problems with one seed, and with several
+// seeds their mean covariance between seeds (what the seeds share) when
+// every seed has the same problems. Steps without any part have no
+// interval (NaN bounds).
+func CurveIntervals(runs []*RunResult, ci float64) []StepEstimate {
+	bySeed := map[int64][]float64{}
+	var steps []int64
+	for _, r := range runs {
+		for _, pt := range r.Curve {
+			if _, ok := bySeed[pt.Step]; !ok {
+				steps = append(steps, pt.Step)
+			}
+			bySeed[pt.Step] = append(bySeed[pt.Step], pt.Acc)
+		}
+	}
+	slices.Sort(steps)
+	shared := len(runs) > 0
+	for _, r := range runs {
+		if r.Problems == nil || len(r.Problems.Problems) < 2 || !slices.Equal(r.Problems.Problems, runs[0].Problems.Problems) {
+			shared = false
+		}
+	}
+	out := make([]StepEstimate, 0, len(steps))
+	for _, st := range steps {
+		accs := bySeed[st]
+		var mean float64
+		for _, a := range accs {
+			mean += a / float64(len(accs))
+		}
+		var parts []varPart
+		if len(accs) >= 2 {
+			parts = append(parts, varPart{v: sampleVar(accs) / float64(len(accs)), df: float64(len(accs) - 1)})
+		}
+		if v, n, ok := problemPart(runs, st, shared); ok {
+			parts = append(parts, varPart{v: v, df: float64(n - 1)})
+		}
+		e := noCI(mean)
+		if len(parts) > 0 {
+			e = tInterval(mean, parts, ci, 0, 1)
+		}
+		out = append(out, StepEstimate{Step: st, Estimate: e})
+	}
+	return out
+}
+
+// problemPart is the problem part of the accuracy at step st (see
+// CurveIntervals) and the number of problems; ok is false when it is not
+// known (no per-problem samples at that step, or seeds validated on
+// different problems, whose problem sampling the seed part then holds).
+func problemPart(runs []*RunResult, st int64, shared bool) (v float64, n int, ok bool) {
+	if !shared {
+		return 0, 0, false
+	}
+	var rows [][]float64
+	for _, r := range runs {
+		i := slices.Index(r.Problems.Steps, st)
+		if i < 0 {
+			return 0, 0, false
+		}
+		rows = append(rows, r.Problems.Correct[i])
+	}
+	s, n := len(rows), len(rows[0])
+	if s == 1 {
+		return sampleVar(rows[0]) / float64(n), n, true
+	}
+	// mean covariance between seeds: (S^2 var(mean) - sum var) / (S (S-1))
+	mean := make([]float64, n)
+	var sumVar float64
+	for _, row := range rows {
+		for j, x := range row {
+			mean[j] += x / float64(s)
+		}
+		sumVar += sampleVar(row)
+	}
+	cov := (float64(s*s)*sampleVar(mean) - sumVar) / float64(s*(s-1))
+	return math.Max(0, cov) / float64(n), n, true
+}
