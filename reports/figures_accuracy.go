@@ -152,6 +152,7 @@ func ceilingFinalFigure(st *analysis.Study) (*plot.Plot, *plot.Legend, int, erro
 	p.Add(diag)
 	leg.Add("final = ceiling", diag)
 	sortConds(conds)
+	placed := map[plotter.XY]int{} // labels already at a point: coincident points stack theirs
 	for i, c := range conds {
 		s, err := plotter.NewScatter(pts[c])
 		if err != nil {
@@ -168,7 +169,8 @@ func ceilingFinalFigure(st *analysis.Study) (*plot.Plot, *plot.Legend, int, erro
 			}
 			ts := &lb.TextStyle[0]
 			ts.Font.Size, ts.Color = vg.Points(8), condColor(c)
-			dy := vg.Points(-3 - 9*float64(i%2))
+			dy := vg.Points(-3 - 9*float64(i%2) - 10*float64(placed[pt]))
+			placed[pt]++
 			if pt.X > (lo+hi)/2 {
 				ts.XAlign = draw.XRight
 				lb.Offset = vg.Point{X: -vg.Points(6), Y: dy}
