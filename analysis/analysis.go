@@ -1,6 +1,8 @@
 // Package analysis turns stored run logs into the study's numbers: per-run
 // ceiling/floor metrics of the validation curve, per-cell comparisons of
-// the conditions with seeded bootstrap confidence intervals, and the
+// the conditions with confidence intervals that rest on the seeds and the
+// validation problems (interval.go, with their measured coverage in
+// coverage.go), and the
 // failure-mode detectors (gradient amplification, gradient-mass dominance,
 // role capture), each returning its evidence.
 //
