@@ -22,7 +22,7 @@ import (
 type gainGrid struct {
 	vals  [][]float64 // [row][col]
 	cis   [][]analysis.Estimate
-	scale float64     // |gain| that maps to full colour
+	scale float64 // |gain| that maps to full colour
 }
 
 func gainColor(v, scale float64) color.Color {
