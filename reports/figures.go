@@ -242,17 +242,19 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 			name, title, ylabel, caption string
 			value                        func(runlog.EvalRow) float64
 			lo, hi, minSpan              float64 // range of the quantity, smallest y span shown
+			relSpan                      float64 // smallest y span as a share of the largest value (0: none)
 		}
 		for _, ef := range []evalFig{
 			{"roleacc_", "Per-role accuracy", "accuracy of the role's own answers (fraction)",
 				"Per-role rows of the evals table: the regraded correctness of each role's own answers at each validation (e.g. each generator's answer; the aggregator's selected candidate), mean over seeds; trained conditions (base is their step 0).",
-				func(e runlog.EvalRow) float64 { return e.Accuracy }, 0, 1, 0.05},
+				func(e runlog.EvalRow) float64 { return e.Accuracy }, 0, 1, 0.05, 0},
 			{"format_", "Per-role format compliance", "compliant turns (fraction)",
 				"Fraction of each role's validation turns whose output followed the role's format.",
-				func(e runlog.EvalRow) float64 { return e.FormatRate }, 0, 1, 0.05},
+				func(e runlog.EvalRow) float64 { return e.FormatRate }, 0, 1, 0.05, 0},
 			{"length_", "Per-role output length", "mean output length (tokens)",
 				"Mean length of each role's validation outputs in tokens.",
-				func(e runlog.EvalRow) float64 { return e.MeanLen }, 0, math.Inf(1), 1},
+				// lengths: a span of at least a quarter of the longest, so a change of a token or two does not look like a collapse
+				func(e runlog.EvalRow) float64 { return e.MeanLen }, 0, math.Inf(1), 1, 0.25},
 		} {
 			p, leg, n, err := roleEvalFigure(runs, ef.title+", "+cell.Key.String(), ef.ylabel, ef.value)
 			if err != nil {
@@ -261,7 +263,7 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 			if n == 0 {
 				continue
 			}
-			fitY(p, ef.lo, ef.hi, ef.minSpan)
+			fitY(p, ef.lo, ef.hi, math.Max(ef.minSpan, ef.relSpan*p.Y.Max))
 			p.X.Tick.Marker = ticks
 			if err := add(Figure{Name: ef.name + stem, Cell: cell.Key.String(), Title: ef.title + ", " + cell.Key.String(), Caption: ef.caption}, p, leg); err != nil {
 				return nil, err
