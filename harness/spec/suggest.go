@@ -32,8 +32,9 @@ func editDistance(a, b string) int {
 
 // closest returns the option nearest to v when it is near enough to be a
 // likely typo: the same ignoring case, '-' and '_', or within an edit
-// distance of 1 (values of up to 5 characters) or 2 (longer ones), or an
-// unambiguous prefix of at least 3 characters. Ties go to the first option.
+// distance of 1 (values of up to 5 characters, and for up to 4 with the same
+// first letter) or 2 (longer ones), or an unambiguous prefix of at least 3
+// characters. Ties go to the first option.
 func closest(v string, options []string) (string, bool) {
 	norm := func(s string) string { return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(s)) }
 	for _, o := range options {
@@ -50,6 +51,11 @@ func closest(v string, options []string) (string, bool) {
 	}
 	best, bestD := "", limit+1
 	for _, o := range options {
+		// a short value that differs in its first letter is another name
+		// rather than a typo ("tpu" is not "cpu")
+		if len(v) <= 4 && !strings.EqualFold(v[:1], o[:min(1, len(o))]) {
+			continue
+		}
 		if d := editDistance(strings.ToLower(v), strings.ToLower(o)); d < bestD {
 			best, bestD = o, d
 		}

@@ -7,7 +7,7 @@ import (
 )
 
 func TestClosest(t *testing.T) {
-	opts := []string{"single", "eval-opt", "voting", "orch-workers"}
+	opts := []string{"single", "eval-opt", "voting", "orch-workers", "cpu"}
 	tests := []struct {
 		v, want string
 		ok      bool
@@ -21,6 +21,7 @@ func TestClosest(t *testing.T) {
 		{"debate", "", false},
 		{"vo", "", false}, // too short to guess
 		{"s", "", false},
+		{"tpu", "", false}, // not a typo of a name that starts differently
 		{"voting", "", false},
 	}
 	for _, tc := range tests {
