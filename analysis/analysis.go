@@ -1,6 +1,8 @@
 // Package analysis turns stored run logs into the study's numbers: per-run
 // ceiling/floor metrics of the validation curve, per-cell comparisons of
-// the conditions with seeded bootstrap confidence intervals, and the
+// the conditions with confidence intervals that rest on the seeds and the
+// validation problems (interval.go, with their measured coverage in
+// coverage.go), and the
 // failure-mode detectors (gradient amplification, gradient-mass dominance,
 // role capture), each returning its evidence.
 //
@@ -138,9 +140,12 @@ type CondSummary struct {
 	Condition string
 	RunIDs    []string
 	Seeds     int
-	// CIMethod says what the bootstrap resampled: "seeds" (more than one
-	// seed), "problems" (one seed, validation problems), or "none".
-	CIMethod             string
+	// CIMethod says what the intervals rest on (interval.go):
+	// MethodSeedsProblems, MethodSeeds, MethodProblems or MethodNone.
+	CIMethod string
+	// Problems is the number of validation problems per seed that the
+	// problem part of the intervals resampled (0 when none were).
+	Problems             int
 	Base, Ceiling, Final Estimate
 	Floor, Drop, AUC     Estimate
 	CeilingStep          float64 // mean over seeds
@@ -149,8 +154,8 @@ type CondSummary struct {
 	GainBaseFinal        Estimate
 	GainSARLCeiling      Estimate
 	GainSARLFinal        Estimate
-	reps                 [][]float64 // per metric (metricNames order), bootstrap replicates
-	values               []float64   // per metric, point estimate
+	samp                 *sampling // what the intervals rest on
+	values               []float64 // per metric, point estimate
 }
 
 // metricNames are the metrics carrying bootstrap intervals, in order.

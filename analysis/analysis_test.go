@@ -274,7 +274,7 @@ func TestAnalyzeFixture(t *testing.T) {
 		t.Fatalf("conditions %v", conds)
 	}
 	ip := cell.Cond(study.IP)
-	if ip.Seeds != 2 || ip.CIMethod != "seeds" || ip.CliffRuns != 1 {
+	if ip.Seeds != 2 || ip.CIMethod != MethodSeedsProblems || ip.CliffRuns != 1 {
 		t.Errorf("ip seeds %d method %s cliffs %d", ip.Seeds, ip.CIMethod, ip.CliffRuns)
 	}
 	base, sa := cell.Cond(study.Base), cell.Cond(study.SARL)
@@ -343,14 +343,34 @@ func TestAnalyzeErrors(t *testing.T) {
 	}
 }
 
-func TestPercentileCI(t *testing.T) {
-	reps := make([]float64, 101)
-	for i := range reps {
-		reps[100-i] = float64(i)
+func TestTInterval(t *testing.T) {
+	tests := []struct {
+		name           string
+		v              float64
+		parts          []varPart
+		lo, hi, se, df float64
+	}{
+		// t(10) 97.5% quantile 2.228139
+		{"one part", 0, []varPart{{1, 10}}, -2.228139, 2.228139, 1, 10},
+		// Welch-Satterthwaite: (1+1)^2 / (1/2 + 1/2) = 4 df; t(4) 2.776445
+		{"two parts", 0, []varPart{{1, 2}, {1, 2}}, -2.776445 * math.Sqrt2, 2.776445 * math.Sqrt2, math.Sqrt2, 4},
+		{"clamped", 0.9, []varPart{{0.01, 10}}, 0.9 - 0.2228139, 1, 0.1, 10},
+		{"zero variance", 0.3, []varPart{{0, 5}}, 0.3, 0.3, 0, math.Inf(1)},
 	}
-	lo, hi := percentileCI(reps, 0.9)
-	if !near(lo, 5) || !near(hi, 95) {
-		t.Errorf("CI [%v, %v], want [5, 95]", lo, hi)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			lo, hi := -10.0, 10.0
+			if tc.name == "clamped" {
+				lo, hi = 0, 1
+			}
+			e := tInterval(tc.v, tc.parts, 0.95, lo, hi)
+			if math.Abs(e.Lo-tc.lo) > 1e-5 || math.Abs(e.Hi-tc.hi) > 1e-5 || !near(e.SE, tc.se) || e.DF != tc.df && !near(e.DF, tc.df) {
+				t.Errorf("got [%v, %v] se %v df %v, want [%v, %v] se %v df %v", e.Lo, e.Hi, e.SE, e.DF, tc.lo, tc.hi, tc.se, tc.df)
+			}
+			if tc.se == 0 && (!e.Degenerate() || e.Excludes(0.5)) {
+				t.Errorf("zero-width interval %+v: Degenerate %v, Excludes(0.5) %v", e, e.Degenerate(), e.Excludes(0.5))
+			}
+		})
 	}
 }
 

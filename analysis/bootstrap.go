@@ -4,16 +4,29 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
-	"sort"
 )
 
-// Estimate is a point estimate with a bootstrap confidence interval. Lo and
-// Hi are NaN when no interval could be computed.
+// Estimate is a point estimate with its confidence interval (see the
+// interval rule in interval.go). Lo, Hi, SE and DF are NaN when no interval
+// could be computed.
 type Estimate struct {
 	Value float64
 	Lo    float64
 	Hi    float64
+	SE    float64 // standard error the interval was built from
+	DF    float64 // its degrees of freedom; +Inf when SE is 0
 }
+
+// HasCI reports whether the estimate has an interval.
+func (e Estimate) HasCI() bool { return !math.IsNaN(e.Lo) && !math.IsNaN(e.Hi) }
+
+// Degenerate reports whether the interval has zero width (or is missing):
+// such an interval cannot tell a value apart from the estimate.
+func (e Estimate) Degenerate() bool { return !e.HasCI() || e.Hi-e.Lo <= 1e-12 }
+
+// Excludes reports whether v lies outside a non-degenerate interval; it is
+// the one test of significance: a zero-width interval never excludes.
+func (e Estimate) Excludes(v float64) bool { return !e.Degenerate() && e.Outside(v) }
 
 // Outside reports whether v lies outside the interval (false when the
 // interval is undefined).
@@ -24,31 +37,8 @@ func (e Estimate) Outside(v float64) bool {
 	return v < e.Lo-1e-12 || v > e.Hi+1e-12
 }
 
-func noCI(v float64) Estimate { return Estimate{Value: v, Lo: math.NaN(), Hi: math.NaN()} }
-
-// percentileCI returns the equal-tailed percentile interval of level ci of
-// the replicates, with linear interpolation between order statistics.
-func percentileCI(reps []float64, ci float64) (lo, hi float64) {
-	if len(reps) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	s := append([]float64(nil), reps...)
-	sort.Float64s(s)
-	a := (1 - ci) / 2
-	return quantile(s, a), quantile(s, 1-a)
-}
-
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 1 {
-		return sorted[0]
-	}
-	pos := q * float64(len(sorted)-1)
-	i := int(math.Floor(pos))
-	if i >= len(sorted)-1 {
-		return sorted[len(sorted)-1]
-	}
-	f := pos - float64(i)
-	return sorted[i]*(1-f) + sorted[i+1]*f
+func noCI(v float64) Estimate {
+	return Estimate{Value: v, Lo: math.NaN(), Hi: math.NaN(), SE: math.NaN(), DF: math.NaN()}
 }
 
 // streamFor returns the bootstrap random stream of a cell. Every condition

@@ -17,7 +17,7 @@ func WriteAnalysisJSON(w io.Writer, st *analysis.Study) error {
 	for _, r := range SummaryRows(st) {
 		m := map[string]any{"kind": r.Kind, "experiment": r.Experiment, "workflow": r.Workflow, "task": r.Task,
 			"scale": r.Scale, "condition": r.Condition, "run_id": r.RunID, "status": r.Status, "ci_method": r.CIMethod,
-			"dominant_role": r.DominantRole, "seed_index": r.SeedIndex, "seeds": r.Seeds}
+			"dominant_role": r.DominantRole, "seed_index": r.SeedIndex, "seeds": r.Seeds, "problems": r.Problems}
 		for i, name := range SummaryMetrics {
 			if v := r.Values[i]; !math.IsNaN(v) && !math.IsInf(v, 0) {
 				m[name] = v

@@ -122,24 +122,101 @@ func reportsIn(tree *object.Tree) ([]string, error) {
 // carry intervals.
 var DiffMetrics = []string{"base", "ceiling", "final", "floor", "drop", "auc", "gain_base_final", "gain_sarl_final", "ceiling_step", "cliff"}
 
+// DiffLevel is the confidence level of the interval of a difference.
+const DiffLevel = 0.95
+
+// Bases of a diff verdict.
+const (
+	// BasisDelta: the interval of B - A, from both sides' standard errors
+	// (the two summaries are treated as independent studies; when they
+	// share seeds and problems the interval is conservative).
+	BasisDelta = "interval of B-A"
+	// BasisA: a summary written before standard errors were stored: B is
+	// compared with A's interval, which must have a positive width.
+	BasisA = "A's interval"
+	// BasisNone: no verdict (no interval, or a zero-width one).
+	BasisNone = ""
+)
+
 // DiffRow is one metric of one cell condition in two summaries.
 type DiffRow struct {
 	Task, Workflow, Scale, Condition, Metric string
 	A, B, Delta                              float64
 	ALo, AHi                                 float64 // A's interval (NaN when none)
-	// Outside: B lies outside A's interval.
-	Outside bool
+	// DLo, DHi: interval of Delta at DiffLevel (NaN when none).
+	DLo, DHi float64
+	// Basis says what the verdict rests on: BasisDelta, BasisA or BasisNone.
+	Basis string
+	// Significant: the interval named by Basis has a positive width and
+	// excludes no change (BasisDelta: DLo..DHi excludes 0; BasisA: B lies
+	// outside A's interval). A zero-width interval never gives a verdict.
+	Significant bool
+}
+
+// DiffSide is what one side's numbers of a cell condition rest on.
+type DiffSide struct {
+	Seeds, Problems int64
+	Method          string
+}
+
+func (s DiffSide) String() string {
+	w := "seed"
+	if s.Seeds != 1 {
+		w = "seeds"
+	}
+	p := "problems unknown"
+	if s.Problems > 0 {
+		p = fmt.Sprintf("%d problems", s.Problems)
+	}
+	m := s.Method
+	if m == "" {
+		m = "–"
+	}
+	return fmt.Sprintf("%d %s × %s (interval: %s)", s.Seeds, w, p, m)
+}
+
+// DiffCell is one cell condition present in both summaries.
+type DiffCell struct {
+	Task, Workflow, Scale, Condition string
+	A, B                             DiffSide
+}
+
+// FewSeeds reports whether either side has fewer than analysis.MinSeeds seeds.
+func (c DiffCell) FewSeeds() bool {
+	return c.A.Seeds < analysis.MinSeeds || c.B.Seeds < analysis.MinSeeds
 }
 
 // DiffResult compares the cell rows of two summaries.
 type DiffResult struct {
 	Rows  []DiffRow
-	OnlyA []string // cell conditions only in A ("task/workflow/scale condition")
+	Cells []DiffCell // in the order of Rows
+	OnlyA []string   // cell conditions only in A ("task/workflow/scale condition")
 	OnlyB []string
 }
 
 func cellLabel(r SummaryRow) string {
 	return fmt.Sprintf("%s/%s/%s %s", r.Task, r.Workflow, r.Scale, r.Condition)
+}
+
+// estimateOf reads metric m of a row with its interval, standard error and
+// degrees of freedom.
+func estimateOf(r SummaryRow, m string) analysis.Estimate {
+	return analysis.Estimate{Value: r.Value(m), Lo: r.Value(m + "_lo"), Hi: r.Value(m + "_hi"), SE: r.Value(m + "_se"), DF: r.Value(m + "_df")}
+}
+
+// compare fills the interval of the difference and the verdict of a row.
+func compare(row *DiffRow, ea, eb analysis.Estimate) {
+	row.DLo, row.DHi = math.NaN(), math.NaN()
+	if !math.IsNaN(ea.SE) && !math.IsNaN(eb.SE) && !math.IsNaN(ea.DF) && !math.IsNaN(eb.DF) {
+		d := analysis.DifferenceInterval(eb, ea, DiffLevel)
+		row.DLo, row.DHi, row.Basis = d.Lo, d.Hi, BasisDelta
+		row.Significant = d.Excludes(0)
+		return
+	}
+	if !ea.Degenerate() {
+		row.Basis = BasisA
+		row.Significant = ea.Excludes(row.B)
+	}
 }
 
 // Diff compares the cell rows of summaries a and b.
@@ -188,14 +265,16 @@ func Diff(a, b []SummaryRow) DiffResult {
 			d.OnlyA = append(d.OnlyA, cellLabel(ra))
 			continue
 		}
+		d.Cells = append(d.Cells, DiffCell{Task: ra.Task, Workflow: ra.Workflow, Scale: ra.Scale, Condition: ra.Condition,
+			A: DiffSide{ra.Seeds, ra.Problems, ra.CIMethod}, B: DiffSide{rb.Seeds, rb.Problems, rb.CIMethod}})
 		for _, m := range DiffMetrics {
-			va, vb := ra.Value(m), rb.Value(m)
-			if math.IsNaN(va) && math.IsNaN(vb) {
+			ea, eb := estimateOf(ra, m), estimateOf(rb, m)
+			if math.IsNaN(ea.Value) && math.IsNaN(eb.Value) {
 				continue
 			}
 			row := DiffRow{Task: ra.Task, Workflow: ra.Workflow, Scale: ra.Scale, Condition: ra.Condition, Metric: m,
-				A: va, B: vb, Delta: vb - va, ALo: ra.Value(m + "_lo"), AHi: ra.Value(m + "_hi")}
-			row.Outside = analysis.Estimate{Value: va, Lo: row.ALo, Hi: row.AHi}.Outside(vb)
+				A: ea.Value, B: eb.Value, Delta: eb.Value - ea.Value, ALo: ea.Lo, AHi: ea.Hi}
+			compare(&row, ea, eb)
 			d.Rows = append(d.Rows, row)
 		}
 	}
@@ -207,29 +286,88 @@ func Diff(a, b []SummaryRow) DiffResult {
 	return d
 }
 
+// isCount reports whether a diff metric is a count or a step, printed as
+// an integer.
+func isCount(metric string) bool { return metric == "ceiling_step" || metric == "cliff" }
+
+func fmtVal(metric string, v float64, signed bool) string {
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case isCount(metric) && v == math.Trunc(v) && signed:
+		return fmt.Sprintf("%+.0f", v)
+	case isCount(metric) && v == math.Trunc(v):
+		return fmt.Sprintf("%.0f", v)
+	case signed:
+		return sf3(v)
+	}
+	return f3(v)
+}
+
 // Markdown renders the comparison: one table per cell condition.
 func (d DiffResult) Markdown(labelA, labelB string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# marlow diff: A = %s, B = %s\n\n", labelA, labelB)
-	fmt.Fprintf(&b, "\"outside CI\": B lies outside A's bootstrap interval.\n")
+	fmt.Fprintf(&b, "\"significant\": the %g%% interval of B − A (from both sides' standard errors, A and B taken as independent studies) has a positive width and excludes 0. "+
+		"For a summary written before standard errors were stored, B must lie outside A's interval, and only when that interval has a positive width. "+
+		"A zero-width interval never gives a verdict. Each cell says how many seeds and validation problems each side rests on.\n", DiffLevel*100)
+	few := 0
+	for _, c := range d.Cells {
+		if c.FewSeeds() {
+			few++
+		}
+	}
+	if few > 0 {
+		fmt.Fprintf(&b, "\n**Warning**: %d of %d cell conditions rest on fewer than %d seeds on one side or both; with one seed an interval covers the validation problems but not the seed-to-seed spread (see the report's Definitions for its measured coverage).\n", few, len(d.Cells), analysis.MinSeeds)
+	}
 	prev := ""
-	changed := 0
+	changed, judged := 0, 0
+	ci := 0
 	for _, r := range d.Rows {
 		head := fmt.Sprintf("%s / %s / %s — %s", r.Task, r.Workflow, r.Scale, r.Condition)
 		if head != prev {
-			fmt.Fprintf(&b, "\n## %s\n\n| metric | A | B | delta | A's CI | outside CI |\n|---|---:|---:|---:|---|---|\n", head)
+			for ci < len(d.Cells) && fmt.Sprintf("%s / %s / %s — %s", d.Cells[ci].Task, d.Cells[ci].Workflow, d.Cells[ci].Scale, d.Cells[ci].Condition) != head {
+				ci++
+			}
+			fmt.Fprintf(&b, "\n## %s\n\n", head)
+			if ci < len(d.Cells) {
+				c := d.Cells[ci]
+				warn := ""
+				if c.FewSeeds() {
+					warn = fmt.Sprintf(" — **fewer than %d seeds**", analysis.MinSeeds)
+				}
+				fmt.Fprintf(&b, "A: %s; B: %s%s\n\n", c.A, c.B, warn)
+			}
+			fmt.Fprintf(&b, "| metric | A | A's CI | B | delta | %g%% CI of delta | significant |\n|---|---:|---|---:|---:|---|---|\n", DiffLevel*100)
 			prev = head
 		}
-		ci := "–"
+		aci := "–"
 		if !math.IsNaN(r.ALo) && !math.IsNaN(r.AHi) {
-			ci = fmt.Sprintf("[%s, %s]", f3(r.ALo), f3(r.AHi))
+			aci = fmt.Sprintf("[%s, %s]", f3(r.ALo), f3(r.AHi))
 		}
-		out := ""
-		if r.Outside {
-			out = "**yes**"
+		dci := "–"
+		if !math.IsNaN(r.DLo) && !math.IsNaN(r.DHi) {
+			dci = fmt.Sprintf("[%s, %s]", sf3(r.DLo), sf3(r.DHi))
+		}
+		verdict := ""
+		switch {
+		case r.Basis == BasisNone:
+			verdict = "no interval"
+			if isCount(r.Metric) {
+				verdict = ""
+			}
+		case r.Significant:
+			verdict = "**yes**"
 			changed++
+			judged++
+		default:
+			verdict = "no"
+			judged++
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.Metric, f3(r.A), f3(r.B), sf3(r.Delta), ci, out)
+		if r.Basis == BasisA && verdict != "" {
+			verdict += " (vs A's CI)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Metric, fmtVal(r.Metric, r.A, false), aci, fmtVal(r.Metric, r.B, false), fmtVal(r.Metric, r.Delta, true), dci, verdict)
 	}
 	if len(d.OnlyA) > 0 {
 		fmt.Fprintf(&b, "\nOnly in A: %s\n", strings.Join(d.OnlyA, "; "))
@@ -237,7 +375,7 @@ func (d DiffResult) Markdown(labelA, labelB string) string {
 	if len(d.OnlyB) > 0 {
 		fmt.Fprintf(&b, "\nOnly in B: %s\n", strings.Join(d.OnlyB, "; "))
 	}
-	fmt.Fprintf(&b, "\n%d of %d compared values lie outside A's interval.\n", changed, len(d.Rows))
+	fmt.Fprintf(&b, "\n%d of %d compared values with an interval changed significantly (%d compared in all).\n", changed, judged, len(d.Rows))
 	return b.String()
 }
 
@@ -252,7 +390,24 @@ type jsonDiffRow struct {
 	Delta     *float64 `json:"delta"`
 	ALo       *float64 `json:"a_lo"`
 	AHi       *float64 `json:"a_hi"`
-	Outside   bool     `json:"outside_ci"`
+	DeltaLo   *float64 `json:"delta_lo"`
+	DeltaHi   *float64 `json:"delta_hi"`
+	Basis     string   `json:"basis"`
+	Sig       bool     `json:"significant"`
+}
+
+type jsonDiffCell struct {
+	Task      string `json:"task"`
+	Workflow  string `json:"workflow"`
+	Scale     string `json:"scale"`
+	Condition string `json:"condition"`
+	ASeeds    int64  `json:"a_seeds"`
+	AProblems int64  `json:"a_problems"`
+	AMethod   string `json:"a_ci_method"`
+	BSeeds    int64  `json:"b_seeds"`
+	BProblems int64  `json:"b_problems"`
+	BMethod   string `json:"b_ci_method"`
+	FewSeeds  bool   `json:"few_seeds"`
 }
 
 func jnum(v float64) *float64 {
@@ -265,15 +420,21 @@ func jnum(v float64) *float64 {
 // JSON renders the comparison as indented JSON; undefined values are null.
 func (d DiffResult) JSON(labelA, labelB string) ([]byte, error) {
 	out := struct {
-		A     string        `json:"a"`
-		B     string        `json:"b"`
-		Rows  []jsonDiffRow `json:"rows"`
-		OnlyA []string      `json:"only_a"`
-		OnlyB []string      `json:"only_b"`
-	}{A: labelA, B: labelB, Rows: []jsonDiffRow{}, OnlyA: append([]string{}, d.OnlyA...), OnlyB: append([]string{}, d.OnlyB...)}
+		A     string         `json:"a"`
+		B     string         `json:"b"`
+		Level float64        `json:"level"`
+		Cells []jsonDiffCell `json:"cells"`
+		Rows  []jsonDiffRow  `json:"rows"`
+		OnlyA []string       `json:"only_a"`
+		OnlyB []string       `json:"only_b"`
+	}{A: labelA, B: labelB, Level: DiffLevel, Cells: []jsonDiffCell{}, Rows: []jsonDiffRow{}, OnlyA: append([]string{}, d.OnlyA...), OnlyB: append([]string{}, d.OnlyB...)}
+	for _, c := range d.Cells {
+		out.Cells = append(out.Cells, jsonDiffCell{c.Task, c.Workflow, c.Scale, c.Condition,
+			c.A.Seeds, c.A.Problems, c.A.Method, c.B.Seeds, c.B.Problems, c.B.Method, c.FewSeeds()})
+	}
 	for _, r := range d.Rows {
 		out.Rows = append(out.Rows, jsonDiffRow{r.Task, r.Workflow, r.Scale, r.Condition, r.Metric,
-			jnum(r.A), jnum(r.B), jnum(r.Delta), jnum(r.ALo), jnum(r.AHi), r.Outside})
+			jnum(r.A), jnum(r.B), jnum(r.Delta), jnum(r.ALo), jnum(r.AHi), jnum(r.DLo), jnum(r.DHi), r.Basis, r.Significant})
 	}
 	data, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {

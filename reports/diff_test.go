@@ -2,6 +2,7 @@ package reports
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,16 +62,19 @@ func findRow(t *testing.T, d DiffResult, cell, cond, metric string) DiffRow {
 func checkDiff(t *testing.T, d DiffResult) {
 	t.Helper()
 	changed := findRow(t, d, "voting/synth-math/s", "ip", "final")
-	if !(changed.Delta < -0.2) || !changed.Outside {
-		t.Errorf("ip final in voting/synth-math/s: delta %v outside %v; want a large fall outside the interval", changed.Delta, changed.Outside)
+	if !(changed.Delta < -0.2) || !changed.Significant || changed.Basis != BasisDelta || !(changed.DHi < 0) {
+		t.Errorf("ip final in voting/synth-math/s: delta %v [%v, %v] significant %v; want a large significant fall", changed.Delta, changed.DLo, changed.DHi, changed.Significant)
 	}
 	same := findRow(t, d, "voting/synth-math/m", "ip", "final")
-	if same.Delta != 0 || same.Outside {
+	if same.Delta != 0 || same.Significant {
 		t.Errorf("untouched cell changed: %+v", same)
 	}
 	md := d.Markdown("A", "B")
-	if !strings.Contains(md, "## synth-math / voting / s — ip") || !strings.Contains(md, "**yes**") {
-		t.Errorf("markdown lacks the changed cell:\n%s", md)
+	for _, want := range []string{"## synth-math / voting / s — ip", "**yes**", "A: 2 seeds × 20 problems (interval: seeds+problems); B: 2 seeds",
+		"fewer than 3 seeds", "| cliff | 0 | – | 2 | +2 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
 	}
 	js, err := d.JSON("A", "B")
 	if err != nil {
@@ -165,5 +169,62 @@ func TestDiffFolders(t *testing.T) {
 	}
 	if _, err := LoadSummaryDir(filepath.Join(dirs[0], "figures")); err == nil {
 		t.Error("a folder without summary or runs gave no error")
+	}
+}
+
+// TestDiffVerdicts checks the rule of a diff verdict: the interval of the
+// difference when both sides carry standard errors, A's interval for old
+// summaries, and never a verdict from a zero-width interval.
+func TestDiffVerdicts(t *testing.T) {
+	nan := math.NaN()
+	row := func(final, lo, hi, se, df float64) SummaryRow {
+		r := SummaryRow{Kind: "cell", Task: "t", Workflow: "voting", Scale: "s", Condition: "sp", Seeds: 1, Problems: 48, CIMethod: analysis.MethodProblems,
+			Values: make([]float64, len(SummaryMetrics))}
+		for i := range r.Values {
+			r.Values[i] = nan
+		}
+		for i, m := range SummaryMetrics {
+			switch m {
+			case "final":
+				r.Values[i] = final
+			case "final_lo":
+				r.Values[i] = lo
+			case "final_hi":
+				r.Values[i] = hi
+			case "final_se":
+				r.Values[i] = se
+			case "final_df":
+				r.Values[i] = df
+			}
+		}
+		return r
+	}
+	inf := math.Inf(1)
+	tests := []struct {
+		name  string
+		a, b  SummaryRow
+		basis string
+		sig   bool
+	}{
+		{"zero width both sides", row(0.021, 0.021, 0.021, 0, inf), row(0.042, 0.042, 0.042, 0, inf), BasisDelta, false},
+		{"zero-width A, wide B", row(0.021, 0.021, 0.021, 0, inf), row(0.042, 0.0, 0.09, 0.02, 40), BasisDelta, false},
+		{"clear change", row(0.20, 0.15, 0.25, 0.025, 40), row(0.40, 0.35, 0.45, 0.025, 40), BasisDelta, true},
+		{"inside the noise", row(0.20, 0.15, 0.25, 0.025, 40), row(0.23, 0.18, 0.28, 0.025, 40), BasisDelta, false},
+		{"old summary, zero-width A", row(0.021, 0.021, 0.021, nan, nan), row(0.042, 0.042, 0.042, nan, nan), BasisNone, false},
+		{"old summary, B outside A", row(0.20, 0.15, 0.25, nan, nan), row(0.40, 0.35, 0.45, nan, nan), BasisA, true},
+		{"no interval", row(0.20, nan, nan, nan, nan), row(0.40, nan, nan, nan, nan), BasisNone, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Diff([]SummaryRow{tc.a}, []SummaryRow{tc.b})
+			r := findRow(t, d, "voting/t/s", "sp", "final")
+			if r.Basis != tc.basis || r.Significant != tc.sig {
+				t.Errorf("basis %q significant %v, want %q %v (row %+v)", r.Basis, r.Significant, tc.basis, tc.sig, r)
+			}
+			md := d.Markdown("A", "B")
+			if !strings.Contains(md, "A: 1 seed × 48 problems (interval: problems)") || !strings.Contains(md, "fewer than 3 seeds") {
+				t.Errorf("markdown does not say what each side rests on:\n%s", md)
+			}
+		})
 	}
 }

@@ -1,14 +1,12 @@
 package reports
 
 import (
-	"fmt"
 	"hash/fnv"
 	"image/color"
 	"math"
 	"sort"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
@@ -16,46 +14,6 @@ import (
 	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/study"
 )
-
-func accuracyFigure(cell *analysis.CellResult, runs []*analysis.RunResult) (*plot.Plot, *plot.Legend, error) {
-	p := newPlot("Validation accuracy, "+cell.Key.String(), "training step", "validation accuracy (fraction correct)")
-	leg := newLegend()
-	byCond := map[string]map[int64][]float64{}
-	var conds []string
-	xmin, xmax := math.Inf(1), math.Inf(-1)
-	for _, r := range runs {
-		m := byCond[r.Condition]
-		if m == nil {
-			m = map[int64][]float64{}
-			byCond[r.Condition] = m
-			conds = append(conds, r.Condition)
-		}
-		for _, pt := range r.Curve {
-			m[pt.Step] = append(m[pt.Step], pt.Acc)
-			xmin, xmax = math.Min(xmin, float64(pt.Step)), math.Max(xmax, float64(pt.Step))
-		}
-	}
-	if xmax <= xmin {
-		xmax = xmin + 1
-	}
-	for _, c := range conds {
-		cs := cell.Cond(c)
-		label := fmt.Sprintf("%s (n=%d)", c, cs.Seeds)
-		if c == study.Base {
-			xy := plotter.XYs{{X: xmin, Y: cs.Final.Value}, {X: xmax, Y: cs.Final.Value}}
-			if err := addLine(p, leg, xy, label, condColor(c), condDash(c), vg.Points(2), false); err != nil {
-				return nil, nil, err
-			}
-			continue
-		}
-		if err := addLine(p, leg, meanByStep(byCond[c]), label, condColor(c), condDash(c), vg.Points(2), true); err != nil {
-			return nil, nil, err
-		}
-	}
-	p.Y.Min, p.Y.Max = 0, 1
-	p.Y.Tick.Marker = fracTicks(0, 1, 0.1)
-	return p, leg, nil
-}
 
 // condRole names one line of a per-role figure.
 type condRole struct{ cond, role string }
@@ -122,12 +80,12 @@ func roleStepFigure(cell *analysis.CellResult, runs []*analysis.RunResult, title
 	}
 	if logY {
 		// a flat log axis has no extent: widen it around the value
-		if lo, hi := yRange(p); lo > 0 && hi/lo < 1.5 {
+		if lo, hi := p.Y.Min, p.Y.Max; lo > 0 && hi/lo < 1.5 {
 			p.Y.Min, p.Y.Max = lo/2, hi*2
 		}
+		fitLogY(p)
 	} else {
-		p.Y.Min, p.Y.Max = -1, 1
-		p.Y.Tick.Marker = fracTicks(-1, 1, 0.25)
+		fitY(p, -1, 1, 0.1)
 	}
 	return p, leg, len(keys), nil
 }
@@ -165,58 +123,4 @@ func roleEvalFigure(runs []*analysis.RunResult, title, ylabel string, value func
 		}
 	}
 	return p, leg, len(keys), nil
-}
-
-func ceilingFinalFigure(st *analysis.Study) (*plot.Plot, *plot.Legend, int, error) {
-	p := newPlot("Ceiling vs final validation accuracy", "ceiling: best validation accuracy", "final: mean of last 3 validations")
-	leg := newLegend()
-	diag, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}})
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	diag.Color, diag.Dashes = color.Gray{Y: 160}, []vg.Length{vg.Points(3), vg.Points(3)}
-	p.Add(diag)
-	leg.Add("final = ceiling", diag)
-	pts := map[string]plotter.XYs{}
-	n := 0
-	for _, c := range st.Cells {
-		sp, ip := c.Cond(study.SP), c.Cond(study.IP)
-		if sp != nil && ip != nil {
-			l, err := plotter.NewLine(plotter.XYs{{X: sp.Ceiling.Value, Y: sp.Final.Value}, {X: ip.Ceiling.Value, Y: ip.Final.Value}})
-			if err != nil {
-				return nil, nil, 0, err
-			}
-			l.Color, l.Width = color.Gray{Y: 120}, vg.Points(0.8)
-			p.Add(l)
-		}
-		for _, cs := range c.Conditions {
-			if cs.Condition == study.Base {
-				continue
-			}
-			pts[cs.Condition] = append(pts[cs.Condition], plotter.XY{X: cs.Ceiling.Value, Y: cs.Final.Value})
-			n++
-		}
-	}
-	conds := make([]string, 0, len(pts))
-	for c := range pts {
-		conds = append(conds, c)
-	}
-	sort.Slice(conds, func(i, j int) bool {
-		if analysis.CondOrder(conds[i]) != analysis.CondOrder(conds[j]) {
-			return analysis.CondOrder(conds[i]) < analysis.CondOrder(conds[j])
-		}
-		return conds[i] < conds[j]
-	})
-	for i, c := range conds {
-		s, err := plotter.NewScatter(pts[c])
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		s.Color, s.Radius, s.Shape = condColor(c), vg.Points(4), plotutil.Shape(i)
-		p.Add(s)
-		leg.Add(c, s)
-	}
-	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 1, 0, 1
-	p.X.Tick.Marker, p.Y.Tick.Marker = fracTicks(0, 1, 0.1), fracTicks(0, 1, 0.1)
-	return p, leg, n, nil
 }

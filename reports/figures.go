@@ -204,10 +204,13 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 	for _, cell := range st.Cells {
 		runs := byCell[cell.Key]
 		stem := fileStem(cell.Key)
-		if p, leg, err := accuracyFigure(cell, runs); err != nil {
+		ticks := stepTicks(evalSteps(runs))
+		if p, leg, err := accuracyFigure(cell, runs, st.Params.CI); err != nil {
 			return nil, err
 		} else if err := add(Figure{Name: "accuracy_" + stem, Cell: cell.Key.String(), Title: "Validation accuracy, " + cell.Key.String(),
-			Caption: "Workflow accuracy on the validation split over training steps, mean over seeds; base is the untrained model (horizontal line)."}, p, leg); err != nil {
+			Caption: fmt.Sprintf("Workflow accuracy on the validation split at each validation step (ticks), mean over seeds, with its %g%% interval as a band "+
+				"(the report's interval rule applied to each step's accuracy: problems resampled, plus the seed spread with two or more seeds); "+
+				"thin lines are single seeds when there are several. Base is the untrained model (horizontal line and band). The y-axis fits the data.", st.Params.CI*100)}, p, leg); err != nil {
 			return nil, err
 		}
 		type stepFig struct {
@@ -230,6 +233,7 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 			if n == 0 {
 				continue
 			}
+			p.X.Tick.Marker = ticks
 			if err := add(Figure{Name: sf.name + stem, Cell: cell.Key.String(), Title: sf.title + ", " + cell.Key.String(), Caption: sf.caption}, p, leg); err != nil {
 				return nil, err
 			}
@@ -237,14 +241,20 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 		type evalFig struct {
 			name, title, ylabel, caption string
 			value                        func(runlog.EvalRow) float64
+			lo, hi, minSpan              float64 // range of the quantity, smallest y span shown
+			relSpan                      float64 // smallest y span as a share of the largest value (0: none)
 		}
 		for _, ef := range []evalFig{
+			{"roleacc_", "Per-role accuracy", "accuracy of the role's own answers (fraction)",
+				"Per-role rows of the evals table: the regraded correctness of each role's own answers at each validation (e.g. each generator's answer; the aggregator's selected candidate), mean over seeds; trained conditions (base is their step 0).",
+				func(e runlog.EvalRow) float64 { return e.Accuracy }, 0, 1, 0.05, 0},
 			{"format_", "Per-role format compliance", "compliant turns (fraction)",
 				"Fraction of each role's validation turns whose output followed the role's format.",
-				func(e runlog.EvalRow) float64 { return e.FormatRate }},
+				func(e runlog.EvalRow) float64 { return e.FormatRate }, 0, 1, 0.05, 0},
 			{"length_", "Per-role output length", "mean output length (tokens)",
 				"Mean length of each role's validation outputs in tokens.",
-				func(e runlog.EvalRow) float64 { return e.MeanLen }},
+				// lengths: a span of at least a quarter of the longest, so a change of a token or two does not look like a collapse
+				func(e runlog.EvalRow) float64 { return e.MeanLen }, 0, math.Inf(1), 1, 0.25},
 		} {
 			p, leg, n, err := roleEvalFigure(runs, ef.title+", "+cell.Key.String(), ef.ylabel, ef.value)
 			if err != nil {
@@ -253,13 +263,8 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 			if n == 0 {
 				continue
 			}
-			if ef.name == "length_" {
-				p.Y.Min = 0
-			}
-			if ef.name == "format_" {
-				p.Y.Min, p.Y.Max = 0, 1
-				p.Y.Tick.Marker = fracTicks(0, 1, 0.1)
-			}
+			fitY(p, ef.lo, ef.hi, math.Max(ef.minSpan, ef.relSpan*p.Y.Max))
+			p.X.Tick.Marker = ticks
 			if err := add(Figure{Name: ef.name + stem, Cell: cell.Key.String(), Title: ef.title + ", " + cell.Key.String(), Caption: ef.caption}, p, leg); err != nil {
 				return nil, err
 			}
@@ -269,7 +274,7 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 		return nil, err
 	} else if n > 0 {
 		if err := add(Figure{Name: "ceiling_final", Title: "Ceiling vs final accuracy",
-			Caption: "Each point is one condition of one cell (mean over seeds); SP and IP of the same cell are joined. Points below the diagonal lost accuracy after their peak."}, p, leg); err != nil {
+			Caption: "Each point is one trained condition of one cell (mean over seeds), labelled with its cell; SP and IP of the same cell are joined. Points below the diagonal lost accuracy after their peak. Both axes share one range, fitted to the points."}, p, leg); err != nil {
 			return nil, err
 		}
 	}
@@ -287,21 +292,6 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 
 // knownRoles fixes the colour of each workflow role across figures.
 var knownRoles = study.Roles
-
-// fracTicks are ticks from lo to hi every step, labelled every 2 steps.
-func fracTicks(lo, hi, step float64) plot.ConstantTicks {
-	var t plot.ConstantTicks
-	n := int(math.Round((hi - lo) / step))
-	for i := 0; i <= n; i++ {
-		v := lo + float64(i)*step
-		lbl := ""
-		if i%2 == 0 {
-			lbl = fmt.Sprintf("%.1f", v)
-		}
-		t = append(t, plot.Tick{Value: v, Label: lbl})
-	}
-	return t
-}
 
 // logTicks labels 1, 2 and 5 times each power of ten and marks the other
 // integer multiples, so a log axis always shows several values.
@@ -327,6 +317,3 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 	}
 	return out
 }
-
-// yRange is the data range of a plot's y axis (after p.Add).
-func yRange(p *plot.Plot) (lo, hi float64) { return p.Y.Min, p.Y.Max }

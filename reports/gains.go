@@ -21,7 +21,8 @@ import (
 // workflows, columns scales; NaN cells are grey and marked "n/a".
 type gainGrid struct {
 	vals  [][]float64 // [row][col]
-	scale float64     // |gain| that maps to full colour
+	cis   [][]analysis.Estimate
+	scale float64 // |gain| that maps to full colour
 }
 
 func gainColor(v, scale float64) color.Color {
@@ -48,6 +49,9 @@ func (g *gainGrid) Plot(c draw.Canvas, plt *plot.Plot) {
 			lbl := "n/a"
 			if !math.IsNaN(v) {
 				lbl = fmt.Sprintf("%+.3f", v)
+				if e := g.cis[r][col]; e.HasCI() {
+					lbl += fmt.Sprintf("\n[%+.3f, %+.3f]", e.Lo, e.Hi)
+				}
 			}
 			c.FillText(sty, vg.Point{X: (x0 + x1) / 2, Y: (y0 + y1) / 2}, lbl)
 		}
@@ -67,6 +71,7 @@ func (g *gainGrid) DataRange() (xmin, xmax, ymin, ymax float64) {
 func gainsFigure(st *analysis.Study, cond string) (Figure, bool, error) {
 	tasks, wfs, scales := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	gains := map[analysis.CellKey]float64{}
+	cis := map[analysis.CellKey]analysis.Estimate{}
 	maxAbs := 0.0
 	for _, c := range st.Cells {
 		cs := c.Cond(cond)
@@ -75,6 +80,7 @@ func gainsFigure(st *analysis.Study, cond string) (Figure, bool, error) {
 		}
 		tasks[c.Key.Task], wfs[c.Key.Workflow], scales[c.Key.Scale] = true, true, true
 		gains[c.Key] = cs.GainBaseFinal.Value
+		cis[c.Key] = cs.GainBaseFinal
 		maxAbs = math.Max(maxAbs, math.Abs(cs.GainBaseFinal.Value))
 	}
 	if len(gains) == 0 {
@@ -98,14 +104,17 @@ func gainsFigure(st *analysis.Study, cond string) (Figure, bool, error) {
 		g := &gainGrid{scale: maxAbs}
 		for _, wf := range wl {
 			row := make([]float64, len(sl))
+			crow := make([]analysis.Estimate, len(sl))
 			for j, sc := range sl {
-				v, ok := gains[analysis.CellKey{Workflow: wf, Task: task, Scale: sc}]
+				k := analysis.CellKey{Workflow: wf, Task: task, Scale: sc}
+				v, ok := gains[k]
 				if !ok {
 					v = math.NaN()
 				}
-				row[j] = v
+				row[j], crow[j] = v, cis[k]
 			}
 			g.vals = append(g.vals, row)
+			g.cis = append(g.cis, crow)
 		}
 		p := plot.New()
 		p.Title.Text = "task " + task
@@ -145,6 +154,6 @@ func gainsFigure(st *analysis.Study, cond string) (Figure, bool, error) {
 	}
 	return Figure{
 		Name: "gains_final_" + cond, Title: title, PNG: pb.Bytes(), SVG: sb.Bytes(),
-		Caption: fmt.Sprintf("Final accuracy of %s minus base accuracy per cell (mean over seeds); rows are workflows, columns scales, one panel per task.", cond),
+		Caption: fmt.Sprintf("Final accuracy of %s minus base accuracy per cell (mean over seeds) with its %g%% interval in brackets; rows are workflows, columns scales, one panel per task.", cond, st.Params.CI*100),
 	}, true, nil
 }

@@ -86,13 +86,20 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 func writeMatrix(w md, st *analysis.Study) {
 	ciPct := fmt.Sprintf("%g%%", st.Params.CI*100)
 	w("## Matrix\n\n")
-	w("Validation accuracy of the workflow's final answer. Cells show the mean over seeds with the %s bootstrap interval in brackets (see *Definitions*). Gains are on final accuracy.\n\n", ciPct)
-	w("| task | workflow | scale | condition | seeds | base | ceiling | ceiling step | final | floor | drop | AUC | cliffs | gain vs base | gain vs SA-RL | CI over |\n")
-	w("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	w("Validation accuracy of the workflow's final answer. Cells show the mean over seeds with the %s interval in brackets (see *Definitions*); *seeds* and *problems* are what each number rests on (problems: validation problems per seed that the interval resampled). Gains are on final accuracy.\n\n", ciPct)
+	if warn := fewSeedsWarning(st); warn != "" {
+		w("%s\n", warn)
+	}
+	w("| task | workflow | scale | condition | seeds | problems | base | ceiling | ceiling step | final | floor | drop | AUC | cliffs | gain vs base | gain vs SA-RL | CI |\n")
+	w("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, c := range st.Cells {
 		for _, cs := range c.Conditions {
-			w("| %s | %s | %s | %s | %d | %s | %s | %.0f | %s | %s | %s | %s | %d/%d | %s | %s | %s |\n",
-				cellEsc(c.Key.Task), cellEsc(c.Key.Workflow), cellEsc(c.Key.Scale), cellEsc(cs.Condition), cs.Seeds,
+			probs := "–"
+			if cs.Problems > 0 {
+				probs = fmt.Sprint(cs.Problems)
+			}
+			w("| %s | %s | %s | %s | %d | %s | %s | %s | %.0f | %s | %s | %s | %s | %d/%d | %s | %s | %s |\n",
+				cellEsc(c.Key.Task), cellEsc(c.Key.Workflow), cellEsc(c.Key.Scale), cellEsc(cs.Condition), cs.Seeds, probs,
 				est(cs.Base, false), est(cs.Ceiling, false), cs.CeilingStep, est(cs.Final, false), est(cs.Floor, false),
 				est(cs.Drop, false), est(cs.AUC, false), cs.CliffRuns, cs.Seeds,
 				est(cs.GainBaseFinal, true), est(cs.GainSARLFinal, true), cs.CIMethod)
@@ -230,7 +237,7 @@ func writeDefinitions(w md, p analysis.Params) {
 	w("- **Gradient amplification**: a role's gradient norm above amp_k × its median over the first early_frac of the steps while the mean pairwise cosine of its same-role agents' gradients is above amp_cos; it is *before a cliff* when the first such step is at or before the cliff's fall.\n")
 	w("- **Gradient-mass dominance**: each role's share of its policy's summed squared gradient norm per step; the dominant role has the largest mean share.\n")
 	w("- **Role capture**: in a policy shared by several roles, a role's format compliance falls by at least capture_format_drop from the first to the last validation, while its outputs converge on the dominant role's: the character %d-gram cosine similarity to the dominant role's outputs rises and the ratio of mean output lengths (characters) moves no further from 1.\n", p.NGram)
-	w("- **Intervals**: percentile bootstrap, %d replicates, level %g, seeded with bootstrap_seed and the cell key (PCG streams), so they are reproducible. With several seeds a condition's metrics are averaged over seeds resampled with replacement; with one seed the validation problems are resampled and every metric recomputed from the resampled curve (per-problem correctness from the samples rows of role `final`, or the generator's rows in the single workflow). Each condition of a cell draws from a fresh copy of the cell's stream, so two conditions resampled the same way (same number of seeds, or the same problems) share the resampled indices and their gain is a paired bootstrap; otherwise the replicates of the two conditions are subtracted as independent draws. `none`: no interval (one seed and no per-problem samples).\n\n", p.Bootstrap, p.CI)
+	w("%s", intervalsDefinition(p))
 	w("| parameter | value |\n|---|---|\n")
 	for _, e := range p.Entries() {
 		w("| %s | %s |\n", e[0], e[1])
@@ -328,7 +335,7 @@ func conditionFindings(st *analysis.Study) []string {
 			withSARL++
 			if best.GainSARLFinal.Value > 0 {
 				marlSARL++
-				if best.GainSARLFinal.Lo > 0 {
+				if best.GainSARLFinal.Excludes(0) {
 					marlSARLsig++
 				}
 			}

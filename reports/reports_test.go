@@ -199,3 +199,22 @@ func TestRenderEdgeCases(t *testing.T) {
 		})
 	}
 }
+
+// TestReadmeIntervals checks that the report says what each number rests
+// on (seeds and problems columns, the interval's basis), warns below 3
+// seeds, and prints the measured coverage of the intervals.
+func TestReadmeIntervals(t *testing.T) {
+	text := readme(fixtureStudy(t), nil, fixtureOpts)
+	for _, want := range []string{
+		"| condition | seeds | problems |",
+		"| synth-math | voting | m | ip | 2 | 20 |",
+		"**Warning: fewer than 3 seeds.**",
+		"seeds+problems |",
+		"- **Coverage of the intervals**, measured by `TestIntervalCoverage`",
+		fmt.Sprintf("| seed spread large (0.5, 0.5, 0.15) | 1 | %.1f%% |", 100*analysis.MeasuredCoverage[0].Final),
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("README lacks %q", want)
+		}
+	}
+}

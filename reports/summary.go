@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -28,22 +29,29 @@ type SummaryRow struct {
 	Condition    string
 	RunID        string // run rows; "" for cell rows
 	Status       string // run rows: manifest status
-	CIMethod     string // cell rows: seeds, problems or none
+	CIMethod     string // cell rows: analysis.Method* (seeds+problems, seeds, problems or none)
 	DominantRole string // run rows: role with the largest mean gradient share ("" when none)
 	SeedIndex    int64  // run rows; 0 for cell rows
 	Seeds        int64  // 1 for run rows
+	// Problems is the number of validation problems the row's numbers rest
+	// on: the problems a cell row's intervals resampled, or those of a run
+	// row's per-problem samples; 0 when unknown (and in summaries written
+	// before the column existed).
+	Problems int64
 	// Values holds the numeric metrics, aligned with SummaryMetrics; NaN
 	// (null in Parquet) where undefined.
 	Values []float64
 }
 
 // SummaryMetrics names the numeric columns of summary.parquet. Every
-// estimate has _lo/_hi bounds of its bootstrap interval (cell rows only).
+// estimate has _lo/_hi bounds of its interval and the standard error (_se)
+// and degrees of freedom (_df, +Inf for a zero standard error) the interval
+// was built from (cell rows only; see analysis/interval.go).
 var SummaryMetrics = func() []string {
 	var out []string
 	for _, m := range []string{"base", "ceiling", "final", "floor", "drop", "auc",
 		"gain_base_ceiling", "gain_base_final", "gain_sarl_ceiling", "gain_sarl_final"} {
-		out = append(out, m, m+"_lo", m+"_hi")
+		out = append(out, m, m+"_lo", m+"_hi", m+"_se", m+"_df")
 	}
 	return append(out, "ceiling_step", "cliff", "cliff_threshold", "cliff_fall_step", "evals", "amplified_before_cliff", "captured_roles")
 }()
@@ -68,13 +76,24 @@ func (r SummaryRow) Key() string {
 	return k
 }
 
+var intCols = []string{"seed_index", "seeds", "problems"}
+
+func (r *SummaryRow) ints() []*int64 { return []*int64{&r.SeedIndex, &r.Seeds, &r.Problems} }
+
 var stringCols = []string{"kind", "experiment", "workflow", "task", "scale", "condition", "run_id", "status", "ci_method", "dominant_role"}
 
 func (r *SummaryRow) strs() []*string {
 	return []*string{&r.Kind, &r.Experiment, &r.Workflow, &r.Task, &r.Scale, &r.Condition, &r.RunID, &r.Status, &r.CIMethod, &r.DominantRole}
 }
 
-func estVals(e analysis.Estimate) []float64 { return []float64{e.Value, e.Lo, e.Hi} }
+func estVals(e analysis.Estimate) []float64 { return []float64{e.Value, e.Lo, e.Hi, e.SE, e.DF} }
+
+// optionalColumn reports whether a summary column may be missing: those
+// added after the first summaries were committed, so that `marlow diff`
+// still reads old revisions (missing values read as NaN, or 0 problems).
+func optionalColumn(name string) bool {
+	return name == "problems" || strings.HasSuffix(name, "_se") || strings.HasSuffix(name, "_df")
+}
 
 func b2f(b bool) float64 {
 	if b {
@@ -87,22 +106,25 @@ func b2f(b bool) float64 {
 // order, then cell rows by cell and condition.
 func SummaryRows(st *analysis.Study) []SummaryRow {
 	nan := math.NaN()
-	na3 := []float64{nan, nan, nan}
+	na5 := []float64{nan, nan, nan, nan, nan}
 	var rows []SummaryRow
 	for _, r := range st.Runs {
 		m := r.Metrics
 		row := SummaryRow{Kind: "run", Experiment: st.Experiment, Workflow: r.Cell.Workflow, Task: r.Cell.Task, Scale: r.Cell.Scale,
 			Condition: r.Condition, RunID: r.RunID, Status: r.Status, CIMethod: "", SeedIndex: int64(r.SeedIndex), Seeds: 1}
+		if r.Problems != nil {
+			row.Problems = int64(len(r.Problems.Problems))
+		}
 		for _, d := range r.Dominance {
 			if row.DominantRole == "" {
 				row.DominantRole = d.DominantRole
 			}
 		}
 		for _, v := range []float64{m.Base, m.Ceiling, m.Final, m.Floor, m.Drop, m.AUC} {
-			row.Values = append(row.Values, v, nan, nan)
+			row.Values = append(row.Values, v, nan, nan, nan, nan)
 		}
 		for range 4 {
-			row.Values = append(row.Values, na3...)
+			row.Values = append(row.Values, na5...)
 		}
 		amp, capt := false, 0
 		for _, a := range r.Amplification {
@@ -119,7 +141,7 @@ func SummaryRows(st *analysis.Study) []SummaryRow {
 	for _, c := range st.Cells {
 		for _, cs := range c.Conditions {
 			row := SummaryRow{Kind: "cell", Experiment: st.Experiment, Workflow: c.Key.Workflow, Task: c.Key.Task, Scale: c.Key.Scale,
-				Condition: cs.Condition, CIMethod: cs.CIMethod, Seeds: int64(cs.Seeds)}
+				Condition: cs.Condition, CIMethod: cs.CIMethod, Seeds: int64(cs.Seeds), Problems: int64(cs.Problems)}
 			for _, e := range []analysis.Estimate{cs.Base, cs.Ceiling, cs.Final, cs.Floor, cs.Drop, cs.AUC,
 				cs.GainBaseCeiling, cs.GainBaseFinal, cs.GainSARLCeiling, cs.GainSARLFinal} {
 				row.Values = append(row.Values, estVals(e)...)
@@ -136,7 +158,9 @@ func summarySchema() *arrow.Schema {
 	for _, n := range stringCols {
 		fields = append(fields, arrow.Field{Name: n, Type: arrow.BinaryTypes.String})
 	}
-	fields = append(fields, arrow.Field{Name: "seed_index", Type: arrow.PrimitiveTypes.Int64}, arrow.Field{Name: "seeds", Type: arrow.PrimitiveTypes.Int64})
+	for _, n := range intCols {
+		fields = append(fields, arrow.Field{Name: n, Type: arrow.PrimitiveTypes.Int64})
+	}
 	for _, n := range SummaryMetrics {
 		fields = append(fields, arrow.Field{Name: n, Type: arrow.PrimitiveTypes.Float64, Nullable: true})
 	}
@@ -157,10 +181,12 @@ func EncodeSummary(rows []SummaryRow) ([]byte, error) {
 			b.Field(j).(*array.StringBuilder).Append(*s)
 		}
 		n := len(stringCols)
-		b.Field(n).(*array.Int64Builder).Append(r.SeedIndex)
-		b.Field(n + 1).(*array.Int64Builder).Append(r.Seeds)
+		for j, v := range r.ints() {
+			b.Field(n + j).(*array.Int64Builder).Append(*v)
+		}
+		n += len(intCols)
 		for j, v := range r.Values {
-			fb := b.Field(n + 2 + j).(*array.Float64Builder)
+			fb := b.Field(n + j).(*array.Float64Builder)
 			if math.IsNaN(v) {
 				fb.AppendNull()
 			} else {
@@ -233,25 +259,27 @@ func DecodeSummary(name string, data []byte) ([]SummaryRow, error) {
 		}
 		each(c, func(row int, a arrow.Array, k int) { *rows[row].strs()[j] = a.(*array.String).Value(k) })
 	}
-	for _, n := range []string{"seed_index", "seeds"} {
+	for j, n := range intCols {
 		c, err := col(n)
+		if err != nil && optionalColumn(n) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		if c.DataType().ID() != arrow.INT64 {
 			return nil, fmt.Errorf("%s: column %q has type %s, want int64", name, n, c.DataType())
 		}
-		each(c, func(row int, a arrow.Array, k int) {
-			v := a.(*array.Int64).Value(k)
-			if n == "seed_index" {
-				rows[row].SeedIndex = v
-			} else {
-				rows[row].Seeds = v
-			}
-		})
+		each(c, func(row int, a arrow.Array, k int) { *rows[row].ints()[j] = a.(*array.Int64).Value(k) })
 	}
 	for j, n := range SummaryMetrics {
 		c, err := col(n)
+		if err != nil && optionalColumn(n) {
+			for i := range rows {
+				rows[i].Values[j] = math.NaN()
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

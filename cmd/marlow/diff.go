@@ -18,7 +18,9 @@ func newDiffCmd() *cobra.Command {
 		Use:   "diff A B",
 		Short: "Compare two experiment summaries: two git revisions, or two report or run folders",
 		Long: "diff compares, per cell and condition, every summary metric of A and B: the values, the\n" +
-			"delta, and whether B lies outside A's bootstrap interval. When A and B are both folders they\n" +
+			"delta with its 95% interval (from both sides' standard errors), whether that interval excludes\n" +
+			"zero (never from a zero-width interval), and how many seeds and problems each side rests on,\n" +
+			"with a warning below 3 seeds. When A and B are both folders they\n" +
 			"are read as report folders (summary.parquet) or analysed as runs folders; otherwise they are\n" +
 			"git revisions, and reports/<experiment>/summary.parquet is read at each with go-git, without\n" +
 			"a checkout (bare repositories work). --experiment may be omitted when revision A holds one\n" +

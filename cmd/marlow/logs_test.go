@@ -339,10 +339,10 @@ func TestDiffCLI(t *testing.T) {
 		json    bool
 		wantErr string
 	}{
-		{name: "git revisions", args: []string{"diff", "--repo", repo, "HEAD", "HEAD"}, want: []string{"outside CI", "0 of "}},
+		{name: "git revisions", args: []string{"diff", "--repo", repo, "HEAD", "HEAD"}, want: []string{"interval of B − A", "0 of "}},
 		{name: "missing experiment", args: []string{"diff", "--repo", repo, "--experiment", "nope", "HEAD", "HEAD"}, wantErr: `revision "HEAD"`},
-		{name: "report folders", args: []string{"diff", rep, rep}, want: []string{"outside CI", "| metric | A | B | delta |", "0 of "}},
-		{name: "runs vs report folder", args: []string{"diff", runs, rep}, want: []string{"outside CI", "0 of "}},
+		{name: "report folders", args: []string{"diff", rep, rep}, want: []string{"interval of B − A", "| metric | A | A's CI | B | delta |", "0 of "}},
+		{name: "runs vs report folder", args: []string{"diff", runs, rep}, want: []string{"interval of B − A", "0 of "}},
 		{name: "json", args: []string{"diff", "--json", rep, rep}, json: true},
 		{name: "unknown revision", args: []string{"diff", "--repo", repo, "nosuchrev", "HEAD"}, wantErr: "nosuchrev"},
 	}

@@ -121,11 +121,13 @@ func (t *tableDef[R]) schema() *arrow.Schema {
 var stepsDef = &tableDef[StepRow]{
 	name: TableSteps,
 	doc: "One row per (step, policy, role) of training, plus a total row per (step, policy) " +
-		"with role `*`. Written at every training step.",
+		"with role `*`. Written at every training step; steps count optimizer steps from 1 " +
+		"(validation before training is step 0 of `evals/` and `samples/`), and a base run, " +
+		"which does not train, has no rows.",
 	cols: []column[StepRow]{
 		{"run_id", kString, "run id, as in the manifest", func(r *StepRow) any { return &r.RunID }},
-		{"step", kInt64, "training step (0-based optimizer step)", func(r *StepRow) any { return &r.Step }},
-		{"policy", kString, "adapter (policy) name", func(r *StepRow) any { return &r.Policy }},
+		{"step", kInt64, "training step: the optimizer step the row describes, 1 for the first (there is no step 0)", func(r *StepRow) any { return &r.Step }},
+		{"policy", kString, "adapter (policy) name: `policy` (the one adapter of an sa-rl run), `shared` (sp: one adapter for every role) or the role's name (ip: one adapter per role type)", func(r *StepRow) any { return &r.Policy }},
 		{"role", kString, "role type, or `*` for the policy's total", func(r *StepRow) any { return &r.Role }},
 		{"loss", kFloat64, "the role's share of the policy loss", func(r *StepRow) any { return &r.Loss }},
 		{"grad_norm", kFloat64, "L2 norm of the gradient of the role's share of the loss, computed separately before the shares are summed", func(r *StepRow) any { return &r.GradNorm }},
@@ -133,8 +135,8 @@ var stepsDef = &tableDef[StepRow]{
 		{"agent_cos_mean", kFloat64, "mean pairwise cosine between the gradients of same-role agents (generator0 vs generator1 ...); null with one agent", func(r *StepRow) any { return &r.AgentCosMean }},
 		{"agent_cos_min", kFloat64, "minimum of those pairwise cosines; null with one agent", func(r *StepRow) any { return &r.AgentCosMin }},
 		{"role_cos", kFloatMap, "cosine between this role's gradient and each other role of the same policy, keyed by role", func(r *StepRow) any { return &r.RoleCos }},
-		{"tokens", kInt64, "completion tokens trained on", func(r *StepRow) any { return &r.Tokens }},
-		{"seqs", kInt64, "completions (agent turns) trained on", func(r *StepRow) any { return &r.Seqs }},
+		{"tokens", kInt64, "completion tokens trained on (those of the `seqs` turns)", func(r *StepRow) any { return &r.Tokens }},
+		{"seqs", kInt64, "completions (agent turns) trained on: the turns with a non-zero advantage. A turn of a GRPO group whose rewards are all equal has advantage 0, adds nothing to the loss and is skipped, so with groups of equal size `seqs` = (1 - `zero_var_frac`) x the role's turns", func(r *StepRow) any { return &r.Seqs }},
 		{"mean_len", kFloat64, "mean completion length in tokens", func(r *StepRow) any { return &r.MeanLen }},
 		{"entropy", kFloat64, "mean token entropy of the policy on its completions (nats)", func(r *StepRow) any { return &r.Entropy }},
 		{"perplexity", kFloat64, "exp of the mean token negative log-likelihood", func(r *StepRow) any { return &r.Perplexity }},
@@ -158,7 +160,9 @@ var stepsDef = &tableDef[StepRow]{
 var evalsDef = &tableDef[EvalRow]{
 	name: TableEvals,
 	doc: "One row per (step, workflow, split, role) of validation, plus a row with role `*` " +
-		"for the workflow as a whole. Written at step 0 and every `eval_every` steps.",
+		"for the workflow as a whole. Written at step 0 (before training; unless " +
+		"`eval.before_training` is false, always for base) and every `eval.every` " +
+		"steps (the spec key), and after the last step.",
 	cols: []column[EvalRow]{
 		{"run_id", kString, "run id, as in the manifest", func(r *EvalRow) any { return &r.RunID }},
 		{"step", kInt64, "training step the policy had reached (0: before training)", func(r *EvalRow) any { return &r.Step }},
@@ -185,24 +189,29 @@ var evalsDef = &tableDef[EvalRow]{
 var samplesDef = &tableDef[SampleRow]{
 	name: TableSamples,
 	doc: "One row per agent turn kept: a subset of the training rollouts every step and all " +
-		"validation rollouts at eval steps. Rows of one rollout keep their turn order.",
+		"validation rollouts at eval steps. Rows of one rollout keep their turn order. Every " +
+		"validation episode ends with a row of the pseudo-role `final` (agent `final`), which " +
+		"holds the workflow's final answer: `completion` is its text, `parsed` the extracted " +
+		"answer, `correct` its grade and `compliant` whether an answer was found; its `prompt`, " +
+		"`policy` and `finish` are empty and `tokens` is 0. Accuracy per problem is read from " +
+		"these rows.",
 	cols: []column[SampleRow]{
 		{"run_id", kString, "run id, as in the manifest", func(r *SampleRow) any { return &r.RunID }},
-		{"step", kInt64, "training step", func(r *SampleRow) any { return &r.Step }},
+		{"step", kInt64, "training step: for `train` rows the step they were rolled out for (from 1), for `val` rows the step the policy had reached (0: before training)", func(r *SampleRow) any { return &r.Step }},
 		{"workflow", kString, "workflow the rollout ran in", func(r *SampleRow) any { return &r.Workflow }},
 		{"split", kString, "`train` or `val`", func(r *SampleRow) any { return &r.Split }},
 		{"problem_id", kString, "problem id from the task source", func(r *SampleRow) any { return &r.ProblemID }},
 		{"rollout", kInt64, "rollout index within the problem's group (0..G-1)", func(r *SampleRow) any { return &r.Rollout }},
 		{"agent", kString, "agent name, e.g. `generator1`", func(r *SampleRow) any { return &r.Agent }},
-		{"role", kString, "role type of the agent", func(r *SampleRow) any { return &r.Role }},
-		{"policy", kString, "adapter that produced the turn; empty for the base policy", func(r *SampleRow) any { return &r.Policy }},
+		{"role", kString, "role type of the agent, or `final` (see above)", func(r *SampleRow) any { return &r.Role }},
+		{"policy", kString, "adapter that produced the turn, named as in `steps/`; empty for the base model and for `final` rows", func(r *SampleRow) any { return &r.Policy }},
 		{"prompt", kString, "prompt text as given to the engine", func(r *SampleRow) any { return &r.Prompt }},
 		{"completion", kString, "completion text", func(r *SampleRow) any { return &r.Completion }},
 		{"parsed", kString, "parsed answer, verdict, selection or strategy list", func(r *SampleRow) any { return &r.Parsed }},
 		{"compliant", kBool, "the output followed the role's format", func(r *SampleRow) any { return &r.Compliant }},
 		{"correct", kBool, "regraded correctness of the agent's own answer", func(r *SampleRow) any { return &r.Correct }},
 		{"reward", kFloat64, "outcome reward given to the turn", func(r *SampleRow) any { return &r.Reward }},
-		{"advantage", kFloat64, "GRPO advantage of the turn; null when not trained on", func(r *SampleRow) any { return &r.Advantage }},
+		{"advantage", kFloat64, "`train` rows: GRPO advantage of the turn (0 in a group whose rewards are all equal: not trained on); `val` rows: 0, since validation turns are not trained on", func(r *SampleRow) any { return &r.Advantage }},
 		{"tokens", kInt64, "completion tokens", func(r *SampleRow) any { return &r.Tokens }},
 		{"finish", kString, "finish reason reported by the engine (e.g. `stop`, `length`)", func(r *SampleRow) any { return &r.Finish }},
 	},
@@ -314,6 +323,14 @@ func SchemaMarkdown() string {
 			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", c.name, c.kind.docType(), strings.ReplaceAll(c.doc, "|", "\\|"))
 		}
 	}
+	b.WriteString("\n## Workflow, condition, task and scale: joining the manifests\n\n")
+	b.WriteString("The tables hold `run_id` but not the run's cell and condition, which live in `manifest.json`. " +
+		"These DuckDB views join them for the runs of one experiment folder (replace `runs/demo` with yours; " +
+		"the same SQL is run by the duckdb-tagged test of this package). The manifest's `workflow` is the one the " +
+		"run trained in (`single` for sa-rl) and is called `run_workflow`; `evals/` and `samples/` keep their own " +
+		"`workflow`, the one evaluated.\n\n```sql\n")
+	b.WriteString(DuckDBViews)
+	b.WriteString("```\n")
 	b.WriteString("\n## `manifest.json`\n\n")
 	b.WriteString("A JSON object, rewritten atomically (temporary file, fsync, rename) at every commit and status change.\n\n")
 	b.WriteString("| key | meaning |\n|---|---|\n")
@@ -323,9 +340,29 @@ func SchemaMarkdown() string {
 	return b.String()
 }
 
+// DuckDBViews is the SQL of SCHEMA.md that joins each run table with the
+// manifests of the runs of one experiment folder, runs/demo.
+const DuckDBViews = `CREATE VIEW runs AS
+  SELECT run_id, experiment, workflow AS run_workflow, task, scale, condition, seed_index, seed, status
+  FROM read_json('runs/demo/*/manifest.json', format = 'auto', columns = {
+    run_id: 'VARCHAR', experiment: 'VARCHAR', workflow: 'VARCHAR', task: 'VARCHAR', scale: 'VARCHAR',
+    condition: 'VARCHAR', seed_index: 'BIGINT', seed: 'UBIGINT', status: 'VARCHAR'});
+CREATE VIEW steps AS
+  SELECT r.experiment, r.run_workflow, r.task, r.scale, r.condition, r.seed_index, t.*
+  FROM read_parquet('runs/demo/*/steps/*.parquet') t JOIN runs r USING (run_id);
+CREATE VIEW evals AS
+  SELECT r.experiment, r.run_workflow, r.task, r.scale, r.condition, r.seed_index, t.*
+  FROM read_parquet('runs/demo/*/evals/*.parquet') t JOIN runs r USING (run_id);
+CREATE VIEW samples AS
+  SELECT r.experiment, r.run_workflow, r.task, r.scale, r.condition, r.seed_index, t.*
+  FROM read_parquet('runs/demo/*/samples/*.parquet') t JOIN runs r USING (run_id);
+-- e.g. final validation accuracy per condition:
+-- SELECT condition, workflow, step, avg(accuracy) FROM evals WHERE role = '*' GROUP BY ALL ORDER BY ALL;
+`
+
 var manifestDocs = [][2]string{
 	{"schema_version", "schema version of the run's tables and manifest"},
-	{"run_id", "run id, e.g. `voting-ip-s-math-seed1`"},
+	{"run_id", "run id: `<workflow>-<condition>-<scale>-<task>-seed<k>`, e.g. `voting-ip-s-synth-math-seed1`; an sa-rl run, trained in `single` and validated in several workflows, omits the workflow: `sa-rl-s-synth-math-seed1`"},
 	{"experiment", "experiment name"},
 	{"workflow", "workflow trained in (`single` for sa-rl) or evaluated in (base)"},
 	{"eval_workflows", "workflows the run is validated in"},

@@ -195,7 +195,13 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path, rel string, 
 	d.entries(n, path, func(k, val *yaml.Node, key, kp string) {
 		idx, known := fields.index[key]
 		if !known {
-			d.errs.add(k.Line, kp, "unknown key %q; allowed keys: %s", key, strings.Join(fields.names, ", "))
+			hint := didYouMean(key, fields.names)
+			if hint != "" {
+				hint += " (allowed keys: " + strings.Join(fields.names, ", ") + ")"
+			} else {
+				hint = " allowed keys: " + strings.Join(fields.names, ", ")
+			}
+			d.errs.add(k.Line, kp, "unknown key %q;%s", key, hint)
 			return
 		}
 		d.decode(val, v.Field(idx), kp, join(rel, key), org)

@@ -73,7 +73,7 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "unknown key at depth 3", new: "grpo:\n", old: "grpo:\n", want: "", at: ""}, // replaced below
 		{name: "unknown key in tiny shape", old: "hidden: 64", new: "hiden: 64", want: `models.s.tiny.hiden: unknown key "hiden"`, at: "hiden"},
 		{name: "unknown key in task override", new: "tasks:\n  synth-math:\n    grpo:\n      bogus: 1\n", want: `tasks.synth-math.grpo.bogus: unknown key`, at: "bogus"},
-		{name: "unknown key in matrix", old: "  scales: [s]\n", new: "  scales: [s]\n  scale: [m]\n", want: `matrix.scale: unknown key "scale"; allowed keys: conditions, scales, tasks, workflows`, at: "scale: [m]"},
+		{name: "unknown key in matrix", old: "  scales: [s]\n", new: "  scales: [s]\n  scale: [m]\n", want: `matrix.scale: unknown key "scale"; did you mean "scales"? (allowed keys: conditions, scales, tasks, workflows)`, at: "scale: [m]"},
 		{name: "wrong type string for int", old: "steps: 20", new: "steps: ten", want: `grpo.steps: expected an integer, got string "ten"`, at: "steps: ten"},
 		{name: "wrong type list for number", new: "eval:\n  every: [1]\n", want: "eval.every: expected an integer, got a list", at: "every:"},
 		{name: "wrong type seeds scalar", old: "seeds: [1, 2]", new: "seeds: 1", want: "seeds: expected a list, got integer 1", at: "seeds:"},
@@ -86,7 +86,7 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "negative seed", old: "seeds: [1, 2]", new: "seeds: [-1, 2]", want: "seeds[0]: must be >= 0, got -1", at: "seeds:"},
 		{name: "negative master seed", old: "master_seed: 7", new: "master_seed: -7", want: "master_seed: must be an integer in [0, 18446744073709551615], got -7", at: "master_seed"},
 		{name: "unknown workflow", old: "[voting, eval-opt]", new: "[voting, debate]", want: `matrix.workflows[1]: "debate" is not allowed; allowed values: single, eval-opt, voting, orch-workers`, at: "debate"},
-		{name: "unknown condition", old: "[base, sa-rl, sp, ip]", new: "[base, ma-rl]", want: `matrix.conditions[1]: "ma-rl" is not allowed; allowed values: base, sa-rl, sp, ip`, at: "ma-rl"},
+		{name: "unknown condition", old: "[base, sa-rl, sp, ip]", new: "[base, ma-rl]", want: `matrix.conditions[1]: "ma-rl" is not allowed; did you mean "sa-rl"? (allowed values: base, sa-rl, sp, ip)`, at: "ma-rl"},
 		{name: "unknown task", old: "tasks: [synth-math]", new: "tasks: [poetry]", want: `matrix.tasks[0]: unknown task "poetry"`, at: "poetry"},
 		{name: "unknown source", new: "tasks:\n  synth-math:\n    source: gsm8k\n", want: `tasks.synth-math.source: "gsm8k" is not allowed; allowed values: synth-math, synth-code, dapo-math, deepcoder`, at: "gsm8k"},
 		{name: "clip high below low", old: "  steps: 20\n", new: "  steps: 20\n  clip_low: 0.3\n  clip_high: 0.2\n", want: "grpo.clip_high: must be >= clip_low (0.3), got 0.2", at: "clip_high"},
@@ -154,7 +154,7 @@ func TestLoadMalformed(t *testing.T) {
 		switch cases[i].name {
 		case "unknown key at depth 3":
 			cases[i].old, cases[i].new = "  steps: 20\n", "  steps: 20\n  lora:\n    rnk: 8\n"
-			cases[i].want, cases[i].at = `grpo.lora.rnk: unknown key "rnk"; allowed keys: alpha, rank, targets`, "rnk"
+			cases[i].want, cases[i].at = `grpo.lora.rnk: unknown key "rnk"; did you mean "rank"? (allowed keys: alpha, rank, targets)`, "rnk"
 		case "model not in matrix":
 			cases[i].old, cases[i].new = "grpo:\n", "  m:\n    checkpoint: /x\ngrpo:\n"
 			cases[i].want, cases[i].at = `models.m: scale "m" is not in matrix.scales (s)`, "  m:"

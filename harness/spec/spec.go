@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/study"
@@ -358,7 +357,8 @@ func Parse(name, abs string, data []byte) (s *Spec, err error) {
 			errs.add(0, "", "file is empty")
 			return nil, errs.err()
 		}
-		errs.add(yamlLine(err), "", "YAML syntax error: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		line, msg := syntaxError(data, err)
+		errs.add(line, "", "%s", msg)
 		return nil, errs.err()
 	}
 	var extra yaml.Node

@@ -80,6 +80,10 @@ func (c checker) oneOf(rel, v string, allowed []string) bool {
 	if slices.Contains(allowed, v) {
 		return true
 	}
+	if hint := didYouMean(v, allowed); hint != "" {
+		c.errf(rel, "%q is not allowed;%s (allowed values: %s)", v, hint, strings.Join(allowed, ", "))
+		return false
+	}
 	c.errf(rel, "%q is not allowed; allowed values: %s", v, strings.Join(allowed, ", "))
 	return false
 }

@@ -34,13 +34,13 @@ func validateMatrix(s *Spec, c checker) {
 			continue
 		}
 		if !slices.Contains(Sources, t) && taskNameRe.MatchString(t) {
-			c.errf(fmt.Sprintf("matrix.tasks[%d]", i), "unknown task %q: define it under tasks: or use a built-in source (%s)",
-				t, strings.Join(Sources, ", "))
+			c.errf(fmt.Sprintf("matrix.tasks[%d]", i), "unknown task %q:%s define it under tasks: or use a built-in source (%s)",
+				t, didYouMean(t, Sources), strings.Join(Sources, ", "))
 		}
 	}
 	for i, sc := range s.Matrix.Scales {
 		if _, ok := s.Models[sc]; !ok && scaleNameRe.MatchString(sc) {
-			c.errf(fmt.Sprintf("matrix.scales[%d]", i), "scale %q has no model: add models.%s with a checkpoint or a tiny shape", sc, sc)
+			c.errf(fmt.Sprintf("matrix.scales[%d]", i), "scale %q has no model:%s add models.%s with a checkpoint or a tiny shape", sc, didYouMean(sc, sortedKeys(s.Models)), sc)
 		}
 	}
 }
