@@ -123,7 +123,9 @@ func (s *Summary) Failed() []Outcome {
 // do not match its manifest ends damaged (not skipped, not rerun); a run
 // another process holds ends held. When ctx is cancelled,
 // runs in progress finish their current step, commit it and are marked
-// interrupted, and runs not yet begun are not started.
+// interrupted, and runs not yet begun are not started. The experiment
+// folder gets a .gitignore of everything (see IgnoreRuns) before the tree
+// is checked, so run folders never make the repository dirty.
 func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 	planned, err := spec.Plan(s)
 	if err != nil {
@@ -137,6 +139,9 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 		opt.Engines = engine.Default
 	}
 	if err := checkNeeds(ctx, opt.Engines, runs); err != nil {
+		return nil, err
+	}
+	if err := IgnoreRuns(opt.RunsDir, s.Experiment); err != nil {
 		return nil, err
 	}
 	prov, err := pin.Resolve(s.File, opt.AllowDirty, nil)
