@@ -4,13 +4,19 @@
 
 GO ?= go
 
+# The commit stamped into bin/marlow (see `marlow version`), for builds
+# where the Go toolchain records no VCS revision; "-dirty" marks
+# uncommitted changes.
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo none)$(shell git status --porcelain 2>/dev/null | grep -q . && echo -dirty)
+LDFLAGS := -X main.buildCommit=$(COMMIT)
+
 .PHONY: all build demo figures reproduce test check-slow ci clean
 
 all: build
 
 ## build: compile the CLI into bin/marlow
 build:
-	$(GO) build -o bin/marlow ./cmd/marlow
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/marlow ./cmd/marlow
 
 ## demo: the demo study end to end (voting x synth-math x tiny model s, four
 ## conditions): pretrains the base model if it is not committed or cached,

@@ -3,17 +3,16 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/marlowlab/marlow/harness/runner"
 	"github.com/marlowlab/marlow/reports"
 )
 
 func newAnalyzeCmd() *cobra.Command {
 	var (
-		asJSON  bool
-		runsDir string
+		asJSON        bool
+		runsDir, only string
 	)
 	cmd := &cobra.Command{
-		Use:   "analyze SPEC|RUNS_DIR|ARCHIVE",
+		Use:   "analyze " + sourceArg,
 		Short: "Print per-run ceiling/floor metrics and failure-mode verdicts without writing a report",
 		Long: "analyze reads the runs like marlow report and prints one line per run view (an SA-RL run\n" +
 			"once per workflow it was evaluated in): base, ceiling and its step, final, floor, drop, AUC,\n" +
@@ -22,7 +21,7 @@ func newAnalyzeCmd() *cobra.Command {
 			"summary.parquet instead (undefined values as null).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := loadStudy(args[0], runsDir)
+			st, err := loadStudy(args[0], runsDir, only)
 			if err != nil {
 				return err
 			}
@@ -33,6 +32,6 @@ func newAnalyzeCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary rows as JSON")
-	cmd.Flags().StringVar(&runsDir, "runs", runner.DefaultRunsDir, "root folder of run folders, read when the source is a spec")
+	addRunsFlags(cmd, &runsDir, &only)
 	return cmd
 }

@@ -10,28 +10,41 @@ import (
 )
 
 func newArchiveCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "archive RUNS_DIR OUT.tar.zst",
-		Short: "Pack the run logs of a runs tree into a deterministic .tar.zst archive",
-		Long: "archive packs the manifest and committed Parquet segments of every run under RUNS_DIR\n" +
-			"into OUT.tar.zst, with sorted entries and fixed times and modes, so the same runs give the\n" +
-			"same bytes. Checkpoints and uncommitted files are left out. The readers, marlow check and\n" +
-			"marlow report accept the archive in place of the folder.",
+	var runsDir, only string
+	cmd := &cobra.Command{
+		Use:   "archive SPEC|RUNS_DIR OUT.tar.zst",
+		Short: "Pack the run logs of a spec or a runs tree into a deterministic .tar.zst archive",
+		Long: "archive packs the manifest and committed Parquet segments of every run of the source (a\n" +
+			"spec's runs under <runs>/<experiment>, or a runs folder; --only keeps the runs whose id\n" +
+			"matches a glob) into OUT.tar.zst, with sorted entries and fixed times and modes, so the same\n" +
+			"runs give the same bytes. Checkpoints and uncommitted files are left out. The readers,\n" +
+			"marlow status, check, analyze and report accept the archive in place of the folder.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			runs, out := args[0], args[1]
+			out := args[1]
 			if !strings.HasSuffix(out, ".tar.zst") {
 				return fmt.Errorf("archive: output %q must end in .tar.zst", out)
 			}
-			if err := runlog.Archive(runs, out); err != nil {
+			src, _, err := runsSource(args[0], runsDir)
+			if err != nil {
+				return err
+			}
+			keep, err := runFilter(only)
+			if err != nil {
+				return err
+			}
+			n, err := runlog.ArchiveRuns(src, out, keep)
+			if err != nil {
 				return err
 			}
 			st, err := os.Stat(out)
 			if err != nil {
 				return fmt.Errorf("archive: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d bytes)\n", out, st.Size())
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d runs, %d bytes)\n", out, n, st.Size())
 			return nil
 		},
 	}
+	addRunsFlags(cmd, &runsDir, &only)
+	return cmd
 }

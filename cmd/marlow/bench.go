@@ -26,7 +26,7 @@ func newBenchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := bench.Engine(cmd.Context(), engines, size, bench.Options{Engine: name, Threads: threads, MinTime: minTime})
+			r, err := bench.Engine(cmd.Context(), engines, size, bench.Options{Engine: name, Threads: resolveThreads(threads, 1), MinTime: minTime})
 			if err != nil {
 				return err
 			}
@@ -36,7 +36,7 @@ func newBenchCmd() *cobra.Command {
 	}
 	eng.Flags().StringVar(&size, "size", "d64l2", "model size: d64l2 or d128l4")
 	eng.Flags().StringVar(&name, "engine", native.Name, "registered engine to measure")
-	eng.Flags().IntVar(&threads, "threads", 2, "engine threads")
+	addThreadsFlag(eng, &threads, "engine threads")
 	eng.Flags().DurationVar(&minTime, "time", 3*time.Second, "minimum time per measurement")
 	benchCmd.AddCommand(eng)
 	return benchCmd

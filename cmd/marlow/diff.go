@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -11,27 +14,32 @@ import (
 
 func newDiffCmd() *cobra.Command {
 	var (
-		experiment, repo string
-		asJSON           bool
+		experiment, repo, runsDir, only string
+		asJSON                          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "diff A B",
-		Short: "Compare two experiment summaries: two git revisions, or two report or run folders",
+		Short: "Compare two experiment summaries: git revisions, report or run folders, archives, specs",
 		Long: "diff compares, per cell and condition, every summary metric of A and B: the values, the\n" +
 			"delta with its 95% interval (from both sides' standard errors), whether that interval excludes\n" +
 			"zero (never from a zero-width interval), and how many seeds and problems each side rests on,\n" +
-			"with a warning below 3 seeds. When A and B are both folders they\n" +
-			"are read as report folders (summary.parquet) or analysed as runs folders; otherwise they are\n" +
-			"git revisions, and reports/<experiment>/summary.parquet is read at each with go-git, without\n" +
-			"a checkout (bare repositories work). --experiment may be omitted when revision A holds one\n" +
-			"report.",
+			"with a warning below 3 seeds. Each side is a path or a git revision. A path is a report\n" +
+			"folder (its summary.parquet), a summary.parquet file, or runs that are analysed: a runs\n" +
+			"folder, a .tar.zst archive, or a spec (its runs under <runs>/<experiment>; --only keeps the\n" +
+			"runs whose id matches a glob). Anything else is a git revision of --repo, and\n" +
+			"reports/<experiment>/summary.parquet is read there with go-git, without a checkout (bare\n" +
+			"repositories work); --experiment may be omitted when the other side names the experiment or\n" +
+			"revision A holds one report. diff warns when A and B are different experiments.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, b, err := loadDiffSides(repo, experiment, args[0], args[1])
-			if err != nil {
+			sides := [2]diffSide{{arg: args[0]}, {arg: args[1]}}
+			if err := loadDiffSides(&sides, repo, experiment, runsDir, only); err != nil {
 				return err
 			}
-			d := reports.Diff(a, b)
+			if ea, eb := sides[0].experiments(), sides[1].experiments(); ea != eb {
+				fmt.Fprintf(cmd.ErrOrStderr(), "marlow: warning: A is experiment %s and B is experiment %s; their cells are compared where they share a task, workflow, scale and condition\n", ea, eb)
+			}
+			d := reports.Diff(sides[0].rows, sides[1].rows)
 			if asJSON {
 				data, err := d.JSON(args[0], args[1])
 				if err != nil {
@@ -40,35 +48,112 @@ func newDiffCmd() *cobra.Command {
 				_, err = cmd.OutOrStdout().Write(data)
 				return err
 			}
-			_, err = fmt.Fprint(cmd.OutOrStdout(), d.Markdown(args[0], args[1]))
+			_, err := fmt.Fprint(cmd.OutOrStdout(), d.Markdown(args[0], args[1]))
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&experiment, "experiment", "", "experiment whose reports/<experiment>/summary.parquet to compare")
+	cmd.Flags().StringVar(&experiment, "experiment", "", "experiment whose reports/<experiment>/summary.parquet to read at a revision")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of markdown")
 	cmd.Flags().StringVar(&repo, "repo", ".", "git repository (work tree or bare) holding the revisions")
+	addRunsFlags(cmd, &runsDir, &only)
 	return cmd
 }
 
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
+// diffSide is one side of a diff: its argument and summary rows.
+type diffSide struct {
+	arg  string
+	rows []reports.SummaryRow
+	rev  bool // read at a git revision
 }
 
-// loadDiffSides reads the two summaries: two folders, else two revisions
-// of repo.
-func loadDiffSides(repo, experiment, A, B string) (a, b []reports.SummaryRow, err error) {
-	if isDir(A) && isDir(B) {
-		if a, err = reports.LoadSummaryDir(A); err != nil {
-			return nil, nil, err
+// experiments names the experiments of a side's rows, comma-separated.
+func (s diffSide) experiments() string {
+	var names []string
+	for _, r := range s.rows {
+		if !slices.Contains(names, r.Experiment) {
+			names = append(names, r.Experiment)
 		}
-		b, err = reports.LoadSummaryDir(B)
-		return a, b, err
 	}
-	a, exp, err := reports.LoadSummaryAt(repo, A, experiment)
+	slices.Sort(names)
+	if len(names) == 0 {
+		return "(none)"
+	}
+	return strings.Join(names, ",")
+}
+
+// loadDiffSides reads both sides: paths first, then revisions, so that a
+// revision's experiment can come from the other side.
+func loadDiffSides(sides *[2]diffSide, repo, experiment, runsDir, only string) error {
+	for i := range sides {
+		s := &sides[i]
+		if _, err := os.Stat(s.arg); err != nil {
+			if looksLikePath(s.arg) {
+				return fmt.Errorf("diff: %s: %w (a path; a git revision is a commit, branch or tag name)", s.arg, err)
+			}
+			s.rev = true
+			continue
+		}
+		rows, err := loadSummaryPath(s.arg, runsDir, only)
+		if err != nil {
+			return fmt.Errorf("diff: %w", err)
+		}
+		s.rows = rows
+	}
+	for i := range sides {
+		s := &sides[i]
+		if !s.rev {
+			continue
+		}
+		exp := experiment
+		if other := sides[1-i]; exp == "" && !other.rev && len(other.rows) > 0 {
+			exp = other.rows[0].Experiment
+		}
+		rows, used, err := reports.LoadSummaryAt(repo, s.arg, exp)
+		if err != nil {
+			return fmt.Errorf("diff: %w", err)
+		}
+		s.rows = rows
+		if experiment == "" {
+			experiment = used
+		}
+	}
+	return nil
+}
+
+// looksLikePath reports whether a missing argument was meant as a file (a
+// summary, archive or spec) rather than a revision.
+func looksLikePath(arg string) bool {
+	for _, suf := range []string{".parquet", ".tar.zst", ".yaml", ".yml"} {
+		if strings.HasSuffix(arg, suf) {
+			return true
+		}
+	}
+	return strings.HasPrefix(arg, "./") || strings.HasPrefix(arg, "../") || filepath.IsAbs(arg)
+}
+
+// loadSummaryPath reads the summary of an existing path: a report folder
+// or a summary.parquet file as stored, runs (a folder, an archive, a
+// spec's runs) analysed.
+func loadSummaryPath(arg, runsDir, only string) ([]reports.SummaryRow, error) {
+	st, err := os.Stat(arg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	b, _, err = reports.LoadSummaryAt(repo, B, exp)
-	return a, b, err
+	if !st.IsDir() && strings.HasSuffix(arg, ".parquet") {
+		data, err := os.ReadFile(arg)
+		if err != nil {
+			return nil, err
+		}
+		return reports.DecodeSummary(arg, data)
+	}
+	if st.IsDir() {
+		if _, err := os.Stat(filepath.Join(arg, "summary.parquet")); err == nil {
+			return reports.LoadSummaryDir(arg)
+		}
+	}
+	study, err := loadStudy(arg, runsDir, only)
+	if err != nil {
+		return nil, fmt.Errorf("%s is neither a report folder (no summary.parquet) nor readable runs: %w", arg, err)
+	}
+	return reports.SummaryRows(study), nil
 }

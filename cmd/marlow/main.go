@@ -1,9 +1,9 @@
 // Command marlow is the one CLI of the marlow research harness: plan, run,
-// status, data, pretrain, analyze, report, diff, archive, check, bench,
-// engine-check and version. Each subcommand is built by a constructor in
-// its own file, with its flags in the closure's variables; the logic lives
-// in the harness, analysis, reports and datasets packages, and cmd only
-// wires them.
+// status, list, data, pretrain, analyze, report, diff, archive, check,
+// bench, engine-check and version. Each subcommand is built by a
+// constructor in its own file, with its flags in the closure's variables;
+// the logic lives in the harness, analysis, reports and datasets packages,
+// and cmd only wires them.
 package main
 
 import (
@@ -21,9 +21,33 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newDataCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
+	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newDataCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
 		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newBenchCmd(), newEngineCheckCmd(), newVersionCmd())
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return withUsage(cmd, err) })
+	addUsageToArgErrors(root)
 	return root
+}
+
+// withUsage adds a command's usage line to an error about its arguments
+// or flags, since SilenceUsage keeps cobra from printing the usage.
+func withUsage(cmd *cobra.Command, err error) error {
+	return fmt.Errorf("%w\nusage: %s\n(see %s --help)", err, cmd.UseLine(), cmd.CommandPath())
+}
+
+// addUsageToArgErrors makes every command's argument check name the
+// command's usage line when it fails.
+func addUsageToArgErrors(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return withUsage(cmd, err)
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		addUsageToArgErrors(sub)
+	}
 }
 
 func main() {

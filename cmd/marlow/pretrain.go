@@ -53,6 +53,7 @@ format compliance.`,
 				}
 				jobs = append(jobs, j)
 			}
+			threads = resolveThreads(threads, 1)
 			errOut := cmd.ErrOrStderr()
 			isTerm := false
 			if f, ok := errOut.(*os.File); ok {
@@ -102,7 +103,7 @@ format compliance.`,
 	f.BoolVar(&commit, "commit", false, "write new checkpoints into the repository's seeds/models instead of the cache")
 	f.BoolVar(&noBuild, "no-build", false, "fail instead of pretraining a missing checkpoint")
 	f.StringVar(&cache, "cache", "", "cache root (default $MARLOW_CACHE or ~/.cache/marlow)")
-	f.IntVar(&threads, "threads", 2, "engine threads (results do not depend on it)")
+	addThreadsFlag(cmd, &threads, "engine threads")
 	f.IntVar(&steps, "steps", 0, "override pretrain.steps for every scale (changes the checkpoint key)")
 	f.IntVar(&valN, "val", 0, "calibration: validation problems per task (0 = eval.val_size, else the task's val_size)")
 	return cmd

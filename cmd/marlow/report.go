@@ -2,41 +2,37 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/marlowlab/marlow/analysis"
-	"github.com/marlowlab/marlow/harness/runner"
-	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/reports"
 )
 
 func newReportCmd() *cobra.Command {
-	var out, runsDir string
+	var out, runsDir, only string
 	var partial bool
 	cmd := &cobra.Command{
-		Use:   "report SPEC|RUNS_DIR|ARCHIVE",
+		Use:   "report " + sourceArg,
 		Short: "Write an experiment's report (README.md, figures/, summary.parquet) from its run logs",
 		Long: "report analyses the runs of one experiment and writes a report folder: README.md (matrix\n" +
 			"table, findings, figures, failure-mode evidence, definitions, parameters, provenance and the\n" +
 			"command that rebuilds it), figures/ (PNG and SVG) and summary.parquet. The source is a spec\n" +
 			"file (its runs are read from <runs>/<experiment>, --runs defaulting to runs), a runs folder,\n" +
-			"or a .tar.zst archive written by marlow archive. The same logs give byte-identical output.\n" +
-			"--out defaults to reports/<experiment>.\n\n" +
+			"or a .tar.zst archive written by marlow archive; --only keeps the runs whose id matches a\n" +
+			"glob. The same logs give byte-identical output. --out defaults to reports/<experiment>.\n\n" +
 			"Every run must be done: runs that are running, crashed, interrupted or failed (and, with a\n" +
 			"spec, planned runs with no folder yet) make report refuse, listing them, unless --partial;\n" +
 			"then the report says it is partial and lists each such run at its top. Segments are checked\n" +
 			"against the SHA-256 inventory of their manifests as they are read.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := loadStudy(args[0], runsDir)
+			st, err := loadStudy(args[0], runsDir, only)
 			if err != nil {
 				return err
 			}
-			incomplete, err := incompleteRuns(args[0], runsDir, st)
+			incomplete, err := incompleteRuns(args[0], runsDir, only, st)
 			if err != nil {
 				return err
 			}
@@ -58,37 +54,6 @@ func newReportCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&out, "out", "", "report folder (default reports/<experiment>)")
 	cmd.Flags().BoolVar(&partial, "partial", false, "report an experiment whose runs are not all done, listing the missing, running and failed runs in the report")
-	cmd.Flags().StringVar(&runsDir, "runs", runner.DefaultRunsDir, "root folder of run folders, read when the source is a spec")
+	addRunsFlags(cmd, &runsDir, &only)
 	return cmd
-}
-
-// loadStudy analyses the runs named by a report or analyze argument.
-func loadStudy(arg, runsDir string) (*analysis.Study, error) {
-	src, err := runsSource(arg, runsDir)
-	if err != nil {
-		return nil, err
-	}
-	return analysis.Load(src)
-}
-
-// runsSource maps a report argument to the runs it reads: a spec file
-// (.yaml or .yml) names <runsDir>/<experiment>; anything else is a runs
-// folder or an archive.
-func runsSource(arg, runsDir string) (string, error) {
-	fi, err := os.Stat(arg)
-	if err != nil {
-		return "", fmt.Errorf("source %s: %w", arg, err)
-	}
-	if fi.IsDir() || !(strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml")) {
-		return arg, nil
-	}
-	s, err := spec.Load(arg)
-	if err != nil {
-		return "", err
-	}
-	dir := runner.RunDir(runsDir, s.Experiment, "")
-	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("spec %s: runs of experiment %q: %w", arg, s.Experiment, err)
-	}
-	return dir, nil
 }

@@ -13,17 +13,18 @@ import (
 )
 
 // incompleteRuns lists the runs of a report's experiment that are not done,
-// as "run-id: state (detail)": with a spec argument, every planned run by
-// its status (pending runs have no folder yet); with a runs folder or an
-// archive, every run read whose manifest does not say done.
-func incompleteRuns(arg, runsDir string, st *analysis.Study) ([]string, error) {
+// as "run-id: state (detail)": with a spec argument, every planned run
+// whose id matches only, by its status (pending runs have no folder yet);
+// with a runs folder or an archive, every run read whose manifest does not
+// say done.
+func incompleteRuns(arg, runsDir, only string, st *analysis.Study) ([]string, error) {
 	var out []string
 	if isSpecArg(arg) {
 		s, err := spec.Load(arg)
 		if err != nil {
 			return nil, err
 		}
-		sts, err := runner.Status(s, runsDir, "")
+		sts, err := runner.Status(s, runsDir, only)
 		if err != nil {
 			return nil, err
 		}

@@ -78,6 +78,9 @@ any run starts.`,
 				return err
 			}
 			opt.Reporter = rep
+			if opt.Threads, err = runThreads(s, opt); err != nil {
+				return err
+			}
 			opt.BaseModel = runner.PretrainedBase(s, opt.Threads, errOut)
 			ctx, cancel := context.WithCancelCause(cmd.Context())
 			defer cancel(nil)
@@ -97,7 +100,7 @@ any run starts.`,
 	f := cmd.Flags()
 	f.StringVar(&opt.RunsDir, "runs", runner.DefaultRunsDir, "root folder of run folders (runs live in <runs>/<experiment>/<run-id>)")
 	f.IntVar(&opt.Jobs, "jobs", runtime.NumCPU(), "runs executed at once")
-	f.IntVar(&opt.Threads, "threads", 1, "engine threads per run (results do not depend on it)")
+	addThreadsFlag(cmd, &opt.Threads, "engine threads per run")
 	f.StringVar(&opt.Only, "only", "", "run only the runs whose id matches this glob (e.g. 'voting-*')")
 	f.BoolVar(&opt.AllowDirty, "allow-dirty", false, "accept uncommitted changes (recorded in each manifest)")
 	f.BoolVar(&opt.UnsafeCodeExec, "unsafe-code-exec", false, "run generated code without network isolation when the sandbox cannot isolate it")
@@ -107,6 +110,27 @@ any run starts.`,
 	f.DurationVar(&every, "log-every", 30*time.Second, "period of a run's progress line in lines mode")
 	f.BoolVar(&preflight, "preflight", false, "only check that the checkpoints, data and engines the runs need are present (writes nothing)")
 	return cmd
+}
+
+// runThreads resolves --threads for run: the cores divided among the runs
+// executed at once (--jobs, or fewer when fewer runs are selected).
+func runThreads(s *spec.Spec, opt runner.Options) (int, error) {
+	if opt.Threads > 0 {
+		return opt.Threads, nil
+	}
+	planned, err := spec.Plan(s)
+	if err != nil {
+		return 0, err
+	}
+	runs, err := runner.Select(planned, opt.Only)
+	if err != nil {
+		return 0, err
+	}
+	jobs := opt.Jobs
+	if jobs <= 0 {
+		jobs = runtime.NumCPU()
+	}
+	return resolveThreads(0, min(jobs, len(runs))), nil
 }
 
 // onSignal calls fn on the first SIGINT or SIGTERM and then restores the

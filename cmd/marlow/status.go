@@ -2,34 +2,47 @@ package main
 
 import (
 	"github.com/marlowlab/marlow/harness/runner"
-	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/spf13/cobra"
 )
 
 func newStatusCmd() *cobra.Command {
-	var runsDir, only string
+	var (
+		runsDir, only string
+		asJSON        bool
+	)
 	cmd := &cobra.Command{
-		Use:   "status SPEC",
+		Use:   "status " + sourceArg,
 		Short: "Show the state and last committed step of each run of an experiment",
-		Long: `status reads the manifests under <runs>/<experiment>/ and prints one line per
-planned run: pending (no folder yet), running (a process holds it), done,
-failed (with its error), interrupted, crashed (the manifest says running but
-no process holds it; run again to resume), stale (the folder holds another
-config) or corrupt (the manifest cannot be read). It changes nothing.`,
+		Long: `status prints one line per run and the counts per state. Given a spec it reads
+the manifests under <runs>/<experiment>/ and lists every planned run: pending
+(no folder yet), running (a process holds it), done, failed (with its error),
+interrupted, crashed (the manifest says running but no process holds it; run
+again to resume), stale (the folder holds another config) or corrupt (the
+manifest cannot be read). Given a runs folder or an archive it lists the runs
+found there, from their manifests alone (no plan, so none is pending or
+stale). --json prints the runs and counts as JSON. It changes nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := spec.Load(args[0])
+			src, s, err := runsSourceOrPlan(args[0], runsDir)
 			if err != nil {
 				return err
 			}
-			sts, err := runner.Status(s, runsDir, only)
+			var sts []runner.RunStatus
+			if s != nil {
+				sts, err = runner.Status(s, runsDir, only)
+			} else {
+				sts, err = runner.StatusOfLogs(src, only)
+			}
 			if err != nil {
 				return err
+			}
+			if asJSON {
+				return runner.WriteStatusJSON(cmd.OutOrStdout(), sts)
 			}
 			return runner.WriteStatus(cmd.OutOrStdout(), sts)
 		},
 	}
-	cmd.Flags().StringVar(&runsDir, "runs", runner.DefaultRunsDir, "root folder of run folders")
-	cmd.Flags().StringVar(&only, "only", "", "show only the runs whose id matches this glob")
+	addRunsFlags(cmd, &runsDir, &only)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs and the counts per state as JSON")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -19,6 +20,12 @@ func newVersionCmd() *cobra.Command {
 		},
 	}
 }
+
+// buildCommit is the commit the Makefile stamps into the binary with
+// -ldflags "-X main.buildCommit=<sha>[-dirty]"; versionString uses it when
+// the Go toolchain recorded no VCS revision (a build with -buildvcs=false,
+// or one whose VCS could not be read).
+var buildCommit string
 
 // versionString describes the binary from its embedded build information.
 func versionString() string {
@@ -36,6 +43,12 @@ func versionString() string {
 					dirty = " (dirty)"
 				}
 			}
+		}
+	}
+	if rev == "unknown" && buildCommit != "" {
+		rev, dirty = strings.TrimSuffix(buildCommit, "-dirty"), ""
+		if strings.HasSuffix(buildCommit, "-dirty") {
+			dirty = " (dirty)"
 		}
 	}
 	return fmt.Sprintf("marlow %s commit %s%s %s %s/%s", version, rev, dirty, runtime.Version(), runtime.GOOS, runtime.GOARCH)

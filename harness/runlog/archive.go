@@ -35,44 +35,60 @@ const maxArchiveFile = 4 << 30
 // same runs give the same archive bytes. out is written to a temporary name
 // and renamed.
 func Archive(runsDir, out string) error {
+	_, err := ArchiveRuns(runsDir, out, nil)
+	return err
+}
+
+// ArchiveRuns is Archive restricted to the runs for which keep (given the
+// run folder's path inside runsDir, slash-separated; nil keeps every run)
+// returns true. It returns how many runs it packed; none is an error
+// wrapping ErrNoRuns.
+func ArchiveRuns(runsDir, out string, keep func(runDir string) bool) (int, error) {
 	s := source{fsys: os.DirFS(runsDir), label: runsDir}
 	if st, err := os.Stat(runsDir); err != nil {
-		return fmt.Errorf("archive: %w", err)
+		return 0, fmt.Errorf("archive: %w", err)
 	} else if !st.IsDir() {
-		return fmt.Errorf("archive: %s is not a folder", runsDir)
+		return 0, fmt.Errorf("archive: %s is not a folder", runsDir)
 	}
 	runs, _, err := findRuns(s)
 	if err != nil {
-		return fmt.Errorf("archive %s: %w", runsDir, err)
+		return 0, fmt.Errorf("archive %s: %w", runsDir, err)
 	}
 	if len(runs) == 0 {
-		return fmt.Errorf("archive %s: %w", runsDir, ErrNoRuns)
+		return 0, fmt.Errorf("archive %s: %w", runsDir, ErrNoRuns)
 	}
 	var files []string
+	n := 0
 	for _, d := range runs {
+		if keep != nil && !keep(d) {
+			continue
+		}
+		n++
 		m, err := readManifestFS(s, d)
 		if err != nil {
-			return fmt.Errorf("archive: %w", err)
+			return 0, fmt.Errorf("archive: %w", err)
 		}
 		if probs := verifyInventory(s, d, m, true, false); len(probs) > 0 {
-			return fmt.Errorf("archive: %s: %w (%d problems in the run)", probs[0].Path, probs[0].Err, len(probs))
+			return 0, fmt.Errorf("archive: %s: %w (%d problems in the run)", probs[0].Path, probs[0].Err, len(probs))
 		}
 		files = append(files, path.Join(d, ManifestFile))
 		for _, tb := range Tables {
 			segs, err := committedSegments(s, d, tb, m.LastStep)
 			if err != nil {
-				return fmt.Errorf("archive: %w", err)
+				return 0, fmt.Errorf("archive: %w", err)
 			}
 			for _, sg := range segs {
 				files = append(files, sg.path)
 			}
 		}
 	}
-
-	if err := atomicfile.WriteFrom(out, func(w io.Writer) error { return writeArchive(w, s, files) }); err != nil {
-		return fmt.Errorf("archive: %w", err)
+	if n == 0 {
+		return 0, fmt.Errorf("archive %s: %w (none of its %d runs selected)", runsDir, ErrNoRuns, len(runs))
 	}
-	return nil
+	if err := atomicfile.WriteFrom(out, func(w io.Writer) error { return writeArchive(w, s, files) }); err != nil {
+		return 0, fmt.Errorf("archive: %w", err)
+	}
+	return n, nil
 }
 
 // writeArchive writes the files of s as a deterministic tar.zst stream.

@@ -37,30 +37,44 @@ type CheckOptions struct {
 	// config (spec.StoredConfigHash): a config that does not hash to its
 	// config_hash is a damaged manifest.
 	ConfigHash func(config any) (string, error)
+	// Keep, when set, restricts the check to the runs for which it returns
+	// true, given the run folder's path inside src (slash-separated).
+	// Folders holding run tables but no manifest are problems whatever it
+	// says.
+	Keep func(runDir string) bool
 }
 
 // CheckWith is Check with options.
 func CheckWith(src string, opt CheckOptions) []Problem {
+	probs, _ := CheckRuns(src, opt)
+	return probs
+}
+
+// CheckRuns is CheckWith that also returns how many runs it read.
+func CheckRuns(src string, opt CheckOptions) (probs []Problem, runs int) {
 	s, err := openSource(src)
 	if err != nil {
-		return []Problem{{Path: src, Err: err}}
+		return []Problem{{Path: src, Err: err}}, 0
 	}
-	runs, orphans, err := findRuns(s)
+	dirs, orphans, err := findRuns(s)
 	if err != nil {
-		return []Problem{{Path: src, Err: err}}
+		return []Problem{{Path: src, Err: err}}, 0
 	}
-	var probs []Problem
 	for _, o := range orphans {
 		probs = append(probs, Problem{s.name(o), fmt.Errorf("%w: folder holds run tables", ErrMissingManifest)})
 	}
-	if len(runs) == 0 && len(orphans) == 0 {
-		return []Problem{{Path: src, Err: ErrNoRuns}}
+	if len(dirs) == 0 && len(orphans) == 0 {
+		return []Problem{{Path: src, Err: ErrNoRuns}}, 0
 	}
-	for _, d := range runs {
+	for _, d := range dirs {
+		if opt.Keep != nil && !opt.Keep(d) {
+			continue
+		}
+		runs++
 		probs = append(probs, checkRun(s, d, opt)...)
 	}
 	slices.SortStableFunc(probs, func(a, b Problem) int { return strings.Compare(a.Path, b.Path) })
-	return probs
+	return probs, runs
 }
 
 func checkRun(s source, dir string, opt CheckOptions) []Problem {
