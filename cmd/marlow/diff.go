@@ -88,7 +88,7 @@ func loadDiffSides(sides *[2]diffSide, repo, experiment, runsDir, only string) e
 		s := &sides[i]
 		if _, err := os.Stat(s.arg); err != nil {
 			if looksLikePath(s.arg) {
-				return fmt.Errorf("diff: %s: %w (a path; a git revision is a commit, branch or tag name)", s.arg, err)
+				return fmt.Errorf("diff: no such file or folder: %s (%w)", s.arg, err)
 			}
 			s.rev = true
 			continue
