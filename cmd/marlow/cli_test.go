@@ -279,3 +279,38 @@ func TestDiffSidesCLI(t *testing.T) {
 		})
 	}
 }
+
+// plan says where each base model comes from and estimates the time.
+func TestPlanBaseModelsAndEstimate(t *testing.T) {
+	demo := filepath.Join("..", "..", "seeds", "demo.yaml")
+	stdout, _, err := execCLI(t, "plan", "--allow-dirty", demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{`(?m)^base models:\n  s +committed: .*seeds/models/s-[0-9a-f]{12}$`, `(?m)^estimated time: about [0-9.]+ (s|min|h) with 2 runs at once`} {
+		if !regexp.MustCompile(re).MatchString(stdout) {
+			t.Errorf("plan output does not match %s:\n%s", re, stdout)
+		}
+	}
+	stdout, _, err = execCLI(t, "plan", "--allow-dirty", "--json", demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		BaseModels []struct{ Scale, Where, Dir string } `json:"base_models"`
+		Estimate   *struct {
+			Seconds   float64 `json:"seconds"`
+			GenTokens float64 `json:"generated_tokens"`
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.BaseModels) != 1 || p.BaseModels[0].Where != "committed" || p.Estimate == nil || !(p.Estimate.Seconds > 0) || !(p.Estimate.GenTokens > 0) {
+		t.Errorf("plan --json: base models %+v, estimate %+v", p.BaseModels, p.Estimate)
+	}
+	stdout, _, err = execCLI(t, "plan", "--allow-dirty", "--json", "--no-estimate", demo)
+	if err != nil || !strings.Contains(stdout, `"estimate": null`) {
+		t.Errorf("plan --no-estimate: err %v, output lacks a null estimate:\n%.300s", err, stdout)
+	}
+}

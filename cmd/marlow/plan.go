@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/marlowlab/marlow/harness/pin"
 	"github.com/marlowlab/marlow/harness/runner"
@@ -11,8 +12,8 @@ import (
 
 func newPlanCmd() *cobra.Command {
 	var (
-		asJSON, resolved, allowDirty bool
-		only                         string
+		asJSON, resolved, allowDirty, noEstimate bool
+		only                                     string
 	)
 	cmd := &cobra.Command{
 		Use:   "plan SPEC",
@@ -20,7 +21,12 @@ func newPlanCmd() *cobra.Command {
 		Long: `plan validates SPEC strictly and prints one line per run (id, condition,
 workflow trained, workflows evaluated, task, scale, seed index, derived seed,
 config hash, estimated files and bytes the run will write), the counts per
-condition, the experiment's estimated footprint, and the pinned git commit.
+condition, the experiment's estimated footprint, and the pinned git commit;
+then, per scale, whether its base model is committed (seeds/models), cached,
+or will be pretrained by marlow run, and a rough time estimate of the runs on
+this machine: each tiny model's engine is calibrated on its shape for about
+a second, turns are taken as long as the pretraining teacher's, and runs
+execute as marlow run's defaults run them (--no-estimate skips it).
 With --resolved it prints the spec with every default filled in instead.
 
 It warns (on stderr; it still exits 0) when a run would write more than
@@ -65,12 +71,28 @@ checkpoint model whose config.json cannot be read).`,
 			for _, w := range runner.PlanWarnings(runs) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "marlow: warning: %s\n", w)
 			}
-			return runner.WritePlan(out, s, runs, prov, asJSON)
+			info := runner.PlanInfo{}
+			if info.Bases, err = runner.BaseModels(s, runs); err != nil {
+				return err
+			}
+			if !noEstimate {
+				engines, err := newEngines()
+				if err != nil {
+					return err
+				}
+				est, err := runner.EstimatePlan(cmd.Context(), engines, runs, info.Bases, runtime.NumCPU())
+				if err != nil {
+					return err
+				}
+				info.Estimate = &est
+			}
+			return runner.WritePlan(out, s, runs, prov, info, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	cmd.Flags().BoolVar(&resolved, "resolved", false, "print the fully resolved spec (with defaults) as YAML")
 	cmd.Flags().StringVar(&only, "only", "", "keep only runs whose id matches this glob (e.g. 'voting-*-seed1'); one matching nothing is an error")
+	cmd.Flags().BoolVar(&noEstimate, "no-estimate", false, "skip the engine calibration and the time estimate")
 	cmd.Flags().BoolVar(&allowDirty, "allow-dirty", false, "accept a dirty tree or a spec outside git without a warning")
 	return cmd
 }

@@ -110,3 +110,22 @@ func BenchmarkGenerate(b *testing.B) {
 		})
 	}
 }
+
+func TestCalibrate(t *testing.T) {
+	reg := &engine.Registry{}
+	if err := reg.Register(native.Driver()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Sizes["d64l2"]
+	cfg.VocabSize, cfg.MaxPositionEmbeddings = 99, 64 // a spec's shape: both are adjusted
+	sp, err := Calibrate(context.Background(), reg, native.Name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(sp.TrainTokS > 0) || !(sp.GenTokS > 0) || sp.Wall <= 0 {
+		t.Fatalf("speed %+v: want positive rates", sp)
+	}
+	if _, err := Calibrate(context.Background(), reg, "nosuch", cfg); err == nil {
+		t.Fatal("an unregistered engine was calibrated")
+	}
+}

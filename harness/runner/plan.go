@@ -11,13 +11,24 @@ import (
 	"github.com/marlowlab/marlow/harness/spec"
 )
 
+// PlanInfo is what a plan reports beyond its runs: where each scale's base
+// model comes from and, when measured, a rough time estimate.
+type PlanInfo struct {
+	Bases    []BaseModel
+	Estimate *Estimate // nil: not estimated
+}
+
 // WritePlan writes the runs of a plan with the spec's provenance: a table
-// (one line per run, then the counts per condition), or JSON when asJSON.
-func WritePlan(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provenance, asJSON bool) error {
+// (one line per run, then the counts per condition, the base models and
+// the time estimate), or JSON when asJSON.
+func WritePlan(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provenance, info PlanInfo, asJSON bool) error {
 	if asJSON {
-		return writePlanJSON(w, s, runs, prov, PlanWarnings(runs))
+		return writePlanJSON(w, s, runs, prov, PlanWarnings(runs), info)
 	}
-	return writePlanTable(w, s, runs, prov)
+	if err := writePlanTable(w, s, runs, prov); err != nil {
+		return err
+	}
+	return writePlanInfo(w, info)
 }
 
 func commitLine(p pin.Provenance) string {
@@ -68,6 +79,8 @@ type planJSON struct {
 	EstFiles   int                   `json:"est_files"`
 	EstBytes   int64                 `json:"est_bytes"`
 	Warnings   []string              `json:"warnings"`
+	BaseModels []baseModelJSON       `json:"base_models"`
+	Estimate   *estimateJSON         `json:"estimate"` // null when not estimated
 }
 
 type planRunJSON struct {
@@ -85,10 +98,10 @@ type planRunJSON struct {
 	EstCkptBytes  int64    `json:"est_checkpoint_bytes"` // -1 when the model's shape is unknown
 }
 
-func writePlanJSON(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provenance, warnings []string) error {
+func writePlanJSON(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provenance, warnings []string, info PlanInfo) error {
 	out := planJSON{Experiment: s.Experiment, Spec: s.File, Repo: prov.Repo, Commit: prov.Commit,
 		Dirty: prov.Dirty, DiffHash: prov.DiffHash, Runs: []planRunJSON{}, Counts: spec.Counts(runs),
-		Warnings: append([]string{}, warnings...)}
+		Warnings: append([]string{}, warnings...), BaseModels: basesJSON(info.Bases), Estimate: estimateOf(info.Estimate)}
 	for _, r := range runs {
 		f := EstimateFootprint(r)
 		out.EstFiles += f.Files

@@ -1,0 +1,250 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/marlowlab/marlow/harness/bench"
+	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/pretrain"
+	"github.com/marlowlab/marlow/harness/spec"
+	"github.com/marlowlab/marlow/harness/study"
+)
+
+// Where a base model comes from, as `marlow plan` reports it.
+const (
+	BaseCommitted  = "committed"  // seeds/models of the spec's repository
+	BaseCached     = "cached"     // $MARLOW_CACHE/models
+	BasePretrain   = "pretrain"   // neither: `marlow run` pretrains it into the cache first
+	BaseCheckpoint = "checkpoint" // a checkpoint folder named by the spec
+	BaseMissing    = "missing"    // a checkpoint folder that does not exist
+)
+
+// BaseModel is where the base model of one scale comes from: what
+// PretrainedBase would use, found without building anything.
+type BaseModel struct {
+	Scale         string
+	Where         string // BaseCommitted, BaseCached, BasePretrain, BaseCheckpoint or BaseMissing
+	Dir           string // the folder ("" for BasePretrain)
+	PretrainSteps int    // tiny models: the pretraining budget
+
+	job *pretrain.Job // tiny models
+}
+
+// BaseModels reports, for every scale the runs use (in plan order), where
+// its base checkpoint comes from: committed under seeds/models, cached, to
+// be pretrained by `marlow run`, or a checkpoint folder.
+func BaseModels(s *spec.Spec, runs []spec.Run) ([]BaseModel, error) {
+	var out []BaseModel
+	seen := map[string]bool{}
+	for _, r := range runs {
+		sc := r.Scale
+		if seen[sc] {
+			continue
+		}
+		seen[sc] = true
+		m := r.Config.Model
+		if m.Tiny == nil {
+			b := BaseModel{Scale: sc, Where: BaseCheckpoint, Dir: m.Checkpoint}
+			if st, err := os.Stat(m.Checkpoint); err != nil || !st.IsDir() {
+				b.Where = BaseMissing
+			}
+			out = append(out, b)
+			continue
+		}
+		job, err := pretrain.FromSpec(s, sc, pretrain.ConfigOf(s))
+		if err != nil {
+			return nil, err
+		}
+		l := pretrain.Locator{RepoRoot: pretrain.RepoRootOf(s.File)}
+		dir, where, err := l.Find(job)
+		if err != nil {
+			return nil, err
+		}
+		b := BaseModel{Scale: sc, Dir: dir, PretrainSteps: job.Steps(), job: &job}
+		switch where {
+		case pretrain.FromCommitted:
+			b.Where = BaseCommitted
+		case pretrain.FromCache:
+			b.Where = BaseCached
+		default:
+			b.Where = BasePretrain
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// Estimate is a rough time estimate of a plan on this machine.
+type Estimate struct {
+	// Seconds is the estimated wall time of the plan: pretraining the
+	// missing base models, then the runs, Parallel at a time.
+	Seconds float64
+	// PretrainSeconds is the part spent pretraining base models.
+	PretrainSeconds float64
+	// Parallel is how many runs execute at once (marlow run's default
+	// --jobs, at most the number of runs).
+	Parallel int
+	// Speeds are the calibrated one-thread speeds, per scale.
+	Speeds map[string]bench.Speed
+	// GenTokens and TrainTokens are the plan's expected generated tokens
+	// and trained sequence tokens.
+	GenTokens, TrainTokens float64
+	// Unestimated lists the scales without an estimate, with why.
+	Unestimated []string
+}
+
+// lengthSample is how many teacher transcripts the turn lengths are
+// averaged over.
+const lengthSample = 256
+
+// EstimatePlan estimates how long `marlow run` takes for runs on cores
+// cores. It is rough by construction: each scale's engine is calibrated on
+// its shape with random weights for about a second (bench.Calibrate), a
+// turn is assumed as long as the teacher's turns of its role that the tiny
+// model was pretrained on (at most the role's max_new_tokens), eval-opt
+// always runs all its iterations, pretraining is counted at the LoRA train
+// speed, and RL changes output lengths as it trains. Runs execute min(cores,
+// runs) at a time with the cores divided among them, as `marlow run`
+// does by default. Only tiny models are estimated; a checkpoint model
+// (a real Qwen3) is listed in Unestimated.
+func EstimatePlan(ctx context.Context, reg *engine.Registry, runs []spec.Run, bases []BaseModel, cores int) (Estimate, error) {
+	est := Estimate{Speeds: map[string]bench.Speed{}, Parallel: max(1, min(cores, len(runs)))}
+	lengths := map[string]map[string]pretrain.Lengths{}
+	for _, b := range bases {
+		if b.job == nil {
+			est.Unestimated = append(est.Unestimated, fmt.Sprintf("%s (a checkpoint model; measure its engine with marlow bench)", b.Scale))
+			continue
+		}
+		var name string
+		for _, r := range runs {
+			if r.Scale == b.Scale {
+				name = r.Config.Model.Engine
+				break
+			}
+		}
+		sp, err := bench.Calibrate(ctx, reg, name, b.job.Model)
+		if err != nil {
+			est.Unestimated = append(est.Unestimated, fmt.Sprintf("%s (engine %s: %v)", b.Scale, name, err))
+			continue
+		}
+		ls, err := pretrain.RoleLengths(*b.job, lengthSample)
+		if err != nil {
+			return est, err
+		}
+		est.Speeds[b.Scale], lengths[b.Scale] = sp, ls
+		if b.Where == BasePretrain {
+			var mean, n float64
+			for _, l := range ls {
+				mean += (l.Prompt + l.Completion) * float64(l.N)
+				n += float64(l.N)
+			}
+			tokens := float64(b.PretrainSteps*b.job.Pretrain.BatchSize) * mean / max(n, 1)
+			// pretraining runs before the runs of its scale, with the
+			// threads of one run
+			est.PretrainSeconds += tokens / sp.TrainTokS / float64(max(1, cores/est.Parallel))
+			est.TrainTokens += tokens
+		}
+	}
+	var total, longest float64
+	for _, r := range runs {
+		sp, ok := est.Speeds[r.Scale]
+		if !ok {
+			continue
+		}
+		gen, train := runTokens(r.Config, lengths[r.Scale])
+		sec := gen/sp.GenTokS + train/sp.TrainTokS
+		est.GenTokens += gen
+		est.TrainTokens += train
+		total += sec
+		longest = max(longest, sec)
+	}
+	threads := float64(max(1, cores/est.Parallel))
+	est.Seconds = est.PretrainSeconds + max(total/float64(cores), longest/threads)
+	return est, nil
+}
+
+// runTokens is the expected generated tokens and trained sequence tokens
+// of one run, from the mean turn lengths of each teacher role.
+func runTokens(c spec.RunConfig, ls map[string]pretrain.Lengths) (gen, train float64) {
+	turn := func(role, teacherRole string) (prompt, comp float64) {
+		maxNew := float64(c.GRPO.MaxNewTokensFor(role))
+		l, ok := ls[teacherRole]
+		if !ok || l.N == 0 {
+			return 0, maxNew
+		}
+		return l.Prompt, min(l.Completion, maxNew)
+	}
+	// rollout returns the generated and prompt+completion tokens of one
+	// rollout of workflow w.
+	rollout := func(w string) (gen, seq float64) {
+		for _, t := range workflowTurns(w, c.WorkflowSet) {
+			p, comp := turn(t.role, t.teacher)
+			gen += float64(t.n) * comp
+			seq += float64(t.n) * (p + comp)
+		}
+		return gen, seq
+	}
+	steps := 0
+	if c.Train {
+		steps = c.GRPO.Steps
+		g, seq := rollout(c.Workflow)
+		n := float64(steps * c.GRPO.ProblemsPerStep * c.GRPO.Rollouts)
+		gen += n * g
+		train += n * seq
+	}
+	val := c.Eval.ValSize
+	if val == 0 {
+		val = c.Data.ValSize
+	}
+	perEval := float64(val * max(1, c.Eval.Samples))
+	evals := float64(evaluations(steps, c.Eval))
+	for _, w := range c.EvalWorkflows {
+		g, _ := rollout(w)
+		gen += evals * perEval * g
+	}
+	return gen, train
+}
+
+// evaluations counts a run's validations: before training (always for an
+// untrained run), every Eval.Every steps, and at the last step.
+func evaluations(steps int, e spec.Eval) int {
+	n := 0
+	if e.BeforeTraining || steps == 0 {
+		n++
+	}
+	if steps > 0 {
+		if e.Every > 0 {
+			n += steps / e.Every
+		}
+		if e.Every == 0 || steps%e.Every != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// workflowTurn is n turns of one role in a rollout, with the teacher role
+// whose transcripts it resembles.
+type workflowTurn struct {
+	role, teacher string
+	n             int
+}
+
+// workflowTurns lists the turns of one rollout of a workflow, at most:
+// eval-opt is counted with every iteration it may run.
+func workflowTurns(w string, ws spec.WorkflowSettings) []workflowTurn {
+	switch w {
+	case study.EvalOpt:
+		it := max(1, ws.MaxIterations)
+		return []workflowTurn{{study.Generator, study.Generator, 1}, {study.Generator, pretrain.RoleReviser, it - 1},
+			{study.Evaluator, study.Evaluator, it}}
+	case study.Voting:
+		return []workflowTurn{{study.Generator, study.Generator, max(1, ws.NVotes)}, {study.Aggregator, study.Aggregator, 1}}
+	case study.OrchWorkers:
+		return []workflowTurn{{study.Orchestrator, study.Orchestrator, 1}, {study.Worker, study.Worker, max(1, ws.MaxSubtasks)},
+			{study.Synthesizer, study.Synthesizer, 1}}
+	}
+	return []workflowTurn{{study.Generator, study.Generator, 1}}
+}
