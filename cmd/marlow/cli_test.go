@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -312,5 +313,48 @@ func TestPlanBaseModelsAndEstimate(t *testing.T) {
 	stdout, _, err = execCLI(t, "plan", "--allow-dirty", "--json", "--no-estimate", demo)
 	if err != nil || !strings.Contains(stdout, `"estimate": null`) {
 		t.Errorf("plan --no-estimate: err %v, output lacks a null estimate:\n%.300s", err, stdout)
+	}
+}
+
+// The README's CLI section and main's package doc list exactly the
+// commands the program has.
+func TestDocsListEveryCommand(t *testing.T) {
+	root := newRootCmd()
+	root.InitDefaultCompletionCmd()
+	var have []string
+	for _, c := range root.Commands() {
+		if c.Name() != "help" {
+			have = append(have, c.Name())
+		}
+	}
+	slices.Sort(have)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "## CLI\n\n```\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no CLI code block")
+	}
+	var listed []string
+	for _, m := range regexp.MustCompile(`(?m)^marlow ([a-z-]+)`).FindAllStringSubmatch(block, -1) {
+		if !slices.Contains(listed, m[1]) {
+			listed = append(listed, m[1])
+		}
+	}
+	slices.Sort(listed)
+	if !slices.Equal(listed, have) {
+		t.Errorf("README's CLI section lists %v, the program has %v", listed, have)
+	}
+	main, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, _ := strings.Cut(string(main), "package main")
+	for _, c := range have {
+		if c != "completion" && !regexp.MustCompile(`\b`+c+`\b`).MatchString(doc) {
+			t.Errorf("main.go's package doc does not name %s", c)
+		}
 	}
 }
