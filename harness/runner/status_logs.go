@@ -27,11 +27,9 @@ func MatchRun(only, id string) (bool, error) {
 
 // StatusOfLogs returns the state of every run found under src (a runs
 // tree, an experiment folder, one run folder or a .tar.zst archive) whose
-// id matches only, in path order, read from the manifests alone: there is
-// no plan, so no run is pending or stale. A manifest that says running is
-// running while a process holds the run and crashed otherwise; in an
-// archive it keeps the state the manifest records. No matching run is an
-// error.
+// id matches only, in path order, from their manifests and file sizes
+// (see statusOfManifest): there is no plan, so no run is pending or
+// stale. No matching run is an error.
 func StatusOfLogs(src, only string) ([]RunStatus, error) {
 	found, err := runlog.Manifests(src)
 	if err != nil {
@@ -61,7 +59,13 @@ func StatusOfLogs(src, only string) ([]RunStatus, error) {
 	return out, nil
 }
 
-// statusOfManifest is the state of one run found in the logs.
+// statusOfManifest is the state of one run found in the logs, judged as
+// Status judges a planned run: a manifest whose config does not hash to its
+// config_hash is damaged; one that says running is running while a process
+// holds the run, else unrecorded (its lock notes that it ended) or crashed;
+// and a run folder no process holds whose files differ in size from its
+// manifest's inventory is damaged. A run in an archive keeps the state its
+// manifest records (the archive was checked when it was written).
 func statusOfManifest(f runlog.FoundRun) RunStatus {
 	st := RunStatus{ID: filepath.Base(f.Dir), Dir: f.Dir, LastStep: -1}
 	if f.Err != nil {
@@ -71,10 +75,25 @@ func statusOfManifest(f runlog.FoundRun) RunStatus {
 	m := f.Manifest
 	st.ID, st.Condition, st.State = m.RunID, m.Condition, m.Status
 	st.LastStep, st.TotalSteps, st.Updated, st.Error = m.LastStep, m.TotalSteps, m.Updated, m.Error
-	if m.Status == runlog.StatusRunning && !f.InArchive {
+	if err := damagedManifest(m); err != nil {
+		st.State, st.Error = StateDamaged, err.Error()
+		return st
+	}
+	if f.InArchive {
+		return st
+	}
+	if m.Status == runlog.StatusRunning {
 		st.State = StateCrashed
 		if locked(f.Dir) {
 			st.State = StateRunning
+		} else if note := unrecordedStatus(f.Dir); note != "" {
+			st.State, st.Error = StateUnrecorded, note
+		}
+	}
+	if st.State != StateRunning {
+		if probs := runlog.VerifyRun(f.Dir, verifyOptions(false)); len(probs) > 0 {
+			st.State = StateDamaged
+			st.Error = fmt.Sprintf("%d problems, first %s", len(probs), probs[0])
 		}
 	}
 	return st
@@ -159,8 +178,8 @@ func Experiments(runsDir string) ([]Experiment, error) {
 }
 
 // stateOrder is the order states are listed in.
-var stateOrder = []string{StateDone, StateRunning, StateCrashed, runlog.StatusInterrupted,
-	runlog.StatusFailed, StateStale, StateCorrupt, StatePending}
+var stateOrder = []string{StateDone, StateRunning, StateHeld, StateCrashed, StateUnrecorded, runlog.StatusInterrupted,
+	runlog.StatusFailed, StateDamaged, StateStale, StateCorrupt, StatePending}
 
 // CountsText renders per-state counts as "done 3, failed 1", known states
 // first in a fixed order, then any other in name order.
