@@ -359,3 +359,44 @@ func TestDocsListEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// The README's minimal spec is valid, plans four runs and uses a committed
+// base model, so it runs without pretraining.
+func TestReadmeMinimalSpec(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "A minimal spec")
+	_, rest, ok2 := strings.Cut(rest, "```yaml\n")
+	yml, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README.md has no minimal spec")
+	}
+	// in a folder whose seeds/models is the repository's, as a user's
+	// spec in a clone would see it
+	dir := t.TempDir()
+	models, err := filepath.Abs(filepath.Join("..", "..", "seeds", "models"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "seeds"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(models, filepath.Join(dir, "seeds", "models")); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "mine.yaml")
+	if err := os.WriteFile(f, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err := execCLI(t, "plan", "--allow-dirty", "--no-estimate", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{`(?m)^4 runs: base 1, sa-rl 1, sp 1, ip 1$`, `(?m)^  s +committed: .*seeds/models/s-[0-9a-f]{12}$`} {
+		if !regexp.MustCompile(re).MatchString(stdout) {
+			t.Errorf("plan of the README's minimal spec does not match %s:\n%s", re, stdout)
+		}
+	}
+}
