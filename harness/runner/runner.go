@@ -141,7 +141,9 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 	if err := checkNeeds(ctx, opt.Engines, runs); err != nil {
 		return nil, err
 	}
-	if err := IgnoreRuns(opt.RunsDir, s.Experiment); err != nil {
+	// the runs folder first: it gets its .gitignore before the tree is
+	// checked for changes
+	if err := checkRunsDir(opt.RunsDir, s.Experiment); err != nil {
 		return nil, err
 	}
 	prov, err := pin.Resolve(s.File, opt.AllowDirty, nil)
@@ -153,9 +155,6 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 	}
 	redo, err := selectRedo(runs, opt.Redo)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkRunsDir(opt.RunsDir, s.Experiment); err != nil {
 		return nil, err
 	}
 	jobs, err := preflight(s, runs, opt.RunsDir, redo, opt.Verify)

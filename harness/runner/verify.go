@@ -70,14 +70,18 @@ func damagedManifest(m runlog.Manifest) error {
 	return nil
 }
 
-// checkRunsDir makes sure the experiment's folder under runsDir exists and
-// is a writable folder, before any run starts.
+// checkRunsDir makes sure the experiment's folder under runsDir exists, is
+// a writable folder and holds marlow's .gitignore (IgnoreRuns), before any
+// run starts.
 func checkRunsDir(runsDir, experiment string) error {
 	if runsDir == "" {
 		runsDir = DefaultRunsDir
 	}
 	dir := filepath.Join(runsDir, experiment)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%w: %w; nothing was run", ErrRunsDir, err)
+	}
+	if err := IgnoreRuns(runsDir, experiment); err != nil {
 		return fmt.Errorf("%w: %w; nothing was run", ErrRunsDir, err)
 	}
 	f, err := os.CreateTemp(dir, ".marlow-write-test-")
