@@ -28,6 +28,7 @@ func newEngineCheckCmd() *cobra.Command {
 			if name != "torch" {
 				return fmt.Errorf("engine-check: --engine %q: only torch is checked against native", name)
 			}
+			threads := resolveThreads(threads, 2) // the two engines share the cores
 			opt := enginecheck.Options{LogProbTol: tolLP, StepTol: tolStep, Threads: threads,
 				Torch: torch.Options{Python: python, Device: device, DType: dtype, Threads: threads}}
 			rep, err := enginecheck.Run(cmd.Context(), args[0], opt)
@@ -48,6 +49,6 @@ func newEngineCheckCmd() *cobra.Command {
 	cmd.Flags().StringVar(&python, "python", "", "interpreter of the torch server (default $MARLOW_PYTHON, else python3)")
 	cmd.Flags().Float64Var(&tolLP, "tol-logprob", enginecheck.DefaultLogProbTol, "largest absolute log-prob difference accepted")
 	cmd.Flags().Float64Var(&tolStep, "tol-step", enginecheck.DefaultStepTol, "largest relative difference of loss, KL and gradient norms accepted")
-	cmd.Flags().IntVar(&threads, "threads", 1, "CPU threads of each engine")
+	addThreadsFlag(cmd, &threads, "CPU threads of each of the two engines")
 	return cmd
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // addThreadsFlag adds --threads with the default every command shares: 0,
-// the machine's cores divided among the runs (or models) worked on at once.
+// the machine's cores divided among the runs (or engines) working at once.
 func addThreadsFlag(cmd *cobra.Command, v *int, what string) {
 	cmd.Flags().IntVar(v, "threads", 0, what+" (0: the cores divided among the runs at once; results do not depend on it)")
 }
