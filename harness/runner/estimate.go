@@ -78,9 +78,14 @@ func BaseModels(s *spec.Spec, runs []spec.Run) ([]BaseModel, error) {
 
 // Estimate is a rough time estimate of a plan on this machine.
 type Estimate struct {
-	// Seconds is the estimated wall time of the plan: pretraining the
-	// missing base models, then the runs, Parallel at a time.
+	// Seconds is the estimated wall time of the plan when every turn is
+	// trained: pretraining the missing base models, then the runs,
+	// Parallel at a time. GRPO trains only the turns of groups whose
+	// rewards differ, so this is the upper end.
 	Seconds float64
+	// MinSeconds is the same with no turn trained (generation alone), the
+	// lower end.
+	MinSeconds float64
 	// PretrainSeconds is the part spent pretraining base models.
 	PretrainSeconds float64
 	// Parallel is how many runs execute at once (marlow run's default
@@ -105,7 +110,10 @@ const lengthSample = 256
 // turn is assumed as long as the teacher's turns of its role that the tiny
 // model was pretrained on (at most the role's max_new_tokens), eval-opt
 // always runs all its iterations, pretraining is counted at the LoRA train
-// speed, and RL changes output lengths as it trains. Runs execute min(cores,
+// speed, and RL changes output lengths as it trains. Since GRPO trains only
+// the turns of groups whose rewards differ, which depends on accuracy, the
+// estimate is a range: MinSeconds with no turn trained, Seconds with every
+// turn trained. Runs execute min(cores,
 // runs) at a time with the cores divided among them, as `marlow run`
 // does by default. Only tiny models are estimated; a checkpoint model
 // (a real Qwen3) is listed in Unestimated.
@@ -147,21 +155,23 @@ func EstimatePlan(ctx context.Context, reg *engine.Registry, runs []spec.Run, ba
 			est.TrainTokens += tokens
 		}
 	}
-	var total, longest float64
+	var total, longest, totalGen, longestGen float64
 	for _, r := range runs {
 		sp, ok := est.Speeds[r.Scale]
 		if !ok {
 			continue
 		}
 		gen, train := runTokens(r.Config, lengths[r.Scale])
-		sec := gen/sp.GenTokS + train/sp.TrainTokS
+		genSec := gen / sp.GenTokS
+		sec := genSec + train/sp.TrainTokS
 		est.GenTokens += gen
 		est.TrainTokens += train
-		total += sec
-		longest = max(longest, sec)
+		total, totalGen = total+sec, totalGen+genSec
+		longest, longestGen = max(longest, sec), max(longestGen, genSec)
 	}
 	threads := float64(max(1, cores/est.Parallel))
 	est.Seconds = est.PretrainSeconds + max(total/float64(cores), longest/threads)
+	est.MinSeconds = est.PretrainSeconds + max(totalGen/float64(cores), longestGen/threads)
 	return est, nil
 }
 

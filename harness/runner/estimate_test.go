@@ -123,7 +123,7 @@ func TestEstimatePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(est.Speeds) != 1 || !(est.Seconds > 0) || est.Parallel != 2 || est.PretrainSeconds != 0 || len(est.Unestimated) != 0 {
+	if len(est.Speeds) != 1 || !(est.MinSeconds > 0) || !(est.MinSeconds < est.Seconds) || est.Parallel != 2 || est.PretrainSeconds != 0 || len(est.Unestimated) != 0 {
 		t.Fatalf("estimate %+v", est)
 	}
 	one, err := EstimatePlan(context.Background(), nativeEngines(), runs[:1], bases, 2)

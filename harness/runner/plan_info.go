@@ -20,12 +20,13 @@ type baseModelJSON struct {
 
 // estimateJSON is the time estimate of `plan --json`.
 type estimateJSON struct {
-	Seconds         float64               `json:"seconds"`
+	Seconds         float64               `json:"seconds"`     // every turn trained
+	MinSeconds      float64               `json:"min_seconds"` // no turn trained
 	PretrainSeconds float64               `json:"pretrain_seconds"`
 	Parallel        int                   `json:"parallel_runs"`
 	GenTokens       float64               `json:"generated_tokens"`
-	TrainTokens     float64               `json:"trained_tokens"`
-	Speeds          map[string][2]float64 `json:"speeds"` // scale -> [train tok/s, generated tok/s], one thread
+	TrainTokens     float64               `json:"trained_tokens"` // every turn trained
+	Speeds          map[string][2]float64 `json:"speeds"`         // scale -> [train tok/s, generated tok/s], one thread
 	Unestimated     []string              `json:"unestimated"`
 }
 
@@ -41,7 +42,7 @@ func estimateOf(e *Estimate) *estimateJSON {
 	if e == nil {
 		return nil
 	}
-	out := &estimateJSON{Seconds: math.Round(e.Seconds), PretrainSeconds: math.Round(e.PretrainSeconds), Parallel: e.Parallel,
+	out := &estimateJSON{Seconds: math.Round(e.Seconds), MinSeconds: math.Round(e.MinSeconds), PretrainSeconds: math.Round(e.PretrainSeconds), Parallel: e.Parallel,
 		GenTokens: math.Round(e.GenTokens), TrainTokens: math.Round(e.TrainTokens), Speeds: map[string][2]float64{},
 		Unestimated: append([]string{}, e.Unestimated...)}
 	for sc, sp := range e.Speeds {
@@ -101,12 +102,13 @@ func writePlanInfo(w io.Writer, info PlanInfo) error {
 		sp := e.Speeds[sc]
 		speeds = append(speeds, fmt.Sprintf("%s: train %.0f, generate %.0f tok/s", sc, sp.TrainTokS, sp.GenTokS))
 	}
-	fmt.Fprintf(w, "\nestimated time: about %s with %d runs at once", Duration(e.Seconds), e.Parallel)
+	fmt.Fprintf(w, "\nestimated time: %s to %s with %d runs at once", Duration(e.MinSeconds), Duration(e.Seconds), e.Parallel)
 	if e.PretrainSeconds > 0 {
 		fmt.Fprintf(w, ", %s of it pretraining", Duration(e.PretrainSeconds))
 	}
-	fmt.Fprintf(w, " (rough: %.2g tokens generated and %.2g trained, at one-thread speeds measured just now on random weights (%s);\n"+
-		"  turns as long as the teacher's the model imitates; RL changes output lengths, and a busy machine is slower)\n",
+	fmt.Fprintf(w, "\n  rough: %.2g tokens generated, and up to %.2g trained (GRPO trains only the turns of groups whose rewards differ),\n"+
+		"  at one-thread speeds measured just now on random weights (%s);\n"+
+		"  turns as long as the teacher's the model imitates; RL changes output lengths, and a busy machine is slower\n",
 		e.GenTokens, e.TrainTokens, strings.Join(speeds, "; "))
 	if len(e.Unestimated) > 0 {
 		fmt.Fprintf(w, "  not included: %s\n", strings.Join(e.Unestimated, "; "))
