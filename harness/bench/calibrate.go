@@ -36,7 +36,7 @@ func Calibrate(ctx context.Context, reg *engine.Registry, name string, cfg model
 	cfg.VocabSize = len(alphabet) + 3
 	cfg.MaxPositionEmbeddings = max(cfg.MaxPositionEmbeddings, trainPrompt+trainComp+genNew)
 	cfg.EOSTokenID = nil
-	if err := reg.Check(ctx, name); err != nil {
+	if err := reg.Check(ctx, engine.Options{Threads: 1}, name); err != nil {
 		return Speed{}, fmt.Errorf("bench: %w", err)
 	}
 	e, _, err := openRandom(ctx, reg, name, cfg, 1)
