@@ -22,7 +22,7 @@ func newAnalyzeCmd() *cobra.Command {
 			"summary.parquet instead (undefined values as null).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := loadStudy(args[0], runsDir)
+			st, err := loadStudy(runsDir, args[0])
 			if err != nil {
 				return err
 			}

@@ -1,9 +1,9 @@
 // Command marlow is the one CLI of the marlow research harness: plan, run,
-// status, data, pretrain, analyze, report, diff, archive, check, bench,
-// engine-check and version. Each subcommand is built by a constructor in
-// its own file, with its flags in the closure's variables; the logic lives
-// in the harness, analysis, reports and datasets packages, and cmd only
-// wires them.
+// status, data, pretrain, analyze, report, diff, archive, check, slurm,
+// bench, engine-check and version. Each subcommand is built by a
+// constructor in its own file, with its flags in the closure's variables;
+// the logic lives in the harness, analysis, reports and datasets packages,
+// and cmd only wires them.
 package main
 
 import (
@@ -22,7 +22,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newDataCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
-		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newBenchCmd(), newEngineCheckCmd(), newVersionCmd())
+		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newSlurmCmd(), newBenchCmd(), newEngineCheckCmd(), newVersionCmd())
 	return root
 }
 

@@ -18,25 +18,27 @@ func newReportCmd() *cobra.Command {
 	var out, runsDir string
 	var partial bool
 	cmd := &cobra.Command{
-		Use:   "report SPEC|RUNS_DIR|ARCHIVE",
+		Use:   "report SPEC|RUNS_DIR|ARCHIVE...",
 		Short: "Write an experiment's report (README.md, figures/, summary.parquet) from its run logs",
 		Long: "report analyses the runs of one experiment and writes a report folder: README.md (matrix\n" +
 			"table, findings, figures, failure-mode evidence, definitions, parameters, provenance and the\n" +
 			"command that rebuilds it), figures/ (PNG and SVG) and summary.parquet. The source is a spec\n" +
 			"file (its runs are read from <runs>/<experiment>, --runs defaulting to runs), a runs folder,\n" +
-			"or a .tar.zst archive written by marlow archive. The same logs give byte-identical output.\n" +
+			"or a .tar.zst archive written by marlow archive; several sources are merged into one study\n" +
+			"(runs gathered from several clusters, or archived seed by seed), and a run present in two of\n" +
+			"them with different bytes is an error naming it. The same logs give byte-identical output.\n" +
 			"--out defaults to reports/<experiment>.\n\n" +
 			"Every run must be done: runs that are running, crashed, interrupted or failed (and, with a\n" +
 			"spec, planned runs with no folder yet) make report refuse, listing them, unless --partial;\n" +
 			"then the report says it is partial and lists each such run at its top. Segments are checked\n" +
 			"against the SHA-256 inventory of their manifests as they are read.",
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := loadStudy(args[0], runsDir)
+			st, err := loadStudy(runsDir, args...)
 			if err != nil {
 				return err
 			}
-			incomplete, err := incompleteRuns(args[0], runsDir, st)
+			incomplete, err := incompleteRunsOf(args, runsDir, st)
 			if err != nil {
 				return err
 			}
@@ -48,7 +50,7 @@ func newReportCmd() *cobra.Command {
 			if dst == "" {
 				dst = filepath.Join("reports", st.Experiment)
 			}
-			files, err := reports.Write(st, dst, reports.Options{Source: args[0], Out: filepath.ToSlash(dst), Incomplete: incomplete})
+			files, err := reports.Write(st, dst, reports.Options{Source: strings.Join(args, " "), Out: filepath.ToSlash(dst), Incomplete: incomplete})
 			if err != nil {
 				return fmt.Errorf("report %s: %w", dst, err)
 			}
@@ -58,17 +60,22 @@ func newReportCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&out, "out", "", "report folder (default reports/<experiment>)")
 	cmd.Flags().BoolVar(&partial, "partial", false, "report an experiment whose runs are not all done, listing the missing, running and failed runs in the report")
-	cmd.Flags().StringVar(&runsDir, "runs", runner.DefaultRunsDir, "root folder of run folders, read when the source is a spec")
+	cmd.Flags().StringVar(&runsDir, "runs", runner.DefaultRunsDir, "root folder of run folders, read when a source is a spec")
 	return cmd
 }
 
-// loadStudy analyses the runs named by a report or analyze argument.
-func loadStudy(arg, runsDir string) (*analysis.Study, error) {
-	src, err := runsSource(arg, runsDir)
-	if err != nil {
-		return nil, err
+// loadStudy analyses the runs named by report or analyze arguments (a spec
+// names <runsDir>/<experiment>), merging several sources into one study.
+func loadStudy(runsDir string, args ...string) (*analysis.Study, error) {
+	srcs := make([]string, len(args))
+	for i, a := range args {
+		src, err := runsSource(a, runsDir)
+		if err != nil {
+			return nil, err
+		}
+		srcs[i] = src
 	}
-	return analysis.Load(src)
+	return analysis.LoadAll(srcs...)
 }
 
 // runsSource maps a report argument to the runs it reads: a spec file
