@@ -628,15 +628,24 @@ func TestSlurmFailingRun(t *testing.T) {
 	const bad, good = "voting-ip-s-synth-math-seed1", "voting-sp-s-synth-math-seed1"
 	mustMarlow(t, "run", smokeSpecPath, "--runs", runs, "--only", bad, "--allow-dirty", "--progress", "none")
 	dir := filepath.Join(runs, "smoke", bad)
-	// Make the finished run one to resume, with a damaged checkpoint.
+	// Make the finished run one to resume, with a corrupt checkpoint: every
+	// byte of its files flipped, sizes kept (a resized file would make the
+	// folder damaged before it runs).
 	setStatus(t, dir, runlog.StatusInterrupted)
 	n := 0
 	filepath.WalkDir(filepath.Join(dir, "ckpt"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			n++
-			return os.WriteFile(p, []byte("not a checkpoint"), 0o644)
+		if err != nil || !d.Type().IsRegular() {
+			return err
 		}
-		return err
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i := range data {
+			data[i] ^= 0xff
+		}
+		n++
+		return os.WriteFile(p, data, 0o644)
 	})
 	if n == 0 {
 		t.Fatal("the run has no checkpoint files to damage")
@@ -647,7 +656,7 @@ func TestSlurmFailingRun(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, bad+" (failed)") || strings.Contains(errOut, good) {
 		t.Fatalf("exit %d\n%s\n%s\nwant a failure naming %s only", code, stdout, errOut, bad)
 	}
-	if log, _ := os.ReadFile(filepath.Join(dir, runlog.JobLogFile)); !bytes.Contains(log, []byte("resume at step")) {
+	if log, _ := os.ReadFile(filepath.Join(dir, runlog.JobLogFile)); !bytes.Contains(log, []byte("ckpt")) && !bytes.Contains(log, []byte("checkpoint")) {
 		t.Errorf("the failed run's job log does not show the checkpoint failing:\n%s", log)
 	}
 	array, _ := submitted(t, stdout)
