@@ -9,6 +9,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -628,11 +630,12 @@ func TestSlurmFailingRun(t *testing.T) {
 	const bad, good = "voting-ip-s-synth-math-seed1", "voting-sp-s-synth-math-seed1"
 	mustMarlow(t, "run", smokeSpecPath, "--runs", runs, "--only", bad, "--allow-dirty", "--progress", "none")
 	dir := filepath.Join(runs, "smoke", bad)
-	// Make the finished run one to resume, with a corrupt checkpoint: every
-	// byte of its files flipped, sizes kept (a resized file would make the
-	// folder damaged before it runs).
-	setStatus(t, dir, runlog.StatusInterrupted)
+	// Make the finished run one to resume from a corrupt checkpoint, as if
+	// it had been written corrupt: every byte of its files flipped, and the
+	// manifest's inventory updated to match, so that the folder is intact
+	// and the run fails when it loads the checkpoint.
 	n := 0
+	sums := map[string]string{}
 	filepath.WalkDir(filepath.Join(dir, "ckpt"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
@@ -645,7 +648,21 @@ func TestSlurmFailingRun(t *testing.T) {
 			data[i] ^= 0xff
 		}
 		n++
+		rel, _ := filepath.Rel(dir, p)
+		sum := sha256.Sum256(data)
+		sums[filepath.ToSlash(rel)] = hex.EncodeToString(sum[:])
 		return os.WriteFile(p, data, 0o644)
+	})
+	rewriteManifest(t, dir, func(m *runlog.Manifest) {
+		m.Status = runlog.StatusInterrupted
+		if m.Inventory == nil {
+			return
+		}
+		for i, f := range m.Inventory.Checkpoint {
+			if h, ok := sums[f.Path]; ok {
+				m.Inventory.Checkpoint[i].SHA256 = h
+			}
+		}
 	})
 	if n == 0 {
 		t.Fatal("the run has no checkpoint files to damage")
@@ -687,24 +704,16 @@ func TestSlurmFailingRun(t *testing.T) {
 	}
 }
 
-// setStatus rewrites a manifest's status, keeping every other field.
-func setStatus(t *testing.T, dir, status string) {
+// rewriteManifest edits a run's manifest in place.
+func rewriteManifest(t *testing.T, dir string, edit func(*runlog.Manifest)) {
 	t.Helper()
-	p := filepath.Join(dir, runlog.ManifestFile)
-	data, err := os.ReadFile(p)
+	m := readManifest(t, dir)
+	edit(&m)
+	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["status"], _ = json.Marshal(status)
-	data, err = json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, runlog.ManifestFile), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
