@@ -38,7 +38,8 @@ preempted task reruns its script and the run resumes from its checkpoint.
 USR1 arrives --warn before the time limit; the task then has marlow finish
 the current step, commit it and stop (the run is interrupted; submit again
 to continue it). A report job (--dependency=afterany on the array) runs
-'marlow report' into --report-out.
+'marlow report SPEC --partial' into --report-out: it reports the runs that
+finished and lists the others.
 
 --dry-run prints the scripts and submits nothing. --wait blocks until both
 jobs have left the queue and exits non-zero if a run is not done or the
