@@ -252,12 +252,51 @@ func provenance(runs []*runlog.Run) Provenance {
 
 // Load reads every run of a runs tree or a .tar.zst archive and analyses them.
 func Load(src string) (*Study, error) {
-	runs, err := runlog.ReadRuns(src)
+	return LoadAll(src)
+}
+
+// LoadAll reads the runs of several runs trees and .tar.zst archives and
+// analyses them as one study (see MergeRuns), so results gathered from
+// several machines or archived piece by piece give one report.
+func LoadAll(srcs ...string) (*Study, error) {
+	runs, err := MergeRuns(srcs...)
 	if err != nil {
-		return nil, fmt.Errorf("analysis: reading runs from %s: %w", src, err)
-	}
-	if len(runs) == 0 {
-		return nil, fmt.Errorf("analysis: no runs found in %s", src)
+		return nil, err
 	}
 	return Analyze(runs)
+}
+
+// MergeRuns reads the runs of several runs trees and .tar.zst archives. A
+// run (experiment and run id) found in more than one source is kept once
+// when its copies hold the same bytes (manifest and committed segments),
+// and is an error naming the run and both places when they differ; a
+// source without runs is an error.
+func MergeRuns(srcs ...string) ([]*runlog.Run, error) {
+	if len(srcs) == 0 {
+		return nil, fmt.Errorf("analysis: no sources of runs given")
+	}
+	var runs []*runlog.Run
+	seen := map[[2]string]*runlog.Run{}
+	for _, src := range srcs {
+		rs, err := runlog.ReadRuns(src)
+		if err != nil {
+			return nil, fmt.Errorf("analysis: reading runs from %s: %w", src, err)
+		}
+		if len(rs) == 0 {
+			return nil, fmt.Errorf("analysis: no runs found in %s", src)
+		}
+		for _, r := range rs {
+			key := [2]string{r.Manifest.Experiment, r.Manifest.RunID}
+			prev, dup := seen[key]
+			switch {
+			case !dup:
+				seen[key] = r
+				runs = append(runs, r)
+			case prev.Digest != r.Digest:
+				return nil, fmt.Errorf("analysis: run %s of experiment %s is in %s and in %s with different bytes; keep one of them",
+					r.Manifest.RunID, r.Manifest.Experiment, prev.Dir, r.Dir)
+			}
+		}
+	}
+	return runs, nil
 }

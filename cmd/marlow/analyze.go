@@ -21,7 +21,7 @@ func newAnalyzeCmd() *cobra.Command {
 			"summary.parquet instead (undefined values as null).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := loadStudy(args[0], runsDir, only)
+			st, err := loadStudy(args[:1], runsDir, only)
 			if err != nil {
 				return err
 			}

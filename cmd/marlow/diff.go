@@ -151,7 +151,7 @@ func loadSummaryPath(arg, runsDir, only string) ([]reports.SummaryRow, error) {
 			return reports.LoadSummaryDir(arg)
 		}
 	}
-	study, err := loadStudy(arg, runsDir, only)
+	study, err := loadStudy([]string{arg}, runsDir, only)
 	if err != nil {
 		return nil, fmt.Errorf("%s is neither a report folder (no summary.parquet) nor readable runs: %w", arg, err)
 	}

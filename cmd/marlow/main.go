@@ -1,5 +1,5 @@
 // Command marlow is the one CLI of the marlow research harness: plan, run,
-// status, list, data, pretrain, analyze, report, diff, archive, check,
+// status, list, data, pretrain, analyze, report, diff, archive, check, slurm,
 // bench, engine-check and version. Each subcommand is built by a
 // constructor in its own file, with its flags in the closure's variables;
 // the logic lives in the harness, analysis, reports and datasets packages,
@@ -22,7 +22,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newDataCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
-		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newBenchCmd(), newEngineCheckCmd(), newVersionCmd())
+		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newSlurmCmd(), newBenchCmd(), newEngineCheckCmd(), newVersionCmd())
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return withUsage(cmd, err) })
 	addUsageToArgErrors(root)
 	return root

@@ -14,25 +14,27 @@ func newReportCmd() *cobra.Command {
 	var out, runsDir, only string
 	var partial bool
 	cmd := &cobra.Command{
-		Use:   "report " + sourceArg,
+		Use:   "report " + sourceArg + "...",
 		Short: "Write an experiment's report (README.md, figures/, summary.parquet) from its run logs",
 		Long: "report analyses the runs of one experiment and writes a report folder: README.md (matrix\n" +
 			"table, findings, figures, failure-mode evidence, definitions, parameters, provenance and the\n" +
 			"command that rebuilds it), figures/ (PNG and SVG) and summary.parquet. The source is a spec\n" +
 			"file (its runs are read from <runs>/<experiment>, --runs defaulting to runs), a runs folder,\n" +
-			"or a .tar.zst archive written by marlow archive; --only keeps the runs whose id matches a\n" +
-			"glob. The same logs give byte-identical output. --out defaults to reports/<experiment>.\n\n" +
+			"or a .tar.zst archive written by marlow archive; several sources are merged into one study\n" +
+			"(runs gathered from several clusters, or archived seed by seed), and a run present in two of\n" +
+			"them with different bytes is an error naming it. The same logs give byte-identical output.\n" +
+			"--only keeps the runs whose id matches a glob. --out defaults to reports/<experiment>.\n\n" +
 			"Every run must be done: runs that are running, crashed, interrupted or failed (and, with a\n" +
 			"spec, planned runs with no folder yet) make report refuse, listing them, unless --partial;\n" +
 			"then the report says it is partial and lists each such run at its top. Segments are checked\n" +
 			"against the SHA-256 inventory of their manifests as they are read.",
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := loadStudy(args[0], runsDir, only)
+			st, err := loadStudy(args, runsDir, only)
 			if err != nil {
 				return err
 			}
-			incomplete, err := incompleteRuns(args[0], runsDir, only, st)
+			incomplete, err := incompleteRunsOf(args, runsDir, only, st)
 			if err != nil {
 				return err
 			}
@@ -44,7 +46,7 @@ func newReportCmd() *cobra.Command {
 			if dst == "" {
 				dst = filepath.Join("reports", st.Experiment)
 			}
-			files, err := reports.Write(st, dst, reports.Options{Source: args[0], Out: filepath.ToSlash(dst), Incomplete: incomplete})
+			files, err := reports.Write(st, dst, reports.Options{Source: strings.Join(args, " "), Out: filepath.ToSlash(dst), Incomplete: incomplete})
 			if err != nil {
 				return fmt.Errorf("report %s: %w", dst, err)
 			}

@@ -66,3 +66,48 @@ func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
 }
+
+// incompleteRunsOf lists the runs that are not done for the sources of a
+// report: those of incompleteRuns for one source; for several, the runs of
+// the merged study that are not done and, for each spec among them, its
+// planned runs not done in any source, each run once, sorted.
+func incompleteRunsOf(args []string, runsDir, only string, st *analysis.Study) ([]string, error) {
+	if len(args) == 1 {
+		return incompleteRuns(args[0], runsDir, only, st)
+	}
+	done := map[string]bool{}
+	for _, r := range st.Runs {
+		if r.Status == runlog.StatusDone {
+			done[r.RunID] = true
+		}
+	}
+	byID := map[string]string{}
+	add := func(lines []string) {
+		for _, l := range lines {
+			id, _, _ := strings.Cut(l, ": ")
+			if _, ok := byID[id]; !ok && !done[id] {
+				byID[id] = l
+			}
+		}
+	}
+	for _, a := range args {
+		if isSpecArg(a) {
+			lines, err := incompleteRuns(a, runsDir, only, st)
+			if err != nil {
+				return nil, err
+			}
+			add(lines)
+		}
+	}
+	lines, err := incompleteRuns("", runsDir, only, st)
+	if err != nil {
+		return nil, err
+	}
+	add(lines)
+	out := make([]string, 0, len(byID))
+	for _, l := range byID {
+		out = append(out, l)
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -101,23 +101,29 @@ func runFilter(only string) (func(runDir string) bool, error) {
 	}, nil
 }
 
-// loadStudy analyses the runs named by a source argument, keeping those
-// whose id matches only.
-func loadStudy(arg, runsDir, only string) (*analysis.Study, error) {
-	src, _, err := runsSource(arg, runsDir)
-	if err != nil {
-		return nil, err
-	}
-	if only == "" {
-		return analysis.Load(src)
+// loadStudy analyses the runs named by one or more source arguments as
+// one study (analysis.MergeRuns: a run present in two sources with
+// different bytes is an error naming it), keeping those whose id matches
+// only.
+func loadStudy(args []string, runsDir, only string) (*analysis.Study, error) {
+	srcs := make([]string, len(args))
+	for i, a := range args {
+		src, _, err := runsSource(a, runsDir)
+		if err != nil {
+			return nil, err
+		}
+		srcs[i] = src
 	}
 	keep, err := runFilter(only)
 	if err != nil {
 		return nil, err
 	}
-	runs, err := runlog.ReadRuns(src)
+	runs, err := analysis.MergeRuns(srcs...)
 	if err != nil {
-		return nil, fmt.Errorf("analysis: reading runs from %s: %w", src, err)
+		return nil, err
+	}
+	if keep == nil {
+		return analysis.Analyze(runs)
 	}
 	var kept []*runlog.Run
 	for _, r := range runs {
@@ -126,7 +132,7 @@ func loadStudy(arg, runsDir, only string) (*analysis.Study, error) {
 		}
 	}
 	if len(kept) == 0 {
-		return nil, fmt.Errorf("analysis: no run in %s matches --only %q (%d runs there)", src, only, len(runs))
+		return nil, fmt.Errorf("analysis: no run in %s matches --only %q (%d runs there)", strings.Join(srcs, ", "), only, len(runs))
 	}
 	return analysis.Analyze(kept)
 }

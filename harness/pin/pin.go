@@ -31,6 +31,8 @@ type Provenance struct {
 	GoVersion  string            `json:"go_version"`
 	Modules    map[string]string `json:"modules"` // module path -> version
 	Files      map[string]string `json:"files"`   // path -> sha256 of referenced data and checkpoints
+	// Slurm is the Slurm job that last ran the run (nil outside Slurm).
+	Slurm *Slurm `json:"slurm,omitempty"`
 
 	changed []string // changed paths, for messages
 }
@@ -59,6 +61,7 @@ func Resolve(specPath string, allowDirty bool, files []string) (Provenance, erro
 		return Provenance{}, err
 	}
 	p.AllowDirty = allowDirty
+	p.Slurm = SlurmFromEnv(os.Getenv)
 	if !allowDirty {
 		if p.Repo == "" {
 			return Provenance{}, fmt.Errorf("pin: spec %s is %w, so results cannot be tied to a commit; commit it to a repository or pass --allow-dirty", specPath, ErrNoRepo)

@@ -3,6 +3,8 @@ package runlog
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +28,10 @@ type Run struct {
 	Evals    []EvalRow
 	Samples  []SampleRow
 	Timing   []TimingRow
+	// Digest is the SHA-256 of the run's stored bytes: its manifest and
+	// committed segments (what Archive packs), so two copies of a run
+	// compare equal exactly when those bytes are equal.
+	Digest string
 }
 
 // source is a runs tree to read: a folder or an unpacked archive.
@@ -182,7 +188,36 @@ func readRunFS(s source, dir string) (*Run, error) {
 	if r.Timing, err = readTableRows(s, dir, timingDef, m.LastStep, idx); err != nil {
 		return nil, err
 	}
+	if r.Digest, err = runDigest(s, dir, m.LastStep); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// runDigest hashes a run's manifest and committed segments, each as its
+// path inside the run folder, its length and its bytes.
+func runDigest(s source, dir string, last int64) (string, error) {
+	files := []string{path.Join(dir, ManifestFile)}
+	for _, tb := range Tables {
+		segs, err := committedSegments(s, dir, tb, last)
+		if err != nil {
+			return "", err
+		}
+		for _, sg := range segs {
+			files = append(files, sg.path)
+		}
+	}
+	h := sha256.New()
+	for _, f := range files {
+		data, err := fs.ReadFile(s.fsys, f)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", s.name(f), err)
+		}
+		rel := strings.TrimPrefix(f, dir+"/")
+		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // ReadRuns reads every run under src, a runs tree or a .tar.zst archive

@@ -306,7 +306,8 @@ func SchemaMarkdown() string {
 		"count these as problems. The manifest's `inventory` lists every committed segment and the files " +
 		"of the checkpoint of the last committed step, with their sizes and SHA-256; the readers, " +
 		"`marlow check`, resume and skip refuse a listed file that is missing, resized or altered, and " +
-		"a committed segment that is not listed.\n\n")
+		"a committed segment that is not listed. A run submitted with `marlow slurm` also holds `job.log`, " +
+		"the task output Slurm appends to; the readers and archives leave it out.\n\n")
 	b.WriteString("Types are standard Parquet logical types (no extension types), readable as they are by " +
 		"DuckDB (`read_parquet('runs/*/*/steps/*.parquet')`), pandas/pyarrow and polars. Floating-point " +
 		"values that are undefined are NaN in Go and null in Parquet; only DOUBLE and MAP columns are " +
@@ -375,7 +376,7 @@ var manifestDocs = [][2]string{
 	{"config_hash", "hash of the resolved run config; resuming with another hash is refused, and a stored `config` that does not hash to it is a damaged manifest"},
 	{"config", "the fully resolved run config"},
 	{"analysis", "analysis parameters of the spec (cliff_abs, cliff_rel, amp_k, ...)"},
-	{"provenance", "git commit, branch, dirty flag and diff hash, allow-dirty, Go version, module versions, hashes of data and checkpoint files"},
+	{"provenance", "git commit, branch, dirty flag and diff hash, allow-dirty, Go version, module versions, hashes of data and checkpoint files, and under `slurm` the Slurm job id, array job id and index, node, cluster, partition and restart count of the job that last ran it (absent outside Slurm)"},
 	{"engine", "engine name"},
 	{"engine_version", "engine version"},
 	{"status", "`running`, `done`, `failed` or `interrupted`"},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,6 +17,11 @@ import (
 
 // ManifestFile is the name of a run's manifest.
 const ManifestFile = "manifest.json"
+
+// JobLogFile is the name of the log a batch system (Slurm) appends a run's
+// output to, inside the run folder. It may exist before the run's first
+// Open; the readers and Archive ignore it.
+const JobLogFile = "job.log"
 
 const tmpSuffix = atomicfile.TmpSuffix
 
@@ -114,7 +120,7 @@ func Open(dir string, m Manifest) (*Writer, int64, error) {
 		if err := removeIfExists(filepath.Join(dir, ManifestFile+tmpSuffix)); err != nil {
 			return nil, 0, fmt.Errorf("open run: %w", err)
 		}
-		if leftovers, _ := os.ReadDir(dir); len(leftovers) > 0 {
+		if leftovers, _ := os.ReadDir(dir); slices.ContainsFunc(leftovers, func(e os.DirEntry) bool { return e.Name() != JobLogFile }) {
 			return nil, 0, fmt.Errorf("open run %s: %w, but the directory is not empty", dir, ErrMissingManifest)
 		}
 		if m.Created == "" {

@@ -21,7 +21,6 @@ import (
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
-	"github.com/marlowlab/marlow/harness/pin"
 	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/spec"
 )
@@ -127,37 +126,10 @@ func (s *Summary) Failed() []Outcome {
 // folder gets a .gitignore of everything (see IgnoreRuns) before the tree
 // is checked, so run folders never make the repository dirty.
 func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
-	planned, err := spec.Plan(s)
-	if err != nil {
-		return nil, err
-	}
-	runs, err := Select(planned, opt.Only)
-	if err != nil {
-		return nil, err
-	}
 	if opt.Engines == nil {
 		opt.Engines = engine.Default
 	}
-	if err := checkNeeds(ctx, opt.Engines, runs); err != nil {
-		return nil, err
-	}
-	// the runs folder first: it gets its .gitignore before the tree is
-	// checked for changes
-	if err := checkRunsDir(opt.RunsDir, s.Experiment); err != nil {
-		return nil, err
-	}
-	prov, err := pin.Resolve(s.File, opt.AllowDirty, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkIsolation(runs, opt.UnsafeCodeExec); err != nil {
-		return nil, err
-	}
-	redo, err := selectRedo(runs, opt.Redo)
-	if err != nil {
-		return nil, err
-	}
-	jobs, err := preflight(s, runs, opt.RunsDir, redo, opt.Verify)
+	jobs, prov, err := prepare(ctx, s, opt, true)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/marlowlab/marlow/harness/runlog"
@@ -33,6 +34,9 @@ type RunStatus struct {
 	TotalSteps int64  // planned training steps
 	Updated    string // manifest's last update (RFC 3339), "" when none
 	Error      string // the run's recorded error, or why the folder is stale or corrupt
+	// Slurm is the state of the run's Slurm array task (pending, running,
+	// requeued, ...) when a caller filled it in; "" when not queued.
+	Slurm string
 }
 
 // Status returns the state of every selected run of s under runsDir, in
@@ -104,7 +108,12 @@ func Status(s *spec.Spec, runsDir, only string) ([]RunStatus, error) {
 // WriteStatus prints statuses as a table followed by counts per state.
 func WriteStatus(w io.Writer, sts []RunStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tCONDITION\tSTATE\tSTEP\tUPDATED\tNOTE")
+	withSlurm := slices.ContainsFunc(sts, func(s RunStatus) bool { return s.Slurm != "" })
+	if withSlurm {
+		fmt.Fprintln(tw, "RUN\tCONDITION\tSTATE\tSLURM\tSTEP\tUPDATED\tNOTE")
+	} else {
+		fmt.Fprintln(tw, "RUN\tCONDITION\tSTATE\tSTEP\tUPDATED\tNOTE")
+	}
 	counts := map[string]int{}
 	var order []string
 	for _, s := range sts {
@@ -116,7 +125,15 @@ func WriteStatus(w io.Writer, sts []RunStatus) error {
 		if upd == "" {
 			upd = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Condition, s.State, step, upd, oneLine(s.Error))
+		if withSlurm {
+			sl := s.Slurm
+			if sl == "" {
+				sl = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Condition, s.State, sl, step, upd, oneLine(s.Error))
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Condition, s.State, step, upd, oneLine(s.Error))
+		}
 		if counts[s.State] == 0 {
 			order = append(order, s.State)
 		}

@@ -109,6 +109,7 @@ type statusJSON struct {
 	TotalSteps int64  `json:"total_steps"`
 	Updated    string `json:"updated"`
 	Error      string `json:"error"`
+	Slurm      string `json:"slurm,omitempty"` // Slurm array task state, when queued
 }
 
 // WriteStatusJSON prints statuses as JSON: the runs, then the count of
@@ -119,7 +120,7 @@ func WriteStatusJSON(w io.Writer, sts []RunStatus) error {
 		Counts map[string]int `json:"counts"`
 	}{Runs: []statusJSON{}, Counts: map[string]int{}}
 	for _, s := range sts {
-		out.Runs = append(out.Runs, statusJSON{s.ID, s.Condition, s.Dir, s.State, s.LastStep, s.TotalSteps, s.Updated, s.Error})
+		out.Runs = append(out.Runs, statusJSON{s.ID, s.Condition, s.Dir, s.State, s.LastStep, s.TotalSteps, s.Updated, s.Error, s.Slurm})
 		out.Counts[s.State]++
 	}
 	enc := json.NewEncoder(w)

@@ -161,3 +161,29 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A SLURM column appears only when some run has a Slurm state.
+func TestWriteStatusSlurmColumn(t *testing.T) {
+	sts := []RunStatus{
+		{ID: "a-seed1", Condition: "sp", State: runlog.StatusInterrupted, LastStep: 3, TotalSteps: 8, Slurm: "requeued (restart 1)"},
+		{ID: "b-seed1", Condition: "ip", State: StatePending, LastStep: -1, TotalSteps: 8},
+	}
+	var buf bytes.Buffer
+	if err := WriteStatus(&buf, sts); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, re := range []string{`RUN\s+CONDITION\s+STATE\s+SLURM\s+STEP`, `a-seed1\s+sp\s+interrupted\s+requeued \(restart 1\)\s+3/8`, `b-seed1\s+ip\s+pending\s+-\s+-`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("status lacks %s:\n%s", re, out)
+		}
+	}
+	sts[0].Slurm = ""
+	buf.Reset()
+	if err := WriteStatus(&buf, sts); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "SLURM") {
+		t.Errorf("a SLURM column without Slurm states:\n%s", buf.String())
+	}
+}
