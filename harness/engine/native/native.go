@@ -56,6 +56,9 @@ type Engine struct {
 	scores    [][]float32
 	ws        workspace
 	closed    bool
+	// noShare turns off the computing of shared prompt prefixes once (in
+	// prefill and in train steps), so that tests can compare both paths.
+	noShare bool
 }
 
 var _ engine.Engine = (*Engine)(nil)
