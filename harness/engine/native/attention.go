@@ -108,6 +108,61 @@ func (g attnGeom) attnSeqHead(h, t int, q, k, v, out, probs []float32) {
 	sgemmSerial(false, false, t, g.HD, t, 1, probs, t, v[kh:], kvd, 0, out[h*g.HD:], qd)
 }
 
+// attnSharedHead is attnSeqHead for a group of t rows whose first pre rows
+// are a prompt shared by the branches that follow it: seg[i] is the first
+// row of row i's branch (rows of a branch are contiguous). A branch row
+// attends to the prompt rows and to its own branch up to itself, in that
+// key order, so it gets the bits attnSeqHead gives the same row in its own
+// sequence of prompt and branch: its scores are the same dot products, its
+// softmax runs over the same values in the same order, and its weighted sum
+// adds the same terms in the same order (gonum's kernel sums the keys one
+// after the other, so two calls over consecutive key ranges add what one
+// call would). probs [t, t] is zero outside the attended keys, so that
+// attnBackwardSeq applies unchanged. sc is scratch of at least pre plus the
+// longest branch.
+func (g attnGeom) attnSharedHead(h, t, pre int, seg []int32, q, k, v, out, probs, sc []float32) {
+	qd, kvd := g.H*g.HD, g.KV*g.HD
+	kh := (h / (g.H / g.KV)) * g.HD
+	for i0 := 0; i0 < pre; i0 += attnChunk {
+		mm := min(attnChunk, pre-i0)
+		sgemmSerial(false, true, mm, i0+mm, g.HD, g.scale, q[i0*qd+h*g.HD:], qd, k[kh:], kvd, 0, probs[i0*t:], t)
+	}
+	for i := 0; i < pre; i++ {
+		row := probs[i*t : (i+1)*t]
+		softmaxInPlace(row[:i+1])
+		zero(row[i+1:])
+	}
+	sgemmSerial(false, false, pre, g.HD, pre, 1, probs, t, v[kh:], kvd, 0, out[h*g.HD:], qd)
+	for bs := pre; bs < t; {
+		be := bs + 1
+		for be < t && int(seg[be]) == bs {
+			be++
+		}
+		// Scores of the branch rows against the prompt and against the
+		// branch up to each chunk's last row.
+		for i0 := bs; i0 < be; i0 += attnChunk {
+			mm := min(attnChunk, be-i0)
+			qi := q[i0*qd+h*g.HD:]
+			sgemmSerial(false, true, mm, pre, g.HD, g.scale, qi, qd, k[kh:], kvd, 0, probs[i0*t:], t)
+			sgemmSerial(false, true, mm, i0+mm-bs, g.HD, g.scale, qi, qd, k[bs*kvd+kh:], kvd, 0, probs[i0*t+bs:], t)
+		}
+		for i := bs; i < be; i++ {
+			row := probs[i*t : (i+1)*t]
+			s := sc[:pre+i-bs+1]
+			copy(s, row[:pre])
+			copy(s[pre:], row[bs:i+1])
+			softmaxInPlace(s)
+			zero(row)
+			copy(row[:pre], s[:pre])
+			copy(row[bs:i+1], s[pre:])
+		}
+		o := out[bs*qd+h*g.HD:]
+		sgemmSerial(false, false, be-bs, g.HD, pre, 1, probs[bs*t:], t, v[kh:], kvd, 0, o, qd)
+		sgemmSerial(false, false, be-bs, g.HD, be-bs, 1, probs[bs*t+bs:], t, v[bs*kvd+kh:], kvd, 1, o, qd)
+		bs = be
+	}
+}
+
 // attnBackwardSeq back-propagates causal attention of one sequence of t
 // rows for key/value head kvh and its query heads. q, k, v, dout, dq, dk,
 // dv point at the sequence's first row (strides H*HD and KV*HD); probs holds

@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -57,6 +58,11 @@ type grpoBatch struct {
 	agents    []string // grouped by role, then sorted
 	agentRole []int    // agents[a] belongs to roles[agentRole[a]]
 	ntok      int      // completion tokens in all
+	// groups lays the turns out in the forward and backward passes: the
+	// turns of one agent with the same prompt share one copy of it. Groups
+	// follow the order of their first turns, so each agent's rows stay
+	// contiguous.
+	groups []seqGroup
 }
 
 // grpoStep computes the step's statistics and gradients and, when apply,
@@ -77,7 +83,7 @@ func (e *Engine) grpoStep(ctx context.Context, name string, turns []engine.Turn,
 		st.Total.GradNorm, st.GradNormPre = 0, 0
 		return st, nil, nil
 	}
-	b := packGRPO(turns, kept)
+	b := packGRPO(turns, kept, !e.noShare)
 	if err := ctx.Err(); err != nil {
 		return st, nil, fmt.Errorf("native: train step: %w", err)
 	}
@@ -178,8 +184,9 @@ func turnInput(t *engine.Turn) seqInput {
 }
 
 // packGRPO orders the kept turns by (role, agent, index) and lays out their
-// tokens.
-func packGRPO(turns []engine.Turn, kept []int) *grpoBatch {
+// tokens; with share, the turns of an agent with identical prompts form one
+// group that forwards (and backpropagates) the prompt once.
+func packGRPO(turns []engine.Turn, kept []int, share bool) *grpoBatch {
 	slices.SortStableFunc(kept, func(a, b int) int {
 		if c := cmpStr(turns[a].Role, turns[b].Role); c != 0 {
 			return c
@@ -200,7 +207,34 @@ func packGRPO(turns []engine.Turn, kept []int) *grpoBatch {
 		b.ntok += len(t.CompletionIDs)
 		b.seqs[k] = turnInput(t)
 	}
+	b.groups = groupTurns(b, share)
 	return b
+}
+
+// groupTurns groups the turns of b by (agent, prompt), in the order of
+// their first turns; a group of one turn is a plain sequence.
+func groupTurns(b *grpoBatch, share bool) []seqGroup {
+	var groups []seqGroup
+	index := map[string]int{}
+	key := make([]byte, 0, 256)
+	for k, g := range b.turns {
+		if !share {
+			groups = append(groups, seqGroup{members: []int{k}})
+			continue
+		}
+		key = binary.LittleEndian.AppendUint32(key[:0], uint32(g.agent))
+		for _, id := range g.t.PromptIDs {
+			key = binary.LittleEndian.AppendUint32(key, uint32(id))
+		}
+		if i, ok := index[string(key)]; ok {
+			groups[i].members = append(groups[i].members, k)
+			groups[i].pre = len(g.t.PromptIDs)
+			continue
+		}
+		index[string(key)] = len(groups)
+		groups = append(groups, seqGroup{members: []int{k}})
+	}
+	return groups
 }
 
 // aggWeight is the weight w of each token of a turn of n completion tokens
@@ -256,7 +290,7 @@ func surrogate(lp, lpOld, lpBase, adv, coef, clipLow, clipHigh float64) tokenLos
 func (e *Engine) grpoForward(ad *Adapter, b *grpoBatch, opt engine.TrainOptions) ([]tokenStat, []int32, []float32) {
 	d := e.d
 	toks := make([]tokenStat, b.ntok)
-	sel, tgt := e.buildTrainBatch(b.seqs, nil)
+	sel, tgt := e.buildTrainBatch(b.seqs, b.groups, nil)
 	logits := e.trainForward(nil, sel, false)
 	for j := range sel {
 		toks[j].lpBase, _ = logSoftmaxRow(logits[j*d.V:(j+1)*d.V], opt.Temperature, tgt[j], nil)
@@ -298,7 +332,8 @@ func (e *Engine) grpoBackward(ad *Adapter, b *grpoBatch, sel []int32, dlogits []
 		agentGrad[a] = make([]float32, len(ad.Data))
 	}
 	tb := &e.ws.b
-	for k, g := range b.turns {
+	for k, grp := range b.groups {
+		g := b.turns[grp.members[0]]
 		lo, hi := tb.seqs[k], tb.seqs[k+1]
 		if n := len(gs.ranges); n > 0 && gs.ranges[n-1].hi == lo && &gs.adGrads[n-1][0] == &agentGrad[g.agent][0] {
 			gs.ranges[n-1].hi = hi
@@ -362,7 +397,7 @@ func (e *Engine) LogProbs(adapter string, turns []engine.Turn, temperature float
 		}
 		seqs[i] = turnInput(&turns[i])
 	}
-	sel, tgt := e.buildTrainBatch(seqs, ad)
+	sel, tgt := e.buildTrainBatch(seqs, nil, ad)
 	logits := e.trainForward(ad, sel, false)
 	out := make([][]float32, len(turns))
 	k := 0
