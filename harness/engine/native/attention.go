@@ -31,9 +31,9 @@ func sgemmSerial(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, 
 		mm := min(tileM, m-i0)
 		for j0 := 0; j0 < n; j0 += tileN {
 			nn := min(tileN, n-j0)
-			as, bs := a[i0*lda:], b[j0:]
-			if tA {
-				as = a[i0:]
+			as, bs := a[i0:], b[j0:]
+			if !tA {
+				as = a[i0*lda:]
 			}
 			if tB {
 				bs = b[j0*ldb:]
@@ -108,58 +108,128 @@ func (g attnGeom) attnSeqHead(h, t int, q, k, v, out, probs []float32) {
 	sgemmSerial(false, false, t, g.HD, t, 1, probs, t, v[kh:], kvd, 0, out[h*g.HD:], qd)
 }
 
-// attnSharedHead is attnSeqHead for a group of t rows whose first pre rows
-// are a prompt shared by the branches that follow it: seg[i] is the first
-// row of row i's branch (rows of a branch are contiguous). A branch row
-// attends to the prompt rows and to its own branch up to itself, in that
-// key order, so it gets the bits attnSeqHead gives the same row in its own
-// sequence of prompt and branch: its scores are the same dot products, its
-// softmax runs over the same values in the same order, and its weighted sum
-// adds the same terms in the same order (gonum's kernel sums the keys one
-// after the other, so two calls over consecutive key ranges add what one
-// call would). probs [t, t] is zero outside the attended keys, so that
-// attnBackwardSeq applies unchanged. sc is scratch of at least pre plus the
-// longest branch.
-func (g attnGeom) attnSharedHead(h, t, pre int, seg []int32, q, k, v, out, probs, sc []float32) {
-	qd, kvd := g.H*g.HD, g.KV*g.HD
-	kh := (h / (g.H / g.KV)) * g.HD
-	for i0 := 0; i0 < pre; i0 += attnChunk {
-		mm := min(attnChunk, pre-i0)
-		sgemmSerial(false, true, mm, i0+mm, g.HD, g.scale, q[i0*qd+h*g.HD:], qd, k[kh:], kvd, 0, probs[i0*t:], t)
-	}
-	for i := 0; i < pre; i++ {
-		row := probs[i*t : (i+1)*t]
-		softmaxInPlace(row[:i+1])
-		zero(row[i+1:])
-	}
-	sgemmSerial(false, false, pre, g.HD, pre, 1, probs, t, v[kh:], kvd, 0, out[h*g.HD:], qd)
+// Shared prompts. A training sequence may be a group of t rows whose first
+// pre rows are a prompt shared by the branches that follow it: seg[i] is the
+// group-relative first row of row i's branch (rows of a branch are
+// contiguous). A branch row attends to the prompt rows and to its own branch
+// up to itself, in that key order. The group's probabilities are stored
+// compactly: per head the prompt's [pre, pre] triangle, then for each branch
+// of nb rows per head [nb, pre+nb] (the branch rows of the probabilities of
+// the sequence prompt + branch), so that storage and work grow with the rows
+// each row attends to, never with the group's size squared.
+
+// branches returns the first row and length of each branch of a group.
+func branches(t, pre int, seg []int32) (starts, lens []int) {
 	for bs := pre; bs < t; {
 		be := bs + 1
 		for be < t && int(seg[be]) == bs {
 			be++
 		}
-		// Scores of the branch rows against the prompt and against the
-		// branch up to each chunk's last row.
-		for i0 := bs; i0 < be; i0 += attnChunk {
-			mm := min(attnChunk, be-i0)
-			qi := q[i0*qd+h*g.HD:]
-			sgemmSerial(false, true, mm, pre, g.HD, g.scale, qi, qd, k[kh:], kvd, 0, probs[i0*t:], t)
-			sgemmSerial(false, true, mm, i0+mm-bs, g.HD, g.scale, qi, qd, k[bs*kvd+kh:], kvd, 0, probs[i0*t+bs:], t)
-		}
-		for i := bs; i < be; i++ {
-			row := probs[i*t : (i+1)*t]
-			s := sc[:pre+i-bs+1]
-			copy(s, row[:pre])
-			copy(s[pre:], row[bs:i+1])
-			softmaxInPlace(s)
-			zero(row)
-			copy(row[:pre], s[:pre])
-			copy(row[bs:i+1], s[pre:])
-		}
-		o := out[bs*qd+h*g.HD:]
-		sgemmSerial(false, false, be-bs, g.HD, pre, 1, probs[bs*t:], t, v[kh:], kvd, 0, o, qd)
-		sgemmSerial(false, false, be-bs, g.HD, be-bs, 1, probs[bs*t+bs:], t, v[bs*kvd+kh:], kvd, 1, o, qd)
+		starts, lens = append(starts, bs), append(lens, be-bs)
 		bs = be
+	}
+	return starts, lens
+}
+
+// sharedProbs is the size of a group's compact probabilities over all heads.
+func sharedProbs(heads, pre int, lens []int) int {
+	n := pre * pre
+	for _, nb := range lens {
+		n += nb * (pre + nb)
+	}
+	return heads * n
+}
+
+// attnSharedHead is attnSeqHead for head h of a group (see above): q, k, v,
+// out point at the group's first row. A branch row gets the bits
+// attnSeqHead gives the same row in its own sequence of prompt and branch:
+// its scores are the same dot products, its softmax runs over the same
+// values in the same order, and its weighted sum adds the same terms in the
+// same order (gonum's kernel sums the keys one after the other, so two
+// calls over consecutive key ranges add what one call would). With stack,
+// probs is the group's compact probabilities of all heads; otherwise it is
+// scratch of at least one block, reused block after block.
+func (g attnGeom) attnSharedHead(h, t, pre int, seg []int32, q, k, v, out, probs []float32, stack bool) {
+	qd, kvd := g.H*g.HD, g.KV*g.HD
+	kh := (h / (g.H / g.KV)) * g.HD
+	off := 0
+	block := func(size, heads int) []float32 {
+		if !stack {
+			return probs[:size]
+		}
+		p := probs[off+h*size : off+(h+1)*size]
+		off += heads * size
+		return p
+	}
+	g.attnSeqHead(h, pre, q, k, v, out, block(pre*pre, g.H))
+	starts, lens := branches(t, pre, seg)
+	for j, bs := range starts {
+		nb := lens[j]
+		L := pre + nb
+		p := block(nb*L, g.H)
+		qb, ob := q[bs*qd+h*g.HD:], out[bs*qd+h*g.HD:]
+		for i0 := 0; i0 < nb; i0 += attnChunk {
+			mm := min(attnChunk, nb-i0)
+			sgemmSerial(false, true, mm, pre, g.HD, g.scale, qb[i0*qd:], qd, k[kh:], kvd, 0, p[i0*L:], L)
+			sgemmSerial(false, true, mm, i0+mm, g.HD, g.scale, qb[i0*qd:], qd, k[bs*kvd+kh:], kvd, 0, p[i0*L+pre:], L)
+		}
+		for i := 0; i < nb; i++ {
+			row := p[i*L : (i+1)*L]
+			softmaxInPlace(row[:pre+i+1])
+			zero(row[pre+i+1:])
+		}
+		sgemmSerial(false, false, nb, g.HD, pre, 1, p, L, v[kh:], kvd, 0, ob, qd)
+		sgemmSerial(false, false, nb, g.HD, nb, 1, p[pre:], L, v[bs*kvd+kh:], kvd, 1, ob, qd)
+	}
+}
+
+// attnBackwardShared is attnBackwardSeq for key/value head kvh of a group
+// (see above) with its compact probabilities probs. The gradients of the
+// prompt's keys and values collect the prompt rows' and every branch's
+// share. dp is scratch of at least the largest block.
+func (g attnGeom) attnBackwardShared(kvh, t, pre int, seg []int32, q, k, v, probs, dout, dq, dk, dv, dp []float32) {
+	qd, kvd := g.H*g.HD, g.KV*g.HD
+	rep := g.H / g.KV
+	kh := kvh * g.HD
+	g.attnBackwardSeq(kvh, pre, q, k, v, probs, dout, dq, dk, dv, dp)
+	off := g.H * pre * pre
+	starts, lens := branches(t, pre, seg)
+	for j, bs := range starts {
+		nb := lens[j]
+		L := pre + nb
+		d := dp[:nb*L]
+		for h := kvh * rep; h < (kvh+1)*rep; h++ {
+			p := probs[off+h*nb*L : off+(h+1)*nb*L]
+			dob, qb := dout[bs*qd+h*g.HD:], q[bs*qd+h*g.HD:]
+			// dV += Pᵀ dO_h, prompt keys then branch keys.
+			sgemmSerial(true, false, pre, g.HD, nb, 1, p, L, dob, qd, 1, dv[kh:], kvd)
+			sgemmSerial(true, false, nb, g.HD, nb, 1, p[pre:], L, dob, qd, 1, dv[bs*kvd+kh:], kvd)
+			// dP = dO_h Vᵀ over the attended keys.
+			sgemmSerial(false, true, nb, pre, g.HD, 1, dob, qd, v[kh:], kvd, 0, d, L)
+			for i0 := 0; i0 < nb; i0 += attnChunk {
+				mm := min(attnChunk, nb-i0)
+				sgemmSerial(false, true, mm, i0+mm, g.HD, 1, dob[i0*qd:], qd, v[bs*kvd+kh:], kvd, 0, d[i0*L+pre:], L)
+			}
+			// dS = P ⊙ (dP - Σ_j P dP) · scale
+			for i := 0; i < nb; i++ {
+				n := pre + i + 1
+				pr, dr := p[i*L:i*L+n], d[i*L:(i+1)*L]
+				var s float32
+				for j, pj := range pr {
+					s += pj * dr[j]
+				}
+				for j, pj := range pr {
+					dr[j] = pj * (dr[j] - s) * g.scale
+				}
+				zero(dr[n:])
+			}
+			// dQ_h += dS K ; dK += dSᵀ Q_h
+			sgemmSerial(false, false, nb, g.HD, pre, 1, d, L, k[kh:], kvd, 1, dq[bs*qd+h*g.HD:], qd)
+			sgemmSerial(false, false, nb, g.HD, nb, 1, d[pre:], L, k[bs*kvd+kh:], kvd, 1, dq[bs*qd+h*g.HD:], qd)
+			sgemmSerial(true, false, pre, g.HD, nb, 1, d, L, qb, qd, 1, dk[kh:], kvd)
+			sgemmSerial(true, false, nb, g.HD, nb, 1, d[pre:], L, qb, qd, 1, dk[bs*kvd+kh:], kvd)
+		}
+		off += g.H * nb * L
 	}
 }
 

@@ -160,12 +160,15 @@ func (e *Engine) layerForward(l int, b *rowBatch, a *layerActs, x, out, kst, vst
 				sq, h := it/d.H, it%d.H
 				r0, t := b.seqs[sq], b.seqs[sq+1]-b.seqs[sq]
 				pr := e.scores[w]
-				if save {
+				if save && b.pre[sq] == 0 {
 					o := b.probSeq[r0] + h*t*t
 					pr = a.probs[o : o+t*t]
 				}
 				if pre := b.pre[sq]; pre > 0 {
-					geo.attnSharedHead(h, t, pre, b.seg[r0:r0+t], a.qr[r0*d.Q:], kst[r0*d.KVD:], vst[r0*d.KVD:], a.att[r0*d.Q:], pr, e.rowScr[w])
+					if save {
+						pr = a.probs[b.probSeq[r0]:]
+					}
+					geo.attnSharedHead(h, t, pre, b.seg[r0:r0+t], a.qr[r0*d.Q:], kst[r0*d.KVD:], vst[r0*d.KVD:], a.att[r0*d.Q:], pr, save)
 					continue
 				}
 				geo.attnSeqHead(h, t, a.qr[r0*d.Q:], kst[r0*d.KVD:], vst[r0*d.KVD:], a.att[r0*d.Q:], pr)
@@ -335,6 +338,11 @@ func (e *Engine) layerBackward(l int, b *rowBatch, ad *Adapter, a *layerActs, x,
 		for it := lo; it < hi; it++ {
 			sq, kvh := it/d.KV, it%d.KV
 			r0, t := b.seqs[sq], b.seqs[sq+1]-b.seqs[sq]
+			if pre := b.pre[sq]; pre > 0 {
+				geo.attnBackwardShared(kvh, t, pre, b.seg[r0:r0+t], a.qr[r0*d.Q:], a.kr[r0*d.KVD:], a.v[r0*d.KVD:],
+					a.probs[b.probSeq[r0]:], s.datt[r0*d.Q:], s.dqr[r0*d.Q:], s.dkr[r0*d.KVD:], s.dv[r0*d.KVD:], s.dp[w])
+				continue
+			}
 			geo.attnBackwardSeq(kvh, t, a.qr[r0*d.Q:], a.kr[r0*d.KVD:], a.v[r0*d.KVD:],
 				a.probs[b.probSeq[r0]:], s.datt[r0*d.Q:], s.dqr[r0*d.Q:], s.dkr[r0*d.KVD:], s.dv[r0*d.KVD:], s.dp[w])
 		}

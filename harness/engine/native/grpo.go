@@ -2,7 +2,6 @@ package native
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -211,29 +210,74 @@ func packGRPO(turns []engine.Turn, kept []int, share bool) *grpoBatch {
 	return b
 }
 
-// groupTurns groups the turns of b by (agent, prompt), in the order of
-// their first turns; a group of one turn is a plain sequence.
+// groupTurns groups the turns of b that share a prefix of their inputs
+// (prompt, then completion), agent by agent; a group of one turn is a plain
+// sequence. An agent's turns are sorted by their inputs, so that turns with
+// long common prefixes are neighbours, and cut into runs that maximise the
+// rows not computed twice, Σ (members-1) · shared prefix (prefixes shorter
+// than minShared are not shared): voting's generators thus share each
+// problem's prompt, and its aggregator each problem's text before the
+// candidates. Groups are ordered by their first turns and list their turns
+// in order, so each agent's rows stay contiguous.
 func groupTurns(b *grpoBatch, share bool) []seqGroup {
 	var groups []seqGroup
-	index := map[string]int{}
-	key := make([]byte, 0, 256)
-	for k, g := range b.turns {
+	for a0 := 0; a0 < len(b.turns); {
+		a1 := a0 + 1
+		for a1 < len(b.turns) && b.turns[a1].agent == b.turns[a0].agent {
+			a1++
+		}
 		if !share {
-			groups = append(groups, seqGroup{members: []int{k}})
+			for k := a0; k < a1; k++ {
+				groups = append(groups, seqGroup{members: []int{k}})
+			}
+			a0 = a1
 			continue
 		}
-		key = binary.LittleEndian.AppendUint32(key[:0], uint32(g.agent))
-		for _, id := range g.t.PromptIDs {
-			key = binary.LittleEndian.AppendUint32(key, uint32(id))
-		}
-		if i, ok := index[string(key)]; ok {
-			groups[i].members = append(groups[i].members, k)
-			groups[i].pre = len(g.t.PromptIDs)
-			continue
-		}
-		index[string(key)] = len(groups)
-		groups = append(groups, seqGroup{members: []int{k}})
+		groups = append(groups, groupRun(b.seqs, a0, a1)...)
+		a0 = a1
 	}
+	return groups
+}
+
+// groupRun groups the sequences a0..a1-1 of one agent (see groupTurns).
+func groupRun(seqs []seqInput, a0, a1 int) []seqGroup {
+	n := a1 - a0
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = a0 + i
+	}
+	slices.SortStableFunc(idx, func(x, y int) int { return slices.Compare(seqs[x].ids, seqs[y].ids) })
+	// lcp[i]: common prefix of sorted neighbours i and i+1.
+	lcp := make([]int, max(n-1, 0))
+	for i := range lcp {
+		lcp[i] = commonPrefix(seqs[idx[i]].ids, seqs[idx[i+1]].ids)
+	}
+	// best[i]: most rows saved by the first i sorted sequences; from[i]:
+	// where the last run of that optimum starts, pre[i] its prefix.
+	best, from, pre := make([]int, n+1), make([]int, n+1), make([]int, n+1)
+	for i := 1; i <= n; i++ {
+		best[i], from[i] = best[i-1], i-1
+		mn := math.MaxInt
+		for j := i - 2; j >= 0; j-- {
+			mn = min(mn, lcp[j])
+			if mn < minShared {
+				break
+			}
+			if v := best[j] + (i-j-1)*mn; v > best[i] {
+				best[i], from[i], pre[i] = v, j, mn
+			}
+		}
+	}
+	var groups []seqGroup
+	for i := n; i > 0; i = from[i] {
+		g := seqGroup{members: slices.Clone(idx[from[i]:i])}
+		if len(g.members) > 1 {
+			g.pre = pre[i]
+		}
+		slices.Sort(g.members)
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(x, y seqGroup) int { return x.members[0] - y.members[0] })
 	return groups
 }
 

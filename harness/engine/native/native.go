@@ -54,7 +54,6 @@ type Engine struct {
 	adapters  map[string]*Adapter
 	baseOpt   *adamState // optimizer state of Supervised, created on first use
 	scores    [][]float32
-	rowScr    [][]float32 // per worker, one row of attention scores [MaxPos]
 	ws        workspace
 	closed    bool
 	// noShare turns off the computing of shared prompt prefixes once (in
@@ -123,11 +122,9 @@ func New(cfg model.Config, tok *model.Tokenizer, w *Weights, opt Options) (*Engi
 		imEnd:     imEnd,
 		adapters:  map[string]*Adapter{},
 		scores:    make([][]float32, t),
-		rowScr:    make([][]float32, t),
 	}
 	for i := range e.scores {
 		e.scores[i] = make([]float32, d.MaxPos)
-		e.rowScr[i] = make([]float32, d.MaxPos)
 	}
 	return e, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/marlowlab/marlow/harness/engine"
@@ -91,7 +92,7 @@ func shareTurns(t *testing.T, e *Engine) []engine.Turn {
 		}
 		return p
 	}
-	prompts := [][]int32{enc("problem one: 1+2+3"), enc("problem two: 4+4"), enc("pick one of: 6, 8"), enc("pick: 1")}
+	prompts := [][]int32{enc("problem one, a statement long enough for two tiles of rows: 1+2+3"), enc("problem two: 4+4")}
 	var turns []engine.Turn
 	add := func(role, agent string, p []int32, n int, adv float64) {
 		k := len(turns)
@@ -107,10 +108,14 @@ func shareTurns(t *testing.T, e *Engine) []engine.Turn {
 		for v, agent := range []string{"generator0", "generator1"} {
 			add("generator", agent, prompts[r%2], 1+(r*3+v)%9, float64(r%3)-0.8)
 		}
-		add("aggregator", "aggregator", prompts[2+r%2], 2+r%4, 0.7-float64(r%2))
+		agg := []string{"problem one: 1+2+3. candidates: ", "problem two: 4+4. candidates: "}[r%2] + strconv.Itoa(r)
+		add("aggregator", "aggregator", enc(agg), 2+r%4, 0.7-float64(r%2))
 	}
 	add("aggregator", "aggregator", prompts[0], 3, 1.2)
 	add("generator", "generator0", prompts[0], 4, 0) // skipped
+	// Two identical turns: they share their whole inputs.
+	add("generator", "generator1", prompts[1], 5, 0.4)
+	turns = append(turns, turns[len(turns)-1])
 	return turns
 }
 
@@ -143,9 +148,27 @@ func TestSharedTrainStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !c.noShare {
-				b := packGRPO(turns, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}, true)
-				if len(b.groups) != 2+2+2+1 {
-					t.Fatalf("%d groups, want 7", len(b.groups))
+				var kept []int
+				for i := range turns {
+					if turns[i].Advantage != 0 {
+						kept = append(kept, i)
+					}
+				}
+				// The generators share whole prompts, the aggregator the
+				// text of each problem before the candidates.
+				b := packGRPO(turns, kept, true)
+				whole, part := 0, 0
+				for _, g := range b.groups {
+					p := len(b.turns[g.members[0]].t.PromptIDs)
+					switch {
+					case g.pre >= p:
+						whole++
+					case g.pre > 0:
+						part++
+					}
+				}
+				if len(b.groups) > 8 || whole < 4 || part < 2 {
+					t.Fatalf("%d groups, %d sharing whole prompts, %d part of them", len(b.groups), whole, part)
 				}
 			}
 			if ref == nil {

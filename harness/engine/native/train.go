@@ -66,8 +66,18 @@ func (e *Engine) buildTrainBatch(seqs []seqInput, groups []seqGroup, ad *Adapter
 		for range t {
 			b.probSeq = append(b.probSeq, b.probN)
 		}
-		b.pmax = max(b.pmax, t)
-		b.probN += e.d.H * t * t
+		if g.pre == 0 {
+			b.pmax = max(b.pmax, t)
+			b.probN += e.d.H * t * t
+			continue
+		}
+		// A shared group's longest sequence is its prompt and a branch.
+		_, lens := branches(t, g.pre, b.seg[lo:])
+		b.pmax = max(b.pmax, g.pre)
+		for _, nb := range lens {
+			b.pmax = max(b.pmax, g.pre+nb)
+		}
+		b.probN += sharedProbs(e.d.H, g.pre, lens)
 	}
 	for i, s := range seqs {
 		for k, r := range s.rows {

@@ -13,10 +13,12 @@ import (
 
 // The shape of one mini step of voting-sp-l-synth-math: 8 problems, 8
 // rollouts, 3 generators answering one shared prompt (~205 tokens) and one
-// aggregator per rollout with its own prompt (~273 tokens).
+// aggregator per rollout with its own prompt (~273 tokens: the problem's
+// text, then the rollout's candidates).
 const (
 	vsProblems, vsRollouts, vsVotes = 8, 8, 3
 	vsGenPrompt, vsAggPrompt        = 190, 258 // message characters (the chat template adds ~15 tokens)
+	vsAggCandidates                 = 110      // characters of the aggregator prompt after the problem
 	vsGenNew, vsAggNew              = 30, 12
 )
 
@@ -57,12 +59,13 @@ func votingRequests() (gen, agg []engine.Request) {
 	rng := rand.New(rand.NewPCG(17, 1))
 	for p := 0; p < vsProblems; p++ {
 		prompt := randText(rng, vsGenPrompt)
+		problem := randText(rng, vsAggPrompt-vsAggCandidates)
 		for r := 0; r < vsRollouts; r++ {
 			for v := 0; v < vsVotes; v++ {
 				gen = append(gen, engine.Request{Adapter: "policy", Messages: []engine.Message{{Role: "user", Content: prompt}},
 					MaxNewTokens: vsGenNew - 4 + (p+r+v)%8, Temperature: 0.7, Seed: uint64(len(gen)), IgnoreEndOfTurn: true})
 			}
-			agg = append(agg, engine.Request{Adapter: "policy", Messages: []engine.Message{{Role: "user", Content: randText(rng, vsAggPrompt)}},
+			agg = append(agg, engine.Request{Adapter: "policy", Messages: []engine.Message{{Role: "user", Content: problem + randText(rng, vsAggCandidates)}},
 				MaxNewTokens: vsAggNew, Temperature: 0.7, Seed: uint64(1000 + len(agg)), IgnoreEndOfTurn: true})
 		}
 	}
