@@ -3,6 +3,10 @@
 # commands on machines without make.
 
 GO ?= go
+# The native engine's SIMD attention kernels (simd/archsimd) need this Go
+# experiment; without it the engine runs the same arithmetic on gonum.
+GOEXPERIMENT ?= simd
+export GOEXPERIMENT
 
 .PHONY: all build demo figures test check-slow ci clean
 

@@ -43,6 +43,33 @@ func sgemmSerial(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, 
 	}
 }
 
+// scoreRows computes c = alpha q kᵀ for head-dim rows q [m, HD] and k [n,
+// HD] (strides ldq, ldk; c stride ldc): the scores of attention and the dP
+// of its backward pass. With head dim 16 and SIMD it runs scores16, which
+// gives the bits of the gonum path.
+func (g attnGeom) scoreRows(m, n int, alpha float32, q []float32, ldq int, k []float32, ldk int, c []float32, ldc int) {
+	if g.HD == 16 && haveAttn16 && m > 0 && n > 0 {
+		scores16(m, n, alpha, q, ldq, k, ldk, c, ldc)
+		return
+	}
+	sgemmSerial(false, true, m, n, g.HD, alpha, q, ldq, k, ldk, 0, c, ldc)
+}
+
+// pvRows computes out [m, HD] = p [m, n] v [n, HD] (+ out when beta), the
+// weighted sums of attention, skipping zero weights (pv16 with head dim 16
+// and SIMD, the same bits).
+func (g attnGeom) pvRows(m, n int, p []float32, ldp int, v []float32, ldv int, beta bool, out []float32, ldo int) {
+	if g.HD == 16 && haveAttn16 && m > 0 && n > 0 {
+		pv16(m, n, p, ldp, v, ldv, beta, out, ldo)
+		return
+	}
+	b := float32(0)
+	if beta {
+		b = 1
+	}
+	sgemmSerial(false, false, m, g.HD, n, 1, p, ldp, v, ldv, b, out, ldo)
+}
+
 // softmaxInPlace turns scores s into probabilities (max-subtracted, float32).
 func softmaxInPlace(s []float32) {
 	mx := float32(math.Inf(-1))
@@ -81,9 +108,9 @@ func (g attnGeom) attnRow(out, q, kst, vst []float32, base, p int, scores []floa
 	sc := scores[:p+1]
 	for h := 0; h < g.H; h++ {
 		kh := (h/rep)*g.HD + base*kvd
-		sgemmSerial(false, true, 1, p+1, g.HD, g.scale, q[h*g.HD:], g.HD, kst[kh:], kvd, 0, sc, p+1)
+		g.scoreRows(1, p+1, g.scale, q[h*g.HD:], g.HD, kst[kh:], kvd, sc, p+1)
 		softmaxInPlace(sc)
-		sgemmSerial(false, false, 1, g.HD, p+1, 1, sc, p+1, vst[kh:], kvd, 0, out[h*g.HD:], g.HD)
+		g.pvRows(1, p+1, sc, p+1, vst[kh:], kvd, false, out[h*g.HD:], g.HD)
 	}
 }
 
@@ -97,7 +124,7 @@ func (g attnGeom) attnSeqHead(h, t int, q, k, v, out, probs []float32) {
 	for i0 := 0; i0 < t; i0 += attnChunk {
 		mm := min(attnChunk, t-i0)
 		// Scores of rows i0.. against keys 0..i0+mm-1 (the causal bound).
-		sgemmSerial(false, true, mm, i0+mm, g.HD, g.scale, q[i0*qd+h*g.HD:], qd, k[kh:], kvd, 0, probs[i0*t:], t)
+		g.scoreRows(mm, i0+mm, g.scale, q[i0*qd+h*g.HD:], qd, k[kh:], kvd, probs[i0*t:], t)
 	}
 	for i := 0; i < t; i++ {
 		row := probs[i*t : (i+1)*t]
@@ -105,7 +132,7 @@ func (g attnGeom) attnSeqHead(h, t int, q, k, v, out, probs []float32) {
 		zero(row[i+1:])
 	}
 	// out_h = P V_g; zero probabilities (above the diagonal) are skipped.
-	sgemmSerial(false, false, t, g.HD, t, 1, probs, t, v[kh:], kvd, 0, out[h*g.HD:], qd)
+	g.pvRows(t, t, probs, t, v[kh:], kvd, false, out[h*g.HD:], qd)
 }
 
 // Shared prompts. A training sequence may be a group of t rows whose first
@@ -170,16 +197,16 @@ func (g attnGeom) attnSharedHead(h, t, pre int, seg []int32, q, k, v, out, probs
 		qb, ob := q[bs*qd+h*g.HD:], out[bs*qd+h*g.HD:]
 		for i0 := 0; i0 < nb; i0 += attnChunk {
 			mm := min(attnChunk, nb-i0)
-			sgemmSerial(false, true, mm, pre, g.HD, g.scale, qb[i0*qd:], qd, k[kh:], kvd, 0, p[i0*L:], L)
-			sgemmSerial(false, true, mm, i0+mm, g.HD, g.scale, qb[i0*qd:], qd, k[bs*kvd+kh:], kvd, 0, p[i0*L+pre:], L)
+			g.scoreRows(mm, pre, g.scale, qb[i0*qd:], qd, k[kh:], kvd, p[i0*L:], L)
+			g.scoreRows(mm, i0+mm, g.scale, qb[i0*qd:], qd, k[bs*kvd+kh:], kvd, p[i0*L+pre:], L)
 		}
 		for i := 0; i < nb; i++ {
 			row := p[i*L : (i+1)*L]
 			softmaxInPlace(row[:pre+i+1])
 			zero(row[pre+i+1:])
 		}
-		sgemmSerial(false, false, nb, g.HD, pre, 1, p, L, v[kh:], kvd, 0, ob, qd)
-		sgemmSerial(false, false, nb, g.HD, nb, 1, p[pre:], L, v[bs*kvd+kh:], kvd, 1, ob, qd)
+		g.pvRows(nb, pre, p, L, v[kh:], kvd, false, ob, qd)
+		g.pvRows(nb, nb, p[pre:], L, v[bs*kvd+kh:], kvd, true, ob, qd)
 	}
 }
 
@@ -205,10 +232,10 @@ func (g attnGeom) attnBackwardShared(kvh, t, pre int, seg []int32, q, k, v, prob
 			sgemmSerial(true, false, pre, g.HD, nb, 1, p, L, dob, qd, 1, dv[kh:], kvd)
 			sgemmSerial(true, false, nb, g.HD, nb, 1, p[pre:], L, dob, qd, 1, dv[bs*kvd+kh:], kvd)
 			// dP = dO_h Vᵀ over the attended keys.
-			sgemmSerial(false, true, nb, pre, g.HD, 1, dob, qd, v[kh:], kvd, 0, d, L)
+			g.scoreRows(nb, pre, 1, dob, qd, v[kh:], kvd, d, L)
 			for i0 := 0; i0 < nb; i0 += attnChunk {
 				mm := min(attnChunk, nb-i0)
-				sgemmSerial(false, true, mm, i0+mm, g.HD, 1, dob[i0*qd:], qd, v[bs*kvd+kh:], kvd, 0, d[i0*L+pre:], L)
+				g.scoreRows(mm, i0+mm, 1, dob[i0*qd:], qd, v[bs*kvd+kh:], kvd, d[i0*L+pre:], L)
 			}
 			// dS = P ⊙ (dP - Σ_j P dP) · scale
 			for i := 0; i < nb; i++ {
@@ -224,8 +251,8 @@ func (g attnGeom) attnBackwardShared(kvh, t, pre int, seg []int32, q, k, v, prob
 				zero(dr[n:])
 			}
 			// dQ_h += dS K ; dK += dSᵀ Q_h
-			sgemmSerial(false, false, nb, g.HD, pre, 1, d, L, k[kh:], kvd, 1, dq[bs*qd+h*g.HD:], qd)
-			sgemmSerial(false, false, nb, g.HD, nb, 1, d[pre:], L, k[bs*kvd+kh:], kvd, 1, dq[bs*qd+h*g.HD:], qd)
+			g.pvRows(nb, pre, d, L, k[kh:], kvd, true, dq[bs*qd+h*g.HD:], qd)
+			g.pvRows(nb, nb, d[pre:], L, k[bs*kvd+kh:], kvd, true, dq[bs*qd+h*g.HD:], qd)
 			sgemmSerial(true, false, pre, g.HD, nb, 1, d, L, qb, qd, 1, dk[kh:], kvd)
 			sgemmSerial(true, false, nb, g.HD, nb, 1, d[pre:], L, qb, qd, 1, dk[bs*kvd+kh:], kvd)
 		}
@@ -250,7 +277,7 @@ func (g attnGeom) attnBackwardSeq(kvh, t int, q, k, v, probs, dout, dq, dk, dv, 
 		// dP = dO_h V_gᵀ (lower triangle)
 		for i0 := 0; i0 < t; i0 += attnChunk {
 			mm := min(attnChunk, t-i0)
-			sgemmSerial(false, true, mm, i0+mm, g.HD, 1, dout[i0*qd+h*g.HD:], qd, v[kh:], kvd, 0, dp[i0*t:], t)
+			g.scoreRows(mm, i0+mm, 1, dout[i0*qd+h*g.HD:], qd, v[kh:], kvd, dp[i0*t:], t)
 		}
 		// dS = P ⊙ (dP - Σ_j P dP) · scale
 		for i := 0; i < t; i++ {
@@ -265,7 +292,7 @@ func (g attnGeom) attnBackwardSeq(kvh, t int, q, k, v, probs, dout, dq, dk, dv, 
 			zero(dr[i+1:])
 		}
 		// dQ_h += dS K_g ; dK_g += dSᵀ Q_h
-		sgemmSerial(false, false, t, g.HD, t, 1, dp, t, k[kh:], kvd, 1, dq[h*g.HD:], qd)
+		g.pvRows(t, t, dp, t, k[kh:], kvd, true, dq[h*g.HD:], qd)
 		sgemmSerial(true, false, t, g.HD, t, 1, dp, t, q[h*g.HD:], qd, 1, dk[kh:], kvd)
 	}
 }
