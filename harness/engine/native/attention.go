@@ -76,9 +76,15 @@ func softmaxInPlace(s []float32) {
 	for _, v := range s {
 		mx = max(mx, v)
 	}
+	// The first entries' exponentials may come 8 at a time (expDiff8, the
+	// same bits); the sum runs in index order either way.
 	var sum float32
-	for j, v := range s {
-		e := expf(v - mx)
+	k := expDiff8(s, s, mx)
+	for _, e := range s[:k] {
+		sum += e
+	}
+	for j := k; j < len(s); j++ {
+		e := expf(s[j] - mx)
 		s[j] = e
 		sum += e
 	}

@@ -55,12 +55,13 @@ func TestAttn16MatchesGonum(t *testing.T) {
 }
 
 // TestAttn16Engine: sampling and a shared train step of the scale-l model
-// (head dim 16) give the same bits with and without the SIMD kernels.
+// (head dim 16) give the same bits with and without the SIMD kernels
+// (attention and softmax's exponential).
 func TestAttn16Engine(t *testing.T) {
 	if !haveAttn16 {
 		t.Skip("no AVX")
 	}
-	defer func(h bool) { haveAttn16 = h }(haveAttn16)
+	defer func(h, x bool) { haveAttn16, haveExp8 = h, x }(haveAttn16, haveExp8)
 	gen, agg := votingRequests()
 	reqs := append(gen[:6:6], agg[:3]...)
 	for i := range reqs {
@@ -70,7 +71,7 @@ func TestAttn16Engine(t *testing.T) {
 	var stats [2]engine.StepStats
 	var grads [2]*grpoGrads
 	for i, simd := range []bool{false, true} {
-		haveAttn16 = simd
+		haveAttn16, haveExp8 = simd, simd && haveExp8
 		e := votingEngine(t, 2)
 		c, err := e.Generate(context.Background(), reqs)
 		if err != nil {
@@ -91,5 +92,33 @@ func TestAttn16Engine(t *testing.T) {
 	a, b := stats[0].Total, stats[1].Total
 	if a.Loss != b.Loss || a.Entropy != b.Entropy || a.KL != b.KL || a.GradNorm != b.GradNorm || !slices.Equal(grads[0].total, grads[1].total) {
 		t.Errorf("train step: SIMD %+v, gonum %+v (gradients equal: %v)", stats[1].Total, stats[0].Total, slices.Equal(grads[0].total, grads[1].total))
+	}
+}
+
+// TestExpDiff8MatchesExpf: the SIMD exponential of softmax gives expf's
+// bits for every argument from 0 down past its underflow cut.
+func TestExpDiff8MatchesExpf(t *testing.T) {
+	if !haveExp8 {
+		t.Skip("no AVX2")
+	}
+	var src []float32
+	for x := float32(0); x > -95; x -= 0.0003 {
+		src = append(src, x)
+	}
+	src = append(src, float32(math.Copysign(0, -1)), -87.33, -87.329994, -87.33001, float32(math.Inf(-1)), 1e-30, -1e-30)
+	for _, mx := range []float32{0, 1e-30, -2.5} {
+		dst := make([]float32, len(src))
+		n := expDiff8(dst, src, mx)
+		if n != len(src)&^7 {
+			t.Fatalf("wrote %d of %d", n, len(src))
+		}
+		for j := 0; j < n; j++ {
+			if src[j]-mx > 0 {
+				continue
+			}
+			if w := expf(src[j] - mx); math.Float32bits(dst[j]) != math.Float32bits(w) {
+				t.Fatalf("mx %v: exp(%v) = %v, expf %v", mx, src[j]-mx, dst[j], w)
+			}
+		}
 	}
 }
