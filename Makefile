@@ -3,6 +3,10 @@
 # commands on machines without make.
 
 GO ?= go
+# The native engine's SIMD attention kernels (simd/archsimd) need this Go
+# experiment; without it the engine runs the same arithmetic on gonum.
+GOEXPERIMENT ?= simd
+export GOEXPERIMENT
 
 # The commit stamped into bin/marlow (see `marlow version`), for builds
 # where the Go toolchain records no VCS revision; "-dirty" marks

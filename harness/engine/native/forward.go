@@ -24,8 +24,13 @@ type rowBatch struct {
 	kvBase []int32 // [n] row of position 0 of the row's sequence in the K/V store
 	groups []adGroup
 	seqs   []int // training: sequence start rows, len = sequences+1
-	pmax   int   // longest sequence
-	probN  int   // training: saved attention probabilities, Σ_seqs H t²
+	// pre is, per training sequence, the length of the prompt its branches
+	// share (0: a plain sequence; see attnSharedHead), and seg, per row, the
+	// sequence-relative first row of the row's branch (0 in prompts).
+	pre   []int
+	seg   []int32
+	pmax  int // longest sequence
+	probN int // training: saved attention probabilities, Σ_seqs H t²
 	// probSeq is, per row, the offset of its sequence's saved probabilities.
 	probSeq []int
 }
@@ -155,9 +160,16 @@ func (e *Engine) layerForward(l int, b *rowBatch, a *layerActs, x, out, kst, vst
 				sq, h := it/d.H, it%d.H
 				r0, t := b.seqs[sq], b.seqs[sq+1]-b.seqs[sq]
 				pr := e.scores[w]
-				if save {
+				if save && b.pre[sq] == 0 {
 					o := b.probSeq[r0] + h*t*t
 					pr = a.probs[o : o+t*t]
+				}
+				if pre := b.pre[sq]; pre > 0 {
+					if save {
+						pr = a.probs[b.probSeq[r0]:]
+					}
+					geo.attnSharedHead(h, t, pre, b.seg[r0:r0+t], a.qr[r0*d.Q:], kst[r0*d.KVD:], vst[r0*d.KVD:], a.att[r0*d.Q:], pr, save)
+					continue
 				}
 				geo.attnSeqHead(h, t, a.qr[r0*d.Q:], kst[r0*d.KVD:], vst[r0*d.KVD:], a.att[r0*d.Q:], pr)
 			}
@@ -326,6 +338,11 @@ func (e *Engine) layerBackward(l int, b *rowBatch, ad *Adapter, a *layerActs, x,
 		for it := lo; it < hi; it++ {
 			sq, kvh := it/d.KV, it%d.KV
 			r0, t := b.seqs[sq], b.seqs[sq+1]-b.seqs[sq]
+			if pre := b.pre[sq]; pre > 0 {
+				geo.attnBackwardShared(kvh, t, pre, b.seg[r0:r0+t], a.qr[r0*d.Q:], a.kr[r0*d.KVD:], a.v[r0*d.KVD:],
+					a.probs[b.probSeq[r0]:], s.datt[r0*d.Q:], s.dqr[r0*d.Q:], s.dkr[r0*d.KVD:], s.dv[r0*d.KVD:], s.dp[w])
+				continue
+			}
 			geo.attnBackwardSeq(kvh, t, a.qr[r0*d.Q:], a.kr[r0*d.KVD:], a.v[r0*d.KVD:],
 				a.probs[b.probSeq[r0]:], s.datt[r0*d.Q:], s.dqr[r0*d.Q:], s.dkr[r0*d.KVD:], s.dv[r0*d.KVD:], s.dp[w])
 		}

@@ -124,32 +124,22 @@ func (e *Engine) generate(ctx context.Context, reqs []engine.Request, seqs []gen
 		}
 	}
 	// Prefill: every prompt token of every sequence (also finished ones, so
-	// rows stay simple), last row of each sequence gives its first logits.
-	n := 0
-	for _, s := range seqs {
-		n += len(s.prompt)
-	}
-	b := &ws.b
-	b.ids, b.pos, b.kvBase = b.ids[:0], b.pos[:0], b.kvBase[:0]
-	b.groups, b.seqs = b.groups[:0], nil
-	var last []int32
+	// rows stay simple); a sequence whose prompt starts like an earlier
+	// sequence's (same adapter) copies that prefix's keys and values and
+	// prefills only the rest (see planPrefill). The last row of each
+	// sequence gives its first logits.
+	plan := e.planPrefill(seqs, order)
 	var active []int // sequence index per head row
+	slot := make([]int, ns)
 	for _, si := range order {
-		s := &seqs[si]
-		lo := len(b.ids)
-		for p, id := range s.prompt {
-			b.ids = append(b.ids, id)
-			b.pos = append(b.pos, int32(p))
-			b.kvBase = append(b.kvBase, int32(si*capLen))
-		}
-		addGroup(b, lo, len(b.ids), s.ad)
-		if !s.done {
-			last = append(last, int32(len(b.ids)-1))
+		if !seqs[si].done {
+			slot[si] = len(active)
 			active = append(active, si)
 		}
 	}
-	b.n, b.pmax = n, capLen
-	logits := e.inferRows(b, maxRank, last)
+	logits := e.prefill(seqs, order, plan, capLen, maxRank, slot, len(active))
+	b := &ws.b
+	var last []int32
 	for step := 0; len(active) > 0; step++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("native: generate: %w", err)
@@ -191,6 +181,119 @@ func (e *Engine) generate(ctx context.Context, reqs []engine.Request, seqs []gen
 		logits = e.inferRows(b, maxRank, last)
 	}
 	return nil
+}
+
+// prefillPlan says how one sequence is prefilled: its first shared prompt
+// tokens are copied from sequence donor (-1: none), and it is prefilled in
+// wave wave, after its donor's.
+type prefillPlan struct {
+	donor, shared, wave int
+}
+
+// minShared is the shortest shared prefix worth copying.
+const minShared = 8
+
+// planPrefill finds, for each sequence in row order, the earlier sequence
+// on the same adapter whose prompt shares the longest prefix with its own
+// (ties: the earliest wave, then the earliest in row order) and shares at
+// most all but its last prompt token, so that every sequence computes its
+// own last row. A row's keys, values and logits depend only on the row's
+// token, position and the keys and values before it, so a copied prefix
+// gives the same bits as a prefilled one and sampling does not change.
+func (e *Engine) planPrefill(seqs []genSeq, order []int) []prefillPlan {
+	plan := make([]prefillPlan, len(seqs))
+	for k, si := range order {
+		s := &seqs[si]
+		best := prefillPlan{donor: -1}
+		if !e.noShare {
+			for _, dj := range order[:k] {
+				if seqs[dj].ad != s.ad {
+					continue
+				}
+				c := min(commonPrefix(s.prompt, seqs[dj].prompt), len(s.prompt)-1)
+				if c > best.shared || (c == best.shared && best.donor >= 0 && plan[dj].wave < plan[best.donor].wave) {
+					best = prefillPlan{donor: dj, shared: c}
+				}
+			}
+		}
+		if best.shared < minShared {
+			best = prefillPlan{donor: -1}
+		} else {
+			best.wave = plan[best.donor].wave + 1
+		}
+		plan[si] = best
+	}
+	return plan
+}
+
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// prefill runs the prompts of seqs wave by wave (see planPrefill), copying
+// shared prefixes in the KV cache from their donors, and returns the
+// logits [nActive, V] of the sequences' last prompt rows, sequence si at
+// row slot[si] (unfinished sequences only).
+func (e *Engine) prefill(seqs []genSeq, order []int, plan []prefillPlan, capLen, maxRank int, slot []int, nActive int) []float32 {
+	d, ws := e.d, &e.ws
+	b := &ws.b
+	waves := 0
+	for _, p := range plan {
+		waves = max(waves, p.wave+1)
+	}
+	var first []float32
+	if waves > 1 {
+		first = make([]float32, nActive*d.V)
+	}
+	var last []int32
+	var lastSeq []int
+	for w := 0; w < waves; w++ {
+		b.ids, b.pos, b.kvBase = b.ids[:0], b.pos[:0], b.kvBase[:0]
+		b.groups, b.seqs = b.groups[:0], nil
+		last, lastSeq = last[:0], lastSeq[:0]
+		for _, si := range order {
+			s, p := &seqs[si], plan[si]
+			if p.wave != w {
+				continue
+			}
+			if p.donor >= 0 {
+				src, dst := plan[si].donor*capLen*d.KVD, si*capLen*d.KVD
+				for l := 0; l < d.L; l++ {
+					copy(ws.kc[l][dst:dst+p.shared*d.KVD], ws.kc[l][src:src+p.shared*d.KVD])
+					copy(ws.vc[l][dst:dst+p.shared*d.KVD], ws.vc[l][src:src+p.shared*d.KVD])
+				}
+			}
+			lo := len(b.ids)
+			for pos := p.shared; pos < len(s.prompt); pos++ {
+				b.ids = append(b.ids, s.prompt[pos])
+				b.pos = append(b.pos, int32(pos))
+				b.kvBase = append(b.kvBase, int32(si*capLen))
+			}
+			addGroup(b, lo, len(b.ids), s.ad)
+			if !s.done {
+				last = append(last, int32(len(b.ids)-1))
+				lastSeq = append(lastSeq, si)
+			}
+		}
+		b.n, b.pmax = len(b.ids), capLen
+		if b.n == 0 {
+			continue
+		}
+		lg := e.inferRows(b, maxRank, last)
+		if waves == 1 {
+			return lg
+		}
+		for r, si := range lastSeq {
+			copy(first[slot[si]*d.V:(slot[si]+1)*d.V], lg[r*d.V:(r+1)*d.V])
+		}
+	}
+	return first
 }
 
 // addGroup extends the last adapter group when it has the same adapter.

@@ -57,6 +57,11 @@ type grpoBatch struct {
 	agents    []string // grouped by role, then sorted
 	agentRole []int    // agents[a] belongs to roles[agentRole[a]]
 	ntok      int      // completion tokens in all
+	// groups lays the turns out in the forward and backward passes: the
+	// turns of one agent with the same prompt share one copy of it. Groups
+	// follow the order of their first turns, so each agent's rows stay
+	// contiguous.
+	groups []seqGroup
 }
 
 // grpoStep computes the step's statistics and gradients and, when apply,
@@ -77,7 +82,7 @@ func (e *Engine) grpoStep(ctx context.Context, name string, turns []engine.Turn,
 		st.Total.GradNorm, st.GradNormPre = 0, 0
 		return st, nil, nil
 	}
-	b := packGRPO(turns, kept)
+	b := packGRPO(turns, kept, !e.noShare)
 	if err := ctx.Err(); err != nil {
 		return st, nil, fmt.Errorf("native: train step: %w", err)
 	}
@@ -178,8 +183,9 @@ func turnInput(t *engine.Turn) seqInput {
 }
 
 // packGRPO orders the kept turns by (role, agent, index) and lays out their
-// tokens.
-func packGRPO(turns []engine.Turn, kept []int) *grpoBatch {
+// tokens; with share, the turns of an agent with identical prompts form one
+// group that forwards (and backpropagates) the prompt once.
+func packGRPO(turns []engine.Turn, kept []int, share bool) *grpoBatch {
 	slices.SortStableFunc(kept, func(a, b int) int {
 		if c := cmpStr(turns[a].Role, turns[b].Role); c != 0 {
 			return c
@@ -200,7 +206,79 @@ func packGRPO(turns []engine.Turn, kept []int) *grpoBatch {
 		b.ntok += len(t.CompletionIDs)
 		b.seqs[k] = turnInput(t)
 	}
+	b.groups = groupTurns(b, share)
 	return b
+}
+
+// groupTurns groups the turns of b that share a prefix of their inputs
+// (prompt, then completion), agent by agent; a group of one turn is a plain
+// sequence. An agent's turns are sorted by their inputs, so that turns with
+// long common prefixes are neighbours, and cut into runs that maximise the
+// rows not computed twice, Σ (members-1) · shared prefix (prefixes shorter
+// than minShared are not shared): voting's generators thus share each
+// problem's prompt, and its aggregator each problem's text before the
+// candidates. Groups are ordered by their first turns and list their turns
+// in order, so each agent's rows stay contiguous.
+func groupTurns(b *grpoBatch, share bool) []seqGroup {
+	var groups []seqGroup
+	for a0 := 0; a0 < len(b.turns); {
+		a1 := a0 + 1
+		for a1 < len(b.turns) && b.turns[a1].agent == b.turns[a0].agent {
+			a1++
+		}
+		if !share {
+			for k := a0; k < a1; k++ {
+				groups = append(groups, seqGroup{members: []int{k}})
+			}
+			a0 = a1
+			continue
+		}
+		groups = append(groups, groupRun(b.seqs, a0, a1)...)
+		a0 = a1
+	}
+	return groups
+}
+
+// groupRun groups the sequences a0..a1-1 of one agent (see groupTurns).
+func groupRun(seqs []seqInput, a0, a1 int) []seqGroup {
+	n := a1 - a0
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = a0 + i
+	}
+	slices.SortStableFunc(idx, func(x, y int) int { return slices.Compare(seqs[x].ids, seqs[y].ids) })
+	// lcp[i]: common prefix of sorted neighbours i and i+1.
+	lcp := make([]int, max(n-1, 0))
+	for i := range lcp {
+		lcp[i] = commonPrefix(seqs[idx[i]].ids, seqs[idx[i+1]].ids)
+	}
+	// best[i]: most rows saved by the first i sorted sequences; from[i]:
+	// where the last run of that optimum starts, pre[i] its prefix.
+	best, from, pre := make([]int, n+1), make([]int, n+1), make([]int, n+1)
+	for i := 1; i <= n; i++ {
+		best[i], from[i] = best[i-1], i-1
+		mn := math.MaxInt
+		for j := i - 2; j >= 0; j-- {
+			mn = min(mn, lcp[j])
+			if mn < minShared {
+				break
+			}
+			if v := best[j] + (i-j-1)*mn; v > best[i] {
+				best[i], from[i], pre[i] = v, j, mn
+			}
+		}
+	}
+	var groups []seqGroup
+	for i := n; i > 0; i = from[i] {
+		g := seqGroup{members: slices.Clone(idx[from[i]:i])}
+		if len(g.members) > 1 {
+			g.pre = pre[i]
+		}
+		slices.Sort(g.members)
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(x, y seqGroup) int { return x.members[0] - y.members[0] })
+	return groups
 }
 
 // aggWeight is the weight w of each token of a turn of n completion tokens
@@ -256,7 +334,7 @@ func surrogate(lp, lpOld, lpBase, adv, coef, clipLow, clipHigh float64) tokenLos
 func (e *Engine) grpoForward(ad *Adapter, b *grpoBatch, opt engine.TrainOptions) ([]tokenStat, []int32, []float32) {
 	d := e.d
 	toks := make([]tokenStat, b.ntok)
-	sel, tgt := e.buildTrainBatch(b.seqs, nil)
+	sel, tgt := e.buildTrainBatch(b.seqs, b.groups, nil)
 	logits := e.trainForward(nil, sel, false)
 	for j := range sel {
 		toks[j].lpBase, _ = logSoftmaxRow(logits[j*d.V:(j+1)*d.V], opt.Temperature, tgt[j], nil)
@@ -298,7 +376,8 @@ func (e *Engine) grpoBackward(ad *Adapter, b *grpoBatch, sel []int32, dlogits []
 		agentGrad[a] = make([]float32, len(ad.Data))
 	}
 	tb := &e.ws.b
-	for k, g := range b.turns {
+	for k, grp := range b.groups {
+		g := b.turns[grp.members[0]]
 		lo, hi := tb.seqs[k], tb.seqs[k+1]
 		if n := len(gs.ranges); n > 0 && gs.ranges[n-1].hi == lo && &gs.adGrads[n-1][0] == &agentGrad[g.agent][0] {
 			gs.ranges[n-1].hi = hi
@@ -362,7 +441,7 @@ func (e *Engine) LogProbs(adapter string, turns []engine.Turn, temperature float
 		}
 		seqs[i] = turnInput(&turns[i])
 	}
-	sel, tgt := e.buildTrainBatch(seqs, ad)
+	sel, tgt := e.buildTrainBatch(seqs, nil, ad)
 	logits := e.trainForward(ad, sel, false)
 	out := make([][]float32, len(turns))
 	k := 0

@@ -159,7 +159,7 @@ func TestForwardMatchesReference(t *testing.T) {
 			for i := range rows {
 				rows[i] = int32(i)
 			}
-			sel, _ := e.buildTrainBatch([]seqInput{{ids: ids, rows: rows, targets: ids}}, a)
+			sel, _ := e.buildTrainBatch([]seqInput{{ids: ids, rows: rows, targets: ids}}, nil, a)
 			got := e.trainForward(a, sel, false)
 			want := refForward(e, a, ids)
 			worst := 0.0

@@ -88,7 +88,7 @@ func (e *Engine) Supervised(ctx context.Context, batch []Example, opt engine.Tra
 func (e *Engine) supervisedGrad(seqs []seqInput, tokens int) (float64, *Weights) {
 	d := e.d
 	var loss float64
-	sel, tgt := e.buildTrainBatch(seqs, nil)
+	sel, tgt := e.buildTrainBatch(seqs, nil, nil)
 	logits := e.trainForward(nil, sel, true)
 	dlogits := make([]float32, len(sel)*d.V)
 	w := 1 / float64(tokens)

@@ -13,29 +13,81 @@ type seqInput struct {
 	targets []int32 // target token per scored position
 }
 
-// buildTrainBatch packs seqs into ws.b; sel receives the absolute rows to
-// score, tgt their targets.
-func (e *Engine) buildTrainBatch(seqs []seqInput, ad *Adapter) (sel, tgt []int32) {
+// seqGroup is a set of training sequences (indices into a seqInput slice)
+// whose first pre ids are the same prompt: the prompt is laid out once and
+// each member's remaining ids follow it as a branch (see attnSharedHead).
+// pre is 0 for a plain sequence (one member, laid out whole).
+type seqGroup struct {
+	members []int
+	pre     int
+}
+
+// buildTrainBatch packs seqs into ws.b in the layout of groups (nil: each
+// sequence on its own); sel receives the absolute rows to score, tgt their
+// targets, both in the order of seqs.
+func (e *Engine) buildTrainBatch(seqs []seqInput, groups []seqGroup, ad *Adapter) (sel, tgt []int32) {
+	if groups == nil {
+		groups = make([]seqGroup, len(seqs))
+		for i := range groups {
+			groups[i] = seqGroup{members: []int{i}}
+		}
+	}
 	b := &e.ws.b
 	b.ids, b.pos, b.kvBase, b.groups = b.ids[:0], b.pos[:0], b.kvBase[:0], b.groups[:0]
-	b.seqs = b.seqs[:0]
+	b.seqs, b.pre, b.seg = b.seqs[:0], b.pre[:0], b.seg[:0]
 	b.probSeq = b.probSeq[:0]
 	b.pmax, b.probN = 1, 0
-	for _, s := range seqs {
+	// start[i] is the absolute row of seqs[i]'s first id after the prompt
+	// of its group (its first id for a plain sequence), lo[i] its group's
+	// first row and pre[i] its group's prompt length.
+	start, lo0, pre := make([]int, len(seqs)), make([]int, len(seqs)), make([]int, len(seqs))
+	for _, g := range groups {
 		lo := len(b.ids)
 		b.seqs = append(b.seqs, lo)
-		for p, id := range s.ids {
-			b.probSeq = append(b.probSeq, b.probN)
-			b.ids = append(b.ids, id)
-			b.pos = append(b.pos, int32(p))
-			b.kvBase = append(b.kvBase, int32(lo))
+		b.pre = append(b.pre, g.pre)
+		add := func(ids []int32, pos0 int, seg int32) {
+			for p, id := range ids {
+				b.ids = append(b.ids, id)
+				b.pos = append(b.pos, int32(pos0+p))
+				b.kvBase = append(b.kvBase, int32(lo))
+				b.seg = append(b.seg, seg)
+			}
 		}
+		add(seqs[g.members[0]].ids[:g.pre], 0, 0)
+		for _, m := range g.members {
+			start[m], lo0[m], pre[m] = len(b.ids), lo, g.pre
+			seg := int32(0)
+			if g.pre > 0 {
+				seg = int32(len(b.ids) - lo)
+			}
+			add(seqs[m].ids[g.pre:], g.pre, seg)
+		}
+		t := len(b.ids) - lo
+		for range t {
+			b.probSeq = append(b.probSeq, b.probN)
+		}
+		if g.pre == 0 {
+			b.pmax = max(b.pmax, t)
+			b.probN += e.d.H * t * t
+			continue
+		}
+		// A shared group's longest sequence is its prompt and a branch.
+		_, lens := branches(t, g.pre, b.seg[lo:])
+		b.pmax = max(b.pmax, g.pre)
+		for _, nb := range lens {
+			b.pmax = max(b.pmax, g.pre+nb)
+		}
+		b.probN += sharedProbs(e.d.H, g.pre, lens)
+	}
+	for i, s := range seqs {
 		for k, r := range s.rows {
-			sel = append(sel, int32(lo)+r)
+			row := start[i] + int(r) - pre[i]
+			if int(r) < pre[i] {
+				row = lo0[i] + int(r)
+			}
+			sel = append(sel, int32(row))
 			tgt = append(tgt, s.targets[k])
 		}
-		b.pmax = max(b.pmax, len(s.ids))
-		b.probN += e.d.H * len(s.ids) * len(s.ids)
 	}
 	b.seqs = append(b.seqs, len(b.ids))
 	b.n = len(b.ids)

@@ -1,0 +1,107 @@
+//go:build goexperiment.simd && amd64
+
+package native
+
+import "simd/archsimd"
+
+// haveAttn16 says whether the SIMD attention kernels for head dim 16 run
+// here (built with GOEXPERIMENT=simd on a CPU with AVX).
+var haveAttn16 = archsimd.X86.AVX()
+
+// scores16 computes c[i*ldc+j] = 0 + alpha·(q_i · k_j) for m query rows
+// (stride ldq) and n key rows (stride ldk) of head dim 16, adding the
+// products in gonum's DotUnitary order for 16 aligned floats (lanes
+// (0 + x0..3 + x8..11) + (0 + x4..7 + x12..15), then pairwise), so that it
+// gives the bits of sgemmSerial(false, true, ...) with beta 0.
+func scores16(m, n int, alpha float32, q []float32, ldq int, k []float32, ldk int, c []float32, ldc int) {
+	zero := archsimd.BroadcastFloat32x8(0)
+	for i := 0; i < m; i++ {
+		q0 := archsimd.LoadFloat32x8Slice(q[i*ldq : i*ldq+8])
+		q1 := archsimd.LoadFloat32x8Slice(q[i*ldq+8 : i*ldq+16])
+		row := c[i*ldc : i*ldc+n]
+		for j := range row {
+			kj := k[j*ldk : j*ldk+16]
+			s := zero.Add(q0.Mul(archsimd.LoadFloat32x8Slice(kj[:8]))).Add(q1.Mul(archsimd.LoadFloat32x8Slice(kj[8:16])))
+			h := s.GetLo().Add(s.GetHi())
+			h = h.AddPairs(h)
+			h = h.AddPairs(h)
+			var acc float32
+			acc += alpha * h.GetElem(0)
+			row[j] = acc
+		}
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+// pv16 computes out_i = (beta ? out_i : 0) + Σ_j p[i*ldp+j] v_j over n
+// value rows (stride ldv) of head dim 16, skipping zero weights and adding
+// in key order as gonum's AxpyUnitary does, so that it gives the bits of
+// sgemmSerial(false, false, ...) with alpha 1 and beta 0 or 1.
+func pv16(m, n int, p []float32, ldp int, v []float32, ldv int, beta bool, out []float32, ldo int) {
+	for i := 0; i < m; i++ {
+		o := out[i*ldo : i*ldo+16]
+		a0, a1 := archsimd.BroadcastFloat32x8(0), archsimd.BroadcastFloat32x8(0)
+		if beta {
+			a0, a1 = archsimd.LoadFloat32x8Slice(o[:8]), archsimd.LoadFloat32x8Slice(o[8:16])
+		}
+		for j, w := range p[i*ldp : i*ldp+n] {
+			if w == 0 {
+				continue
+			}
+			vj := v[j*ldv : j*ldv+16]
+			b := archsimd.BroadcastFloat32x8(w)
+			a0 = a0.Add(archsimd.LoadFloat32x8Slice(vj[:8]).Mul(b))
+			a1 = a1.Add(archsimd.LoadFloat32x8Slice(vj[8:16]).Mul(b))
+		}
+		a0.StoreSlice(o[:8])
+		a1.StoreSlice(o[8:16])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+// haveExp8 says whether expDiff8 runs here (AVX2).
+var haveExp8 = archsimd.X86.AVX2()
+
+// expDiff8 writes dst[j] = expf(src[j] - mx) for the first multiple of 8
+// entries of src, 8 at a time, and returns how many it wrote. It performs
+// expf's operations in expf's order for arguments at most 0 (softmax's,
+// which the caller guarantees: mx is the maximum), so it gives expf's bits.
+func expDiff8(dst, src []float32, mx float32) int {
+	if !haveExp8 {
+		return 0
+	}
+	const (
+		log2e = 1.44269504088896341
+		ln2hi = 0.693359375
+		ln2lo = -2.12194440e-4
+	)
+	bmx := archsimd.BroadcastFloat32x8(mx)
+	lo := archsimd.BroadcastFloat32x8(-87.33)
+	l2e := archsimd.BroadcastFloat32x8(log2e)
+	half, mhalf := archsimd.BroadcastFloat32x8(0.5), archsimd.BroadcastFloat32x8(-0.5)
+	zero := archsimd.BroadcastFloat32x8(0)
+	hi, lo2 := archsimd.BroadcastFloat32x8(ln2hi), archsimd.BroadcastFloat32x8(ln2lo)
+	c := [8]archsimd.Float32x8{
+		archsimd.BroadcastFloat32x8(1.0 / 5040), archsimd.BroadcastFloat32x8(1.0 / 720), archsimd.BroadcastFloat32x8(1.0 / 120),
+		archsimd.BroadcastFloat32x8(1.0 / 24), archsimd.BroadcastFloat32x8(1.0 / 6), archsimd.BroadcastFloat32x8(0.5),
+		archsimd.BroadcastFloat32x8(1), archsimd.BroadcastFloat32x8(1),
+	}
+	bias := archsimd.BroadcastInt32x8(127)
+	n8 := len(src) &^ 7
+	for j := 0; j < n8; j += 8 {
+		x := archsimd.LoadFloat32x8Slice(src[j : j+8]).Sub(bmx)
+		t := x.Mul(l2e)
+		// n = trunc(t ± 0.5) as in expf (through int32, so -0 becomes 0).
+		n := t.Add(half.Merge(mhalf, t.GreaterEqual(zero))).ConvertToInt32()
+		nf := n.ConvertToFloat32()
+		r := x.Sub(nf.Mul(hi)).Sub(nf.Mul(lo2))
+		p := c[0]
+		for _, ci := range c[1:] {
+			p = ci.Add(r.Mul(p))
+		}
+		scale := n.Add(bias).ShiftAllLeft(23).AsFloat32x8()
+		p.Mul(scale).Masked(x.GreaterEqual(lo)).StoreSlice(dst[j : j+8])
+	}
+	archsimd.ClearAVXUpperBits()
+	return n8
+}
