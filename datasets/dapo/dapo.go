@@ -434,19 +434,11 @@ func checkSchema(sc *arrow.Schema) (colIdx, error) {
 	if c.reward, c.truth, err = s.reward(); err != nil {
 		return c, err
 	}
-	f, i, err = s.field("extra_info", wantExtra)
-	if err != nil {
+	var st *arrow.StructType
+	var idx int
+	var bad error
+	if c.extra, st, idx, bad, err = s.extraIndex(wantExtra); err != nil {
 		return c, err
-	}
-	c.extra = i
-	bad := fmt.Errorf("column %q has type %s, expected %s", "extra_info", f.Type, wantExtra)
-	st, ok := f.Type.(*arrow.StructType)
-	if !ok {
-		return c, bad
-	}
-	idx, ok := st.FieldIdx("index")
-	if !ok {
-		return c, bad
 	}
 	c.index = idx
 	switch st.Field(idx).Type.ID() {
@@ -484,25 +476,36 @@ func checkOpenR1(s schema, c colIdx) (colIdx, error) {
 	if c.reward, c.truth, err = s.reward(); err != nil {
 		return c, err
 	}
-	f, i, err := s.field("extra_info", wantIndex)
+	extra, st, idx, bad, err := s.extraIndex(wantIndex)
 	if err != nil {
 		return c, err
 	}
-	c.extra = i
-	bad := fmt.Errorf("column %q has type %s, expected %s", "extra_info", f.Type, wantIndex)
-	st, ok := f.Type.(*arrow.StructType)
-	if !ok {
-		return c, bad
-	}
-	idx, ok := st.FieldIdx("index")
-	if !ok {
-		return c, bad
-	}
+	c.extra = extra
 	if id := st.Field(idx).Type.ID(); id != arrow.INT64 && id != arrow.STRING {
 		return c, bad
 	}
 	c.index = idx
 	return c, nil
+}
+
+// extraIndex finds the extra_info struct column and its index field. It
+// returns the column's position, its struct type, the field's position and
+// the error to report when a field has the wrong type; err is set when the
+// column is missing or is not a struct with an index field.
+func (s schema) extraIndex(want string) (col int, st *arrow.StructType, idx int, bad, err error) {
+	f, col, err := s.field("extra_info", want)
+	if err != nil {
+		return 0, nil, 0, nil, err
+	}
+	bad = fmt.Errorf("column %q has type %s, expected %s", "extra_info", f.Type, want)
+	st, ok := f.Type.(*arrow.StructType)
+	if !ok {
+		return 0, nil, 0, nil, bad
+	}
+	if idx, ok = st.FieldIdx("index"); !ok {
+		return 0, nil, 0, nil, bad
+	}
+	return col, st, idx, bad, nil
 }
 
 // stringField returns the position of a string field of st.
