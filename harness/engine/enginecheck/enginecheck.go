@@ -348,26 +348,44 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 		return r, err
 	}
 	r.LogProbAdapter = maxAbs(a, b)
-	// Old log-probs: native's current ones shifted per token, so ratios
-	// spread over both sides of the clip range.
+	if err := compareStep(ctx, ne, te, turns, a, &r); err != nil {
+		return r, err
+	}
+	a, b, err = score(AdapterName)
+	if err != nil {
+		return r, err
+	}
+	r.AfterStep = maxAbs(a, b)
+	if r.NativeToTorch, r.TorchToNative, err = compareCrossLoad(ne, te, work, a, b, score); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// compareStep takes one identical train step of AdapterName in both engines
+// and records the relative differences of loss, KL and every role's
+// gradient norm in r. The turns' old log-probs are native's current ones
+// (current) shifted per token, so the ratios spread over both sides of the
+// clip range.
+func compareStep(ctx context.Context, ne *native.Engine, te *torch.Engine, turns []engine.Turn, current [][]float32, r *Report) error {
 	s := stream(99)
 	for i := range turns {
-		turns[i].OldLogProbs = make([]float32, len(a[i]))
-		for j, lp := range a[i] {
+		turns[i].OldLogProbs = make([]float32, len(current[i]))
+		for j, lp := range current[i] {
 			turns[i].OldLogProbs[j] = lp + float32(0.6*(s.uniform()-0.5))
 		}
 	}
 	topt := TrainOptions()
 	ns, err := ne.TrainStep(ctx, AdapterName, turns, topt)
 	if err != nil {
-		return r, err
+		return err
 	}
 	ts, err := te.TrainStep(ctx, AdapterName, turns, topt)
 	if err != nil {
-		return r, err
+		return err
 	}
 	if len(ns.Roles) != len(ts.Roles) || ns.SkippedTurns != ts.SkippedTurns {
-		return r, fmt.Errorf("train step: native has %d roles (%d skipped turns), torch %d (%d)", len(ns.Roles), ns.SkippedTurns, len(ts.Roles), ts.SkippedTurns)
+		return fmt.Errorf("train step: native has %d roles (%d skipped turns), torch %d (%d)", len(ns.Roles), ns.SkippedTurns, len(ts.Roles), ts.SkippedTurns)
 	}
 	r.LossRel = rel(ts.Total.Loss, ns.Total.Loss)
 	r.KLRel = rel(ts.Total.KL, ns.Total.KL)
@@ -376,39 +394,41 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	for i, nr := range ns.Roles {
 		tr := ts.Roles[i]
 		if tr.Role != nr.Role {
-			return r, fmt.Errorf("train step: role %d is %q in native, %q in torch", i, nr.Role, tr.Role)
+			return fmt.Errorf("train step: role %d is %q in native, %q in torch", i, nr.Role, tr.Role)
 		}
 		r.GradNormNative[nr.Role], r.GradNormTorch[nr.Role] = nr.GradNorm, tr.GradNorm
 		r.GradNormRel[nr.Role] = rel(tr.GradNorm, nr.GradNorm)
 		r.LossRel = math.Max(r.LossRel, rel(tr.Loss, nr.Loss))
 		r.KLRel = math.Max(r.KLRel, rel(tr.KL, nr.KL))
 	}
-	a, b, err = score(AdapterName)
-	if err != nil {
-		return r, err
-	}
-	r.AfterStep = maxAbs(a, b)
-	nativeAfter, torchAfter := a, b
+	return nil
+}
+
+// compareCrossLoad saves both engines' adapters under work, loads each
+// engine's checkpoint into the other and scores again; it returns the
+// largest log-prob differences of torch with native's checkpoint against
+// native before (nativeAfter), and of native with torch's against torch
+// before (torchAfter).
+func compareCrossLoad(ne *native.Engine, te *torch.Engine, work string, nativeAfter, torchAfter [][]float32,
+	score func(adapter string) ([][]float32, [][]float32, error)) (nativeToTorch, torchToNative float64, err error) {
 	nd, td := filepath.Join(work, "native"), filepath.Join(work, "torch")
 	if err := ne.Save(nd); err != nil {
-		return r, err
+		return 0, 0, err
 	}
 	if err := te.Save(td); err != nil {
-		return r, err
+		return 0, 0, err
 	}
 	if err := te.Load(nd); err != nil {
-		return r, fmt.Errorf("torch loading native's checkpoint: %w", err)
+		return 0, 0, fmt.Errorf("torch loading native's checkpoint: %w", err)
 	}
 	if err := ne.Load(td); err != nil {
-		return r, fmt.Errorf("native loading torch's checkpoint: %w", err)
+		return 0, 0, fmt.Errorf("native loading torch's checkpoint: %w", err)
 	}
-	a, b, err = score(AdapterName)
+	a, b, err := score(AdapterName)
 	if err != nil {
-		return r, err
+		return 0, 0, err
 	}
-	r.NativeToTorch = maxAbs(nativeAfter, b)
-	r.TorchToNative = maxAbs(torchAfter, a)
-	return r, nil
+	return maxAbs(nativeAfter, b), maxAbs(torchAfter, a), nil
 }
 
 // compareFresh creates the same new adapter in both engines (all seven
