@@ -464,7 +464,10 @@ func TestSlurmPreemption(t *testing.T) {
 			t.Fatalf("scontrol requeue %s: %v: %s", task, err, out)
 		}
 		// Slurm holds a requeued job back (BeginTime, about two minutes);
-		// once status has shown it requeued, release it now.
+		// once status has shown it requeued, release it in a few seconds:
+		// a task started within a second or so of its requeue is killed
+		// by slurmd ("Job credential revoked"), as the old credential of
+		// the same job was revoked at the requeue.
 		shown := false
 		for deadline := time.Now().Add(time.Minute); ; {
 			if s := queueState(t, array, "0"); s == "PENDING" {
@@ -473,7 +476,7 @@ func TestSlurmPreemption(t *testing.T) {
 					t.Errorf("status of the requeued task:\n%s", st)
 				}
 				shown = true
-				if out, err := exec.Command("scontrol", "update", "JobId="+task, "StartTime=now").CombinedOutput(); err != nil {
+				if out, err := exec.Command("scontrol", "update", "JobId="+task, "StartTime=now+3").CombinedOutput(); err != nil {
 					t.Fatalf("scontrol update: %v: %s", err, out)
 				}
 				break
