@@ -16,6 +16,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math"
 
 	"github.com/marlowlab/marlow/harness/study"
@@ -94,6 +95,28 @@ type TrainOptions struct {
 	WeightDecay float64
 	GradClip    float64            // global L2 norm clip; 0 disables
 	KLCoef      map[string]float64 // optional per-role KL-to-base penalty coefficient
+}
+
+// Validate checks the settings every engine's train step relies on: a
+// known loss aggregation, a positive finite temperature, a clip range and
+// optimizer settings in range. The error names the setting; engines prefix
+// their own name.
+func (o TrainOptions) Validate() error {
+	switch o.LossAgg {
+	case TokenMean, SeqMeanTokenMean, SeqMeanTokenSum:
+	default:
+		return fmt.Errorf("unknown loss aggregation %q (want %s, %s or %s)", o.LossAgg, TokenMean, SeqMeanTokenMean, SeqMeanTokenSum)
+	}
+	if !(o.Temperature > 0) || math.IsInf(o.Temperature, 0) {
+		return fmt.Errorf("temperature %v must be positive and finite", o.Temperature)
+	}
+	if o.ClipLow < 0 || o.ClipLow >= 1 || o.ClipHigh < 0 {
+		return fmt.Errorf("clip range low %v high %v is invalid (want 0 <= low < 1, high >= 0)", o.ClipLow, o.ClipHigh)
+	}
+	if o.LR < 0 || o.Beta1 < 0 || o.Beta1 >= 1 || o.Beta2 < 0 || o.Beta2 >= 1 || o.Eps <= 0 || o.WeightDecay < 0 || o.GradClip < 0 {
+		return fmt.Errorf("invalid optimizer settings lr %v betas (%v, %v) eps %v weight decay %v grad clip %v", o.LR, o.Beta1, o.Beta2, o.Eps, o.WeightDecay, o.GradClip)
+	}
+	return nil
 }
 
 // RoleStats are the statistics of one role's share of a train step (or of

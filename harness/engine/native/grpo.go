@@ -402,19 +402,8 @@ func (e *Engine) grpoBackward(ad *Adapter, b *grpoBatch, sel []int32, dlogits []
 }
 
 func checkTrainOptions(opt engine.TrainOptions) error {
-	switch opt.LossAgg {
-	case engine.TokenMean, engine.SeqMeanTokenMean, engine.SeqMeanTokenSum:
-	default:
-		return fmt.Errorf("native: unknown loss aggregation %q (want %s, %s or %s)", opt.LossAgg, engine.TokenMean, engine.SeqMeanTokenMean, engine.SeqMeanTokenSum)
-	}
-	if !(opt.Temperature > 0) || math.IsInf(opt.Temperature, 0) {
-		return fmt.Errorf("native: temperature %v must be positive and finite", opt.Temperature)
-	}
-	if opt.ClipLow < 0 || opt.ClipLow >= 1 || opt.ClipHigh < 0 {
-		return fmt.Errorf("native: clip range low %v high %v is invalid (want 0 <= low < 1, high >= 0)", opt.ClipLow, opt.ClipHigh)
-	}
-	if opt.LR < 0 || opt.Beta1 < 0 || opt.Beta1 >= 1 || opt.Beta2 < 0 || opt.Beta2 >= 1 || opt.Eps <= 0 || opt.WeightDecay < 0 || opt.GradClip < 0 {
-		return fmt.Errorf("native: invalid optimizer settings lr %v betas (%v, %v) eps %v weight decay %v grad clip %v", opt.LR, opt.Beta1, opt.Beta2, opt.Eps, opt.WeightDecay, opt.GradClip)
+	if err := opt.Validate(); err != nil {
+		return fmt.Errorf("native: %w", err)
 	}
 	return nil
 }
