@@ -1,13 +1,10 @@
 package native
 
-import (
-	"math"
-
-	"gonum.org/v1/gonum/blas"
-)
+import "math"
 
 // Causal attention with grouped-query heads. Scores and weighted sums go
-// through gonum's serial kernels: a score is alpha * DotUnitary(q_i, k_j)
+// through gonum's serial kernels (or SIMD kernels that give their bits, see
+// gemmTile and attn16_simd.go): a score is alpha * DotUnitary(q_i, k_j)
 // and an output row is a sequence of AxpyUnitary over the keys in order, so
 // a row gets the same bits whether it is computed alone (decode), with the
 // rows of its sequence (training), or in any batch, as long as key rows sit
@@ -20,13 +17,6 @@ func sgemmSerial(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, 
 	if m == 0 || n == 0 {
 		return
 	}
-	ta, tb := blas.NoTrans, blas.NoTrans
-	if tA {
-		ta = blas.Trans
-	}
-	if tB {
-		tb = blas.Trans
-	}
 	for i0 := 0; i0 < m; i0 += tileM {
 		mm := min(tileM, m-i0)
 		for j0 := 0; j0 < n; j0 += tileN {
@@ -38,7 +28,7 @@ func sgemmSerial(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, 
 			if tB {
 				bs = b[j0*ldb:]
 			}
-			impl.Sgemm(ta, tb, mm, nn, k, alpha, as, lda, bs, ldb, beta, c[i0*ldc+j0:], ldc)
+			gemmTile(tA, tB, mm, nn, k, alpha, as, lda, bs, ldb, beta, c[i0*ldc+j0:], ldc)
 		}
 	}
 }

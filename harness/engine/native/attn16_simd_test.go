@@ -56,12 +56,13 @@ func TestAttn16MatchesGonum(t *testing.T) {
 
 // TestAttn16Engine: sampling and a shared train step of the scale-l model
 // (head dim 16) give the same bits with and without the SIMD kernels
-// (attention and softmax's exponential).
+// (attention, softmax's exponential and the GEMM tiles).
 func TestAttn16Engine(t *testing.T) {
 	if !haveAttn16 {
 		t.Skip("no AVX")
 	}
-	defer func(h, x bool) { haveAttn16, haveExp8 = h, x }(haveAttn16, haveExp8)
+	defer func(h, x, g bool) { haveAttn16, haveExp8, haveGemm = h, x, g }(haveAttn16, haveExp8, haveGemm)
+	simdExp, simdGemm := haveExp8, haveGemm
 	gen, agg := votingRequests()
 	reqs := append(gen[:6:6], agg[:3]...)
 	for i := range reqs {
@@ -71,7 +72,7 @@ func TestAttn16Engine(t *testing.T) {
 	var stats [2]engine.StepStats
 	var grads [2]*grpoGrads
 	for i, simd := range []bool{false, true} {
-		haveAttn16, haveExp8 = simd, simd && haveExp8
+		haveAttn16, haveExp8, haveGemm = simd, simd && simdExp, simd && simdGemm
 		e := votingEngine(t, 2)
 		c, err := e.Generate(context.Background(), reqs)
 		if err != nil {

@@ -73,13 +73,6 @@ func (p pool) gemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int
 		}
 		return
 	}
-	ta, tb := blas.NoTrans, blas.NoTrans
-	if tA {
-		ta = blas.Trans
-	}
-	if tB {
-		tb = blas.Trans
-	}
 	// Balanced tiles no larger than tileM x tileN, and at least one per
 	// thread when the rows allow it.
 	nt := (n + tileN - 1) / tileN
@@ -105,9 +98,22 @@ func (p pool) gemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int
 			} else {
 				bs = b[j0:]
 			}
-			impl.Sgemm(ta, tb, mm, nn, k, alpha, as, lda, bs, ldb, beta, c[i0*ldc+j0:], ldc)
+			gemmTile(tA, tB, mm, nn, k, alpha, as, lda, bs, ldb, beta, c[i0*ldc+j0:], ldc)
 		}
 	})
+}
+
+// gonumTile computes C = alpha*op(A)*op(B) + beta*C on gonum's Sgemm, which
+// runs serially at tile sizes (see tileM, tileN).
+func gonumTile(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	ta, tb := blas.NoTrans, blas.NoTrans
+	if tA {
+		ta = blas.Trans
+	}
+	if tB {
+		tb = blas.Trans
+	}
+	impl.Sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // linear: y[n, out] = x[n, in] · W[out, in]ᵀ.
