@@ -62,9 +62,12 @@ func (g attnGeom) pvRows(m, n int, p []float32, ldp int, v []float32, ldv int, b
 
 // softmaxInPlace turns scores s into probabilities (max-subtracted, float32).
 func softmaxInPlace(s []float32) {
-	mx := float32(math.Inf(-1))
-	for _, v := range s {
-		mx = max(mx, v)
+	mx, ok := max8(s)
+	if !ok {
+		mx = float32(math.Inf(-1))
+		for _, v := range s {
+			mx = max(mx, v)
+		}
 	}
 	// The first entries' exponentials may come 8 at a time (expDiff8, the
 	// same bits); the sum runs in index order either way.
@@ -79,7 +82,7 @@ func softmaxInPlace(s []float32) {
 		sum += e
 	}
 	inv := 1 / sum
-	for j := range s {
+	for j := scale8(s, inv); j < len(s); j++ {
 		s[j] *= inv
 	}
 }

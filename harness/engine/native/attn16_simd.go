@@ -15,13 +15,29 @@ var haveAttn16 = archsimd.X86.AVX()
 // gives the bits of sgemmSerial(false, true, ...) with beta 0.
 func scores16(m, n int, alpha float32, q []float32, ldq int, k []float32, ldk int, c []float32, ldc int) {
 	zero := archsimd.BroadcastFloat32x8(0)
+	al := archsimd.BroadcastFloat32x8(alpha)
+	// order puts the eight finished sums of a block of keys, which come out
+	// as keys 0 2 4 6 1 3 5 7, back in key order.
+	order := archsimd.LoadUint32x8(&[8]uint32{0, 4, 1, 5, 2, 6, 3, 7})
+	n8 := n &^ 7
 	for i := 0; i < m; i++ {
 		q0 := archsimd.LoadFloat32x8Slice(q[i*ldq : i*ldq+8])
 		q1 := archsimd.LoadFloat32x8Slice(q[i*ldq+8 : i*ldq+16])
 		row := c[i*ldc : i*ldc+n]
-		for j := range row {
+		dot := func(j int) archsimd.Float32x8 {
 			kj := k[j*ldk : j*ldk+16]
-			s := zero.Add(q0.Mul(archsimd.LoadFloat32x8Slice(kj[:8]))).Add(q1.Mul(archsimd.LoadFloat32x8Slice(kj[8:16])))
+			return zero.Add(q0.Mul(archsimd.LoadFloat32x8Slice(kj[:8]))).Add(q1.Mul(archsimd.LoadFloat32x8Slice(kj[8:16])))
+		}
+		for j := 0; j < n8; j += 8 {
+			// Eight keys at once: the halves' sums side by side, then the
+			// two horizontal adds of all eight.
+			h01, h23 := halvesSum(dot(j), dot(j+1)), halvesSum(dot(j+2), dot(j+3))
+			h45, h67 := halvesSum(dot(j+4), dot(j+5)), halvesSum(dot(j+6), dot(j+7))
+			f := h01.AddPairsGrouped(h23).AddPairsGrouped(h45.AddPairsGrouped(h67)).Permute(order)
+			zero.Add(al.Mul(f)).StoreSlice(row[j : j+8])
+		}
+		for j := n8; j < n; j++ {
+			s := dot(j)
 			h := s.GetLo().Add(s.GetHi())
 			h = h.AddPairs(h)
 			h = h.AddPairs(h)
@@ -101,6 +117,59 @@ func expDiff8(dst, src []float32, mx float32) int {
 		}
 		scale := n.Add(bias).ShiftAllLeft(23).AsFloat32x8()
 		p.Mul(scale).Masked(x.GreaterEqual(lo)).StoreSlice(dst[j : j+8])
+	}
+	archsimd.ClearAVXUpperBits()
+	return n8
+}
+
+// max8 returns the maximum of s, 8 entries at a time, and true; or false
+// when s is shorter than 8, there is no AVX, or s holds a NaN (for which
+// softmaxInPlace's scalar loop defines the result). The maximum of the
+// other values does not depend on the order they are compared in, up to
+// the sign of a zero maximum, which changes no difference s[j] - mx that
+// softmax exponentiates except -0 - ±0, whose exponential is 1 either way.
+func max8(s []float32) (float32, bool) {
+	if !haveAttn16 || len(s) < 8 {
+		return 0, false
+	}
+	n8 := len(s) &^ 7
+	m := archsimd.LoadFloat32x8Slice(s[:8])
+	nan := m.IsNaN()
+	for j := 8; j < n8; j += 8 {
+		v := archsimd.LoadFloat32x8Slice(s[j : j+8])
+		m = m.Max(v)
+		nan = nan.Or(v.IsNaN())
+	}
+	var lanes [8]float32
+	m.Store(&lanes)
+	bad := nan.ToBits() != 0
+	archsimd.ClearAVXUpperBits()
+	if bad {
+		return 0, false
+	}
+	mx := lanes[0]
+	for _, v := range lanes[1:] {
+		mx = max(mx, v)
+	}
+	for _, v := range s[n8:] {
+		if v != v {
+			return 0, false
+		}
+		mx = max(mx, v)
+	}
+	return mx, true
+}
+
+// scale8 multiplies the first multiple of 8 entries of s by f and returns
+// how many it did (the products are softmaxInPlace's, entry by entry).
+func scale8(s []float32, f float32) int {
+	if !haveAttn16 {
+		return 0
+	}
+	n8 := len(s) &^ 7
+	b := archsimd.BroadcastFloat32x8(f)
+	for j := 0; j < n8; j += 8 {
+		archsimd.LoadFloat32x8Slice(s[j : j+8]).Mul(b).StoreSlice(s[j : j+8])
 	}
 	archsimd.ClearAVXUpperBits()
 	return n8
