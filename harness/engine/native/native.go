@@ -30,10 +30,11 @@
 // spans two agents, so per-agent gradients stay what they are up to fp32
 // rounding.
 //
-// Built with GOEXPERIMENT=simd on amd64 with AVX, attention at head dim 16
-// (every tiny model's) runs on SIMD kernels (attn16_simd.go) that add the
-// same products in the same order as the gonum calls they replace, so both
-// builds give the same bits.
+// Built with GOEXPERIMENT=simd on amd64 with AVX2, the GEMM tiles
+// (gemm_simd.go), attention at head dim 16 (every tiny model's) and
+// softmax (attn16_simd.go) run on SIMD kernels that keep blocks of outputs
+// in registers but add each element's products in the order of the gonum
+// calls and scalar loops they replace, so both builds give the same bits.
 package native
 
 import (
