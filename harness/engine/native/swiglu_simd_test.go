@@ -4,10 +4,13 @@ package native
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"simd/archsimd"
 	"slices"
 	"testing"
+
+	"github.com/marlowlab/marlow/harness/internal/procstat"
 )
 
 // sameBits says whether a and b have the same bits, or are both NaN: x86
@@ -57,7 +60,7 @@ func splitmix(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// TestExpf8MatchesExpf: the 8-wide exponential gives expf's bits for
+// TestExpf8MatchesExpf: the 8- and 16-wide exponentials give expf's bits for
 // float32 arguments spread over every exponent and sign, for every float32
 // near expf's cut-offs and where its reduction changes n, and at the edges.
 func TestExpf8MatchesExpf(t *testing.T) {
@@ -79,35 +82,53 @@ func TestExpf8MatchesExpf(t *testing.T) {
 		}
 	}
 	src = append(src, edgeFloats()...)
-	for len(src)%8 != 0 {
+	for len(src)%16 != 0 {
 		src = append(src, 0)
 	}
-	k := newExpf8()
-	dst := make([]float32, len(src))
-	for j := 0; j < len(src); j += 8 {
-		k.exp(archsimd.LoadFloat32x8Slice(src[j : j+8])).StoreSlice(dst[j : j+8])
-	}
-	for j, x := range src {
-		if w := expf(x); !sameBits(dst[j], w) {
-			t.Fatalf("exp(%v) = %v (%#x), expf %v (%#x)", x, dst[j], math.Float32bits(dst[j]), w, math.Float32bits(w))
+	for _, width := range []int{8, 16} {
+		dst := make([]float32, len(src))
+		switch {
+		case width == 8:
+			k := newExpf8()
+			for j := 0; j < len(src); j += 8 {
+				k.exp(archsimd.LoadFloat32x8Slice(src[j : j+8])).StoreSlice(dst[j : j+8])
+			}
+		case haveElem16:
+			k := newExpf16()
+			for j := 0; j < len(src); j += 16 {
+				k.exp(archsimd.LoadFloat32x16Slice(src[j : j+16])).StoreSlice(dst[j : j+16])
+			}
+		default:
+			t.Log("no AVX-512: 16-wide exponential not tested")
+			continue
+		}
+		for j, x := range src {
+			if w := expf(x); !sameBits(dst[j], w) {
+				t.Fatalf("%d wide: exp(%v) = %v (%#x), expf %v (%#x)", width, x, dst[j], math.Float32bits(dst[j]), w, math.Float32bits(w))
+			}
 		}
 	}
 }
 
-// elemCase runs f once on the scalar code and once with the SIMD kernels
-// and says which outputs differ.
+// elemCase runs f on the scalar code, with the 8-wide kernels and (with
+// AVX-512) with the 16-wide ones, and says which outputs differ.
 func elemCase(t *testing.T, name string, f func() [][]float32) {
 	t.Helper()
-	defer func(h bool) { haveElem8 = h }(haveElem8)
-	haveElem8 = false
+	defer func(h8, h16 bool) { haveElem8, haveElem16 = h8, h16 }(haveElem8, haveElem16)
+	haveElem8, haveElem16 = false, false
 	want := f()
-	haveElem8 = true
-	got := f()
-	for o := range want {
-		for i := range want[o] {
-			if !sameBits(got[o][i], want[o][i]) {
-				t.Fatalf("%s: output %d at %d: SIMD %v (%#x), scalar %v (%#x)", name, o, i,
-					got[o][i], math.Float32bits(got[o][i]), want[o][i], math.Float32bits(want[o][i]))
+	for _, wide := range []bool{false, true} {
+		if wide && !archsimd.X86.AVX512() {
+			continue
+		}
+		haveElem8, haveElem16 = true, wide
+		got := f()
+		for o := range want {
+			for i := range want[o] {
+				if !sameBits(got[o][i], want[o][i]) {
+					t.Fatalf("%s (16 wide %v): output %d at %d: SIMD %v (%#x), scalar %v (%#x)", name, wide, o, i,
+						got[o][i], math.Float32bits(got[o][i]), want[o][i], math.Float32bits(want[o][i]))
+				}
 			}
 		}
 	}
@@ -115,13 +136,13 @@ func elemCase(t *testing.T, name string, f func() [][]float32) {
 
 // TestElem8MatchesScalar: swigluForward, swigluRecompute,
 // swigluBackwardSig and the RMSNorm forward and backward give the scalar
-// code's bits with the SIMD kernels, at every length from 0 to 37 (so every
-// tail), on moderate values mixed with edge values and arbitrary bits.
+// code's bits with the SIMD kernels, at every length from 0 to 53 (so every
+// tail of both widths), on moderate values mixed with edge values and arbitrary bits.
 func TestElem8MatchesScalar(t *testing.T) {
 	if !haveElem8 {
 		t.Skip("no AVX2")
 	}
-	for n := 0; n <= 37; n++ {
+	for n := 0; n <= 53; n++ {
 		key := uint64(n) * 16
 		g, u := elemInputs(n+1, key+1, 6)[1:], elemInputs(n, key+2, 2)
 		dh := elemInputs(n, key+3, 1)
@@ -177,7 +198,7 @@ func TestElem8Engine(t *testing.T) {
 	if !haveElem8 {
 		t.Skip("no AVX2")
 	}
-	defer func(h bool) { haveElem8 = h }(haveElem8)
+	defer func(h8, h16 bool) { haveElem8, haveElem16 = h8, h16 }(haveElem8, haveElem16)
 	gen, agg := votingRequests()
 	reqs := append(gen[:6:6], agg[:3]...)
 	for i := range reqs {
@@ -192,7 +213,7 @@ func TestElem8Engine(t *testing.T) {
 	var stats [2]struct{ loss, ent, kl, norm float64 }
 	var grads [2][]float32
 	for i, simd := range []bool{false, true} {
-		haveElem8 = simd
+		haveElem8, haveElem16 = simd, simd && archsimd.X86.AVX512()
 		e := votingEngine(t, 2)
 		s, g, err := e.grpoStep(context.Background(), "policy", turns, votingTrainOptions(), false)
 		if err != nil {
@@ -203,5 +224,35 @@ func TestElem8Engine(t *testing.T) {
 	}
 	if stats[0] != stats[1] || !slices.Equal(grads[0], grads[1]) {
 		t.Errorf("train step: SIMD %+v, scalar %+v (gradients equal: %v)", stats[1], stats[0], slices.Equal(grads[0], grads[1]))
+	}
+}
+
+// BenchmarkSwiGLU times swigluForward and swigluRecompute on 4096
+// elements (16 rows of the intermediate width 256) with the scalar code,
+// the 8-wide kernels and the 16-wide ones (elements per CPU second).
+func BenchmarkSwiGLU(b *testing.B) {
+	const n = 4096
+	g, u := randVec(n, 1, 4), randVec(n, 2, 1)
+	h, sig := make([]float32, n), make([]float32, n)
+	defer func(h8, h16 bool) { haveElem8, haveElem16 = h8, h16 }(haveElem8, haveElem16)
+	for _, width := range []int{1, 8, 16} {
+		haveElem8, haveElem16 = width > 1 && archsimd.X86.AVX2(), width > 8 && archsimd.X86.AVX512()
+		if (width == 8 && !haveElem8) || (width == 16 && !haveElem16) {
+			continue
+		}
+		b.Run(fmt.Sprintf("width=%d/forward", width), func(b *testing.B) {
+			c0 := procstat.CPUTime()
+			for b.Loop() {
+				swigluForward(h, g, u)
+			}
+			b.ReportMetric(float64(b.N*n)/(procstat.CPUTime()-c0), "elem/cpu-s")
+		})
+		b.Run(fmt.Sprintf("width=%d/recompute", width), func(b *testing.B) {
+			c0 := procstat.CPUTime()
+			for b.Loop() {
+				swigluRecompute(h, sig, g, u)
+			}
+			b.ReportMetric(float64(b.N*n)/(procstat.CPUTime()-c0), "elem/cpu-s")
+		})
 	}
 }
