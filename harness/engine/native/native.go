@@ -33,7 +33,11 @@
 // Built with GOEXPERIMENT=simd on amd64 with AVX, attention at head dim 16
 // (every tiny model's) runs on SIMD kernels (attn16_simd.go) that add the
 // same products in the same order as the gonum calls they replace, so both
-// builds give the same bits.
+// builds give the same bits. With AVX2, SwiGLU (its sigmoid through an expf
+// 8 lanes wide, 16 with AVX-512, that takes expf's branches lane by lane)
+// and the elementwise loops of RMSNorm run on SIMD kernels too
+// (swiglu_simd.go) that perform the scalar code's operations in its order,
+// unfused; RMSNorm's sums stay scalar, in their order.
 package native
 
 import (

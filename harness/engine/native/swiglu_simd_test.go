@@ -61,8 +61,10 @@ func splitmix(x uint64) uint64 {
 }
 
 // TestExpf8MatchesExpf: the 8- and 16-wide exponentials give expf's bits for
-// float32 arguments spread over every exponent and sign, for every float32
-// near expf's cut-offs and where its reduction changes n, and at the edges.
+// float32 arguments spread over every exponent and sign (every 997th bit
+// pattern), for the 8000 float32 around each of expf's cut-offs, around
+// ±ln2/2 and 127.5 ln2 (where its rounding of n changes, the latter to the
+// n > 127 path) and around ±50.6, and at the edge values.
 func TestExpf8MatchesExpf(t *testing.T) {
 	if !haveElem8 {
 		t.Skip("no AVX2")
@@ -71,7 +73,7 @@ func TestExpf8MatchesExpf(t *testing.T) {
 	for b := uint64(0); b < 1<<32; b += 997 {
 		src = append(src, math.Float32frombits(uint32(b)))
 	}
-	for _, c := range []float32{88.72, -87.33, 88.3763, 0.34657359, -0.34657359, 50.6, -50.6} {
+	for _, c := range []float32{88.72, -87.33, 88.3763, 0.34657359, -0.34657359, 50.6, -50.6} { // 88.3763 = 127.5 ln2
 		x := c
 		for i := 0; i < 4000; i++ {
 			x = math.Nextafter32(x, float32(math.Inf(-1)))
