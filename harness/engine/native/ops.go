@@ -144,8 +144,8 @@ func rmsnormForward(y, rstd, x, w []float32, n, d int, eps float32) {
 		r := float32(1 / math.Sqrt(float64(ss/float32(d)+eps)))
 		rstd[i] = r
 		yr := y[i*d : i*d+d]
-		for j, v := range xr {
-			yr[j] = v * r * w[j]
+		for j := rmsnormScale8(yr, xr, r, w); j < d; j++ {
+			yr[j] = xr[j] * r * w[j]
 		}
 	}
 }
@@ -160,7 +160,7 @@ func rmsnormBackward(dx, dy, x, w, rstd []float32, n, d int) {
 			dot += w[j] * dyr[j] * xr[j]
 		}
 		c := r * r * r * dot / float32(d)
-		for j := range xr {
+		for j := rmsnormBackwardRow8(dxr, dyr, xr, w, r, c); j < d; j++ {
 			dxr[j] += r*w[j]*dyr[j] - c*xr[j]
 		}
 	}
@@ -168,10 +168,11 @@ func rmsnormBackward(dx, dy, x, w, rstd []float32, n, d int) {
 
 // rmsnormWeightBackward: dw[d] += Σ_rows dy * x * rstd (sequential over rows).
 func rmsnormWeightBackward(dw, dy, x, rstd []float32, n, d int) {
+	j0 := rmsnormWeight8(dw, dy, x, rstd, n, d)
 	for i := 0; i < n; i++ {
 		r := rstd[i]
 		xr, dyr := x[i*d:i*d+d], dy[i*d:i*d+d]
-		for j := range dw {
+		for j := j0; j < d; j++ {
 			dw[j] += dyr[j] * xr[j] * r
 		}
 	}
@@ -271,7 +272,8 @@ func axpy(alpha float32, x, y []float32) {
 func swigluForward(h, g, u []float32) {
 	u = u[:len(g)]
 	h = h[:len(g)]
-	for i, gv := range g {
+	for i := swigluForward8(h, g, u); i < len(g); i++ {
+		gv := g[i]
 		s := 1 / (1 + expf(-gv))
 		h[i] = gv * s * u[i]
 	}
@@ -281,7 +283,8 @@ func swigluForward(h, g, u []float32) {
 // σ(g) in sig for swigluBackwardSig (one exponential per element).
 func swigluRecompute(h, sig, g, u []float32) {
 	u, h, sig = u[:len(g)], h[:len(g)], sig[:len(g)]
-	for i, gv := range g {
+	for i := swigluRecompute8(h, sig, g, u); i < len(g); i++ {
+		gv := g[i]
 		s := 1 / (1 + expf(-gv))
 		sig[i] = s
 		h[i] = gv * s * u[i]
@@ -292,7 +295,8 @@ func swigluRecompute(h, sig, g, u []float32) {
 // (both overwritten), with σ(g) given in sig; dg may alias sig.
 func swigluBackwardSig(dg, du, dh, g, u, sig []float32) {
 	u, dh, du, dg, sig = u[:len(g)], dh[:len(g)], du[:len(g)], dg[:len(g)], sig[:len(g)]
-	for i, gv := range g {
+	for i := swigluBackwardSig8(dg, du, dh, g, u, sig); i < len(g); i++ {
+		gv := g[i]
 		s := sig[i]
 		dg[i] = dh[i] * u[i] * (s + gv*s*(1-s))
 		du[i] = dh[i] * gv * s
