@@ -4,7 +4,9 @@
 // validation problems (interval.go, with their measured coverage in
 // coverage.go), and the
 // failure-mode detectors (gradient amplification, gradient-mass dominance,
-// role capture), each returning its evidence.
+// role capture), each returning its evidence, and the comparison of the
+// study with the paper's four claims (claims.go): per-unit evidence,
+// counts and a verdict by a stated rule.
 //
 // It reads runs only through harness/runlog and never imports training
 // code, so every number can be rebuilt from logs alone.

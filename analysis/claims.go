@@ -511,6 +511,9 @@ func claimC(st *Study) Claim {
 	}
 	rv, ro := meanEstimate(rateV, p.CI), meanEstimate(rateO, p.CI)
 	diff := DifferenceInterval(rv, ro, p.CI)
+	if diff.HasCI() { // a difference of rates lies in [-1, 1]
+		diff.Lo, diff.Hi = math.Max(-1, diff.Lo), math.Min(1, diff.Hi)
+	}
 	conc.Counts = []Count{{CountRunsV, runsV}, {CountCliffsV, cliffsV}, {CountRunsO, runsO}, {CountCliffsO, cliffsO}, {CountNoData, noData}}
 	conc.Evidence = []Evidence{
 		{Name: fmt.Sprintf("mean cliff rate, voting and orch-workers (%d cells)", len(rateV)), Value: rv},

@@ -16,7 +16,7 @@ func writeClaims(w md, st *analysis.Study) {
 	ciPct := fmt.Sprintf("%g%%", cl.CI*100)
 	w("\n## The paper's claims\n\n")
 	w("Each claim of the paper is judged from the logs by the rule printed under it; no verdict is written by hand. "+
-		"Intervals are %s intervals by the rule of *Definitions* (over seeds and validation problems; for rates over runs, the seed part alone). "+
+		"Intervals are %s intervals by the rule of *Definitions* (over seeds and validation problems; the capture rate and the aggregator's length ratio, which are not recomputed on resampled problems, over seeds alone). "+
 		"A cell is judged only when every condition it compares has %d or more seeds; otherwise it counts as *%s* and the claim cannot rest on it.\n\n",
 		ciPct, analysis.MinClaimSeeds, analysis.NoData)
 	w("| claim | verdict | rests on |\n|---|---|---|\n")
