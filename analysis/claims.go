@@ -659,7 +659,7 @@ func claimD(st *Study) ClaimTest {
 		switch {
 		case len(ind) < MinClaimSeeds:
 			u.Outcome = NoData
-			u.Why = fmt.Sprintf("%d SP runs with capture comparisons; a cell is judged only with %d or more", len(ind), MinClaimSeeds)
+			u.Why = fmt.Sprintf("%s with capture comparisons; a cell is judged only with %d or more", plural(len(ind), "SP run"), MinClaimSeeds)
 		case 2*k > len(ind):
 			u.Outcome, u.Why = Holds, "a strict majority of SP runs captured"
 		case 2*k < len(ind):
@@ -694,6 +694,14 @@ func sum(xs []float64) float64 {
 		s += x
 	}
 	return s
+}
+
+// plural is "n thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func dashIfEmpty(s string) string {
@@ -745,9 +753,9 @@ func headlines(st *Study, gains []SARLGain) []Headline {
 		h := Headline{Paper: ph.label, PaperGain: ph.gain, Condition: ph.cond, Gain: noCI(math.NaN())}
 		switch {
 		case len(sl) != len(paperScales):
-			h.Why = fmt.Sprintf("the study has %d scales, so the paper's %s cannot be matched by rank", len(sl), paperScales[ph.scale])
+			h.Why = fmt.Sprintf("the study has %s, not %d, so the paper's %s cannot be matched by rank", plural(len(sl), "scale"), len(paperScales), paperScales[ph.scale])
 		case len(mathTasks) != 1:
-			h.Why = fmt.Sprintf("the study has %d tasks named like math, so the paper's math task cannot be matched", len(mathTasks))
+			h.Why = fmt.Sprintf("the study has %s whose name contains math, not one, so the paper's math task cannot be matched", plural(len(mathTasks), "task"))
 		default:
 			h.Cell = CellKey{Workflow: ph.workflow, Task: mathTasks[0], Scale: sl[ph.scale]}
 			h.Why = fmt.Sprintf("scale %s stands in for %s, task %s for math", sl[ph.scale], paperScales[ph.scale], mathTasks[0])

@@ -138,6 +138,17 @@ func writeSARLGains(w md, cl *analysis.Claims, ciPct string) {
 				}
 			}
 		}
+		few := false
+		for _, g := range cl.Gains {
+			for _, n := range []int{g.SARLSeeds, g.SPSeeds, g.IPSeeds} {
+				if n > 0 && n < analysis.MinSeeds {
+					few = true
+				}
+			}
+		}
+		if few {
+			w("\nSome rows rest on fewer than %d seeds per condition: as the warning above the matrix says, their intervals leave out or barely estimate the seed-to-seed spread.\n", analysis.MinSeeds)
+		}
 		if len(sig) == 0 {
 			w("\nNo cell's SP or IP differs from SA-RL at the %s level.\n", ciPct)
 		} else {
