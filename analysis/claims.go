@@ -13,10 +13,10 @@ import (
 
 // The comparison with the paper's four claims.
 //
-// Each claim is judged unit by unit (a cell, or for claim c a run) and the
-// units are then counted. A unit's outcome is one of Holds, Against,
-// Undecided or NoData; a test over the units gives Holds, Against or
-// Undecided; a claim's verdict is Reproduced, NotReproduced or
+// Each claim is judged unit by unit (a cell, or a run for the second test
+// of claim c) and the units are then counted. A unit's outcome is one of
+// Holds, Against, Undecided or NoData; a test over the units gives Holds,
+// Against or Undecided; a claim's verdict is Reproduced, NotReproduced or
 // Inconclusive. The rules are stated in the Rule fields, in the words the
 // report prints, and are the ones the code applies:
 //

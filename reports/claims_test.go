@@ -90,7 +90,9 @@ func TestReadmeClaims(t *testing.T) {
 		"| synth-math | voting | m | 3/3/3 |",
 		"### Gains over SA-RL",
 		"| 1.7B math Eval-Opt IP | +0.101 (+10.1 points) | eval-opt/synth-math/m ip |",
-		"| 4B math Voting SP | -0.103 (-10.3 points) | voting/synth-math/l sp |",
+		"| 4B math Voting SP | -0.103 (-10.3 points) | voting/synth-math/l sp | +0.045 [",
+		"| above | as the paper's, significantly | scale m stands in for 1.7B",
+		"| no | opposite to the paper's, not significantly | scale l stands in for 4B",
 		"scale m stands in for 1.7B, task synth-math for math",
 		"Differing from SA-RL at the 95% level: ",
 	} {

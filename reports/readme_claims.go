@@ -156,15 +156,32 @@ func writeSARLGains(w md, cl *analysis.Claims, ciPct string) {
 		}
 	}
 	w("\nThe paper's headline gains over SA-RL, beside the study's cells that stand in for them (the study's three scales, smallest first, for 0.6B, 1.7B and 4B):\n\n")
-	w("| paper's cell | paper's gain | study's cell | study's gain | differs | matched |\n|---|---:|---|---:|---|---|\n")
+	w("| paper's cell | paper's gain | study's cell | study's gain | differs | direction | matched |\n|---|---:|---|---:|---|---|---|\n")
 	for _, h := range cl.Headlines {
-		cell, gain, d := "–", "–", "–"
+		cell, gain, d, dir := "–", "–", "–", "–"
 		if h.Cell != (analysis.CellKey{}) {
 			cell = h.Cell.String() + " " + h.Condition
 		}
 		if h.Found {
-			gain, d = est(h.Gain, true), differs(h.Gain)
+			gain, d, dir = est(h.Gain, true), differs(h.Gain), direction(h.Gain, h.PaperGain)
 		}
-		w("| %s | %+.3f (%+.1f points) | %s | %s | %s | %s |\n", h.Paper, h.PaperGain, 100*h.PaperGain, cellEsc(cell), gain, d, cellEsc(h.Why))
+		w("| %s | %+.3f (%+.1f points) | %s | %s | %s | %s | %s |\n", h.Paper, h.PaperGain, 100*h.PaperGain, cellEsc(cell), gain, d, dir, cellEsc(h.Why))
 	}
+}
+
+// direction compares the sign of the study's gain with the paper's: the
+// same or the opposite, and whether the study's interval excludes 0.
+func direction(e analysis.Estimate, paper float64) string {
+	same := e.Value*paper > 0
+	switch {
+	case e.Excludes(0) && same:
+		return "as the paper's, significantly"
+	case e.Excludes(0):
+		return "opposite to the paper's, significantly"
+	case same:
+		return "as the paper's, not significantly"
+	case e.Value == 0:
+		return "zero"
+	}
+	return "opposite to the paper's, not significantly"
 }
