@@ -4,7 +4,9 @@
 // validation problems (interval.go, with their measured coverage in
 // coverage.go), and the
 // failure-mode detectors (gradient amplification, gradient-mass dominance,
-// role capture), each returning its evidence.
+// role capture), each returning its evidence, and the comparison of the
+// study with the paper's four claims (claims.go): per-unit evidence,
+// counts and a verdict by a stated rule.
 //
 // It reads runs only through harness/runlog and never imports training
 // code, so every number can be rebuilt from logs alone.
@@ -150,19 +152,29 @@ type CondSummary struct {
 	Floor, Drop, AUC     Estimate
 	CeilingStep          float64 // mean over seeds
 	CliffRuns            int     // runs flagged with a terminal cliff
-	GainBaseCeiling      Estimate
-	GainBaseFinal        Estimate
-	GainSARLCeiling      Estimate
-	GainSARLFinal        Estimate
-	samp                 *sampling // what the intervals rest on
-	values               []float64 // per metric, point estimate
+	// CliffRate is the fraction of seeds with a terminal cliff, its
+	// interval by the same rule (the cliff test rerun on resampled
+	// problems gives its problem part).
+	CliffRate       Estimate
+	GainBaseCeiling Estimate
+	GainBaseFinal   Estimate
+	GainSARLCeiling Estimate
+	GainSARLFinal   Estimate
+	samp            *sampling // what the intervals rest on
+	values          []float64 // per metric, point estimate
 }
 
 // metricNames are the metrics carrying bootstrap intervals, in order.
-var metricNames = []string{"base", "ceiling", "final", "floor", "drop", "auc"}
+// "cliff" is the terminal-cliff indicator (1 or 0), whose mean over seeds
+// is the cliff rate.
+var metricNames = []string{"base", "ceiling", "final", "floor", "drop", "auc", "cliff"}
 
 func metricVector(m Metrics) []float64 {
-	return []float64{m.Base, m.Ceiling, m.Final, m.Floor, m.Drop, m.AUC}
+	cliff := 0.0
+	if m.Cliff.Cliff {
+		cliff = 1
+	}
+	return []float64{m.Base, m.Ceiling, m.Final, m.Floor, m.Drop, m.AUC, cliff}
 }
 
 // CellResult is every condition of a cell side by side.

@@ -55,9 +55,9 @@ func cellEsc(s string) string {
 // md appends formatted markdown to the document being built.
 type md func(format string, a ...any)
 
-// readme renders README.md: the matrix, findings, figures, failure-mode
-// evidence, definitions and parameters, provenance and the rebuild
-// command.
+// readme renders README.md: the matrix, findings, the comparison with the
+// paper's claims, figures, failure-mode evidence, definitions and
+// parameters, provenance and the rebuild command.
 func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	var b strings.Builder
 	w := md(func(format string, a ...any) { fmt.Fprintf(&b, format, a...) })
@@ -70,6 +70,7 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	for _, s := range findings(st) {
 		w("- %s\n", s)
 	}
+	writeClaims(w, st)
 
 	writeFigures(w, figs)
 	writeCliffs(w, st)

@@ -243,3 +243,125 @@ func writeRun(dir string, r *runlog.Run) (err error) {
 	}
 	return w.SetStatus(runlog.StatusDone, "")
 }
+
+// Capture selects the role rows of a synthetic SP run (see Arm).
+type Capture int
+
+const (
+	// NoRoleRows: no per-role validation rows or samples.
+	NoRoleRows Capture = iota
+	// Captured: the second role's format compliance falls from 0.95 to
+	// 0.35 and its output length from 8 to 68, while its outputs turn
+	// into the first role's (role capture).
+	Captured
+	// NotCaptured: the second role keeps its format and its outputs.
+	NotCaptured
+)
+
+// Arm describes the runs of one condition of one cell of a synthetic
+// study (Study): Seeds runs validated at steps 0, 10, ..., 100 with the
+// accuracy curve Curve(seed) (11 points) on 40 problems.
+type Arm struct {
+	Workflow, Cond, Task, Scale string
+	Seeds                       int
+	Curve                       func(seed int) []float64
+	// EvalWorkflows are the workflows an sa-rl run (trained in single) is
+	// validated in, each with Curve; empty for other conditions.
+	EvalWorkflows []string
+	// Amplify makes the many-agent role's gradient norm jump five-fold from step
+	// 51 with same-role cosine 0.8 (gradient amplification); otherwise
+	// the norm is flat.
+	Amplify bool
+	// Capture sets the per-role rows and samples of a trained run (see
+	// Study for its roles).
+	Capture Capture
+}
+
+// Study returns the runs of the arms. Trained runs have 100 steps of step
+// rows of the workflow's many-agent role (workers in orch-workers,
+// generators elsewhere; policy "shared" under sp, the role's own policy
+// otherwise) and, except in single, of a second role (aggregator in
+// voting, evaluator in eval-opt, synthesizer in orch-workers); the first
+// holds 80% of a shared policy's gradient mass. Every
+// manifest sets bootstrap to 200 replicates, to keep tests fast.
+func Study(arms ...Arm) []*runlog.Run {
+	var runs []*runlog.Run
+	st := Steps(11, 10)
+	nan := func(int) float64 { return math.NaN() }
+	for _, a := range arms {
+		for seed := 1; seed <= a.Seeds; seed++ {
+			id := fmt.Sprintf("%s-%s-%s-%s-seed%d", a.Workflow, a.Cond, a.Scale, a.Task, seed)
+			r := &runlog.Run{Dir: "runs/fixture/" + id, Manifest: Manifest(id, a.Workflow, a.Cond, a.Task, a.Scale, seed)}
+			r.Manifest.Analysis = map[string]float64{"bootstrap": 200}
+			wfs := []string{a.Workflow}
+			if len(a.EvalWorkflows) > 0 {
+				r.Manifest.EvalWorkflows = append([]string(nil), a.EvalWorkflows...)
+				wfs = a.EvalWorkflows
+			}
+			c := a.Curve(seed)
+			steps := st
+			if a.Cond == "base" {
+				steps, c = st[:1], c[:1]
+			}
+			for _, wf := range wfs {
+				r.Evals = append(r.Evals, Evals(id, wf, steps, c)...)
+				r.Samples = append(r.Samples, FinalSamples(id, wf, steps, c, 40)...)
+			}
+			if a.Cond != "base" {
+				r.Manifest.TotalSteps = 100
+				norm := Const(1)
+				if a.Amplify {
+					norm = func(s int) float64 {
+						if s > 50 {
+							return 5
+						}
+						return 1
+					}
+				}
+				first, second := firstRole(a.Workflow), secondRole[a.Workflow]
+				genPol, secPol := first, second
+				if a.Cond == "sp" {
+					genPol, secPol = "shared", "shared"
+				}
+				cos := Const(0.8)
+				if a.Workflow == "single" {
+					cos = nan
+				}
+				r.Steps = RoleSteps(id, genPol, first, 100, norm, cos, Const(0.8))
+				if second != "" {
+					r.Steps = append(r.Steps, RoleSteps(id, secPol, second, 100, Const(0.5), nan, Const(0.2))...)
+				}
+				if a.Capture != NoRoleRows && second != "" {
+					r.Evals = append(r.Evals, RoleEvals(id, a.Workflow, first, st, Const(0.9), Const(60))...)
+					format, length := Const(0.95), Const(8)
+					late := Aggregator
+					if a.Capture == Captured {
+						format = func(i int) float64 { return 0.95 - 0.06*float64(i) }
+						length = func(i int) float64 { return 8 + 6*float64(i) }
+						late = func(j int) string { return strings.Replace(Generator(j+1), "Answer:", "Selected answer:", 1) }
+					}
+					r.Evals = append(r.Evals, RoleEvals(id, a.Workflow, second, st, format, length)...)
+					for _, s := range []int64{0, 100} {
+						r.Samples = append(r.Samples, RoleSamples(id, a.Workflow, first, genPol, s, 6, Generator)...)
+					}
+					r.Samples = append(r.Samples, RoleSamples(id, a.Workflow, second, secPol, 0, 6, Aggregator)...)
+					r.Samples = append(r.Samples, RoleSamples(id, a.Workflow, second, secPol, 100, 6, late)...)
+				}
+			}
+			runs = append(runs, r)
+		}
+	}
+	return runs
+}
+
+// firstRole is the role of a workflow with several agents per episode
+// (workers in orch-workers, generators elsewhere); secondRole is the role
+// beside it in the synthetic rows ("" in single).
+func firstRole(workflow string) string {
+	if workflow == "orch-workers" {
+		return "worker"
+	}
+	return "generator"
+}
+
+var secondRole = map[string]string{"eval-opt": "evaluator", "voting": "aggregator", "orch-workers": "synthesizer"}

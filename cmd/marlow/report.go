@@ -17,13 +17,15 @@ func newReportCmd() *cobra.Command {
 		Use:   "report " + sourceArg + "...",
 		Short: "Write an experiment's report (README.md, figures/, summary.parquet) from its run logs",
 		Long: "report analyses the runs of one experiment and writes a report folder: README.md (matrix\n" +
-			"table, findings, figures, failure-mode evidence, definitions, parameters, provenance and the\n" +
-			"command that rebuilds it), figures/ (PNG and SVG) and summary.parquet. The source is a spec\n" +
-			"file (its runs are read from <runs>/<experiment>, --runs defaulting to runs), a runs folder,\n" +
-			"or a .tar.zst archive written by marlow archive; several sources are merged into one study\n" +
-			"(runs gathered from several clusters, or archived seed by seed), and a run present in two of\n" +
-			"them with different bytes is an error naming it. The same logs give byte-identical output.\n" +
-			"--only keeps the runs whose id matches a glob. --out defaults to reports/<experiment>.\n\n" +
+			"table, findings, the comparison with the paper's four claims with their rules, counts,\n" +
+			"intervals and verdicts, figures, failure-mode evidence, definitions, parameters, provenance\n" +
+			"and the command that rebuilds it), figures/ (PNG and SVG) and summary.parquet. The source is\n" +
+			"a spec file (its runs are read from <runs>/<experiment>, --runs defaulting to runs), a runs\n" +
+			"folder, or a .tar.zst archive written by marlow archive; several sources are merged into one\n" +
+			"study (runs gathered from several clusters, or archived seed by seed), and a run present in\n" +
+			"two of them with different bytes is an error naming it. The same logs give byte-identical\n" +
+			"output. --only keeps the runs whose id matches a glob. --out defaults to\n" +
+			"reports/<experiment>.\n\n" +
 			"Every run must be done: runs that are running, crashed, interrupted or failed (and, with a\n" +
 			"spec, planned runs with no folder yet) make report refuse, listing them, unless --partial;\n" +
 			"then the report says it is partial and lists each such run at its top. Segments are checked\n" +

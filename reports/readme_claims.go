@@ -1,0 +1,187 @@
+package reports
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/marlowlab/marlow/analysis"
+)
+
+// writeClaims writes the comparison with the paper's four claims, the
+// gains over SA-RL per cell and the paper's headline gains, all computed
+// by analysis.CompareClaims.
+func writeClaims(w md, st *analysis.Study) {
+	cl := analysis.CompareClaims(st)
+	ciPct := fmt.Sprintf("%g%%", cl.CI*100)
+	w("\n## The paper's claims\n\n")
+	w("Each claim of the paper is judged from the logs by the rule printed under it; no verdict is written by hand. "+
+		"Intervals are %s intervals by the rule of *Definitions* (over seeds and validation problems; the capture rate and the aggregator's length ratio, which are not recomputed on resampled problems, over seeds alone). "+
+		"A cell is judged only when every condition it compares has %d or more seeds; otherwise it counts as *%s* and the claim cannot rest on it.\n\n",
+		ciPct, analysis.MinClaimSeeds, analysis.NoData)
+	w("| claim | verdict | rests on |\n|---|---|---|\n")
+	for _, c := range cl.Claims {
+		var rests []string
+		for _, t := range c.Tests {
+			rests = append(rests, t.Name+": "+countsText(t))
+		}
+		w("| %s. %s | **%s** | %s |\n", c.ID, cellEsc(c.Statement), c.Verdict, cellEsc(strings.Join(rests, "; ")))
+	}
+	w("\n")
+	for _, c := range cl.Claims {
+		w("### %s. %s\n\n**Verdict: %s.** %s\n\n", c.ID, c.Statement, c.Verdict, c.Why)
+		if len(c.Tests) > 1 {
+			w("%s\n\n", c.Rule)
+		}
+		for _, t := range c.Tests {
+			if len(c.Tests) > 1 {
+				w("#### %s: %s\n\n%s\n\n", t.Name, t.Outcome, t.Why)
+			}
+			w("Rule: %s\n\n", t.Rule)
+			w("Counts: %s.\n\n", countsText(t))
+			if len(t.Evidence) > 0 {
+				for _, e := range t.Evidence {
+					w("- %s: %s\n", e.Name, evidenceText(e))
+				}
+				w("\n")
+			}
+			writeUnits(w, t.Units)
+		}
+	}
+	writeSARLGains(w, cl, ciPct)
+}
+
+// countsText lists a test's counts: "holds 3, against 1, ...".
+func countsText(t analysis.ClaimTest) string {
+	parts := make([]string, len(t.Counts))
+	for i, c := range t.Counts {
+		parts[i] = fmt.Sprintf("%s %d", c.Label, c.N)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func evidenceText(e analysis.Evidence) string {
+	if e.Count != "" {
+		return e.Count
+	}
+	return est(e.Value, e.Signed)
+}
+
+// writeUnits writes the table of a test's units (cells, or runs when any
+// unit names a run).
+func writeUnits(w md, units []analysis.ClaimUnit) {
+	if len(units) == 0 {
+		w("No cell or run to show.\n\n")
+		return
+	}
+	runs := units[0].Run != ""
+	head := "| task | workflow | scale |"
+	align := "|---|---|---|"
+	if runs {
+		head += " run |"
+		align += "---|"
+	}
+	for _, e := range units[0].Evidence {
+		head += " " + cellEsc(e.Name) + " |"
+		if e.Count != "" {
+			align += "---|"
+		} else {
+			align += "---:|"
+		}
+	}
+	w("%s outcome | why |\n%s---|---|\n", head, align)
+	for _, u := range units {
+		row := fmt.Sprintf("| %s | %s | %s |", cellEsc(u.Cell.Task), cellEsc(u.Cell.Workflow), cellEsc(u.Cell.Scale))
+		if runs {
+			row += " " + cellEsc(u.Run) + " |"
+		}
+		for _, e := range u.Evidence {
+			row += " " + cellEsc(evidenceText(e)) + " |"
+		}
+		w("%s %s | %s |\n", row, u.Outcome, cellEsc(u.Why))
+	}
+	w("\n")
+}
+
+// differs names how a gain's interval stands against 0.
+func differs(e analysis.Estimate) string {
+	switch {
+	case math.IsNaN(e.Value):
+		return "–"
+	case e.Excludes(0) && e.Value > 0:
+		return "above"
+	case e.Excludes(0) && e.Value < 0:
+		return "below"
+	}
+	return "no"
+}
+
+// writeSARLGains writes the gains of SP and IP over SA-RL per cell, the
+// cells that differ, and the paper's headline gains beside the study's.
+func writeSARLGains(w md, cl *analysis.Claims, ciPct string) {
+	w("### Gains over SA-RL\n\n")
+	if len(cl.Gains) == 0 {
+		w("No cell has SA-RL next to SP or IP.\n")
+	} else {
+		w("Final accuracy of SP and IP minus that of SA-RL evaluated in the same workflow, with the %s interval of the difference; *differs* says whether the interval lies above or below 0.\n\n", ciPct)
+		w("| task | workflow | scale | seeds SA-RL/SP/IP | SP − SA-RL | differs | IP − SA-RL | differs |\n|---|---|---|---|---:|---|---:|---|\n")
+		var sig []string
+		for _, g := range cl.Gains {
+			w("| %s | %s | %s | %d/%d/%d | %s | %s | %s | %s |\n", cellEsc(g.Cell.Task), cellEsc(g.Cell.Workflow), cellEsc(g.Cell.Scale),
+				g.SARLSeeds, g.SPSeeds, g.IPSeeds, est(g.SP, true), differs(g.SP), est(g.IP, true), differs(g.IP))
+			for _, x := range []struct {
+				name string
+				e    analysis.Estimate
+			}{{"SP", g.SP}, {"IP", g.IP}} {
+				if d := differs(x.e); d == "above" || d == "below" {
+					sig = append(sig, fmt.Sprintf("%s %s (%s, %s)", g.Cell, x.name, sf3(x.e.Value), d))
+				}
+			}
+		}
+		few := false
+		for _, g := range cl.Gains {
+			for _, n := range []int{g.SARLSeeds, g.SPSeeds, g.IPSeeds} {
+				if n > 0 && n < analysis.MinSeeds {
+					few = true
+				}
+			}
+		}
+		if few {
+			w("\nSome rows rest on fewer than %d seeds per condition: as the warning above the matrix says, their intervals leave out or barely estimate the seed-to-seed spread.\n", analysis.MinSeeds)
+		}
+		if len(sig) == 0 {
+			w("\nNo cell's SP or IP differs from SA-RL at the %s level.\n", ciPct)
+		} else {
+			w("\nDiffering from SA-RL at the %s level: %s.\n", ciPct, strings.Join(sig, "; "))
+		}
+	}
+	w("\nThe paper's headline gains over SA-RL, beside the study's cells that stand in for them (the study's three scales, smallest first, for 0.6B, 1.7B and 4B):\n\n")
+	w("| paper's cell | paper's gain | study's cell | study's gain | differs | direction | matched |\n|---|---:|---|---:|---|---|---|\n")
+	for _, h := range cl.Headlines {
+		cell, gain, d, dir := "–", "–", "–", "–"
+		if h.Cell != (analysis.CellKey{}) {
+			cell = h.Cell.String() + " " + h.Condition
+		}
+		if h.Found {
+			gain, d, dir = est(h.Gain, true), differs(h.Gain), direction(h.Gain, h.PaperGain)
+		}
+		w("| %s | %+.3f (%+.1f points) | %s | %s | %s | %s | %s |\n", h.Paper, h.PaperGain, 100*h.PaperGain, cellEsc(cell), gain, d, dir, cellEsc(h.Why))
+	}
+}
+
+// direction compares the sign of the study's gain with the paper's: the
+// same or the opposite, and whether the study's interval excludes 0.
+func direction(e analysis.Estimate, paper float64) string {
+	same := e.Value*paper > 0
+	switch {
+	case e.Excludes(0) && same:
+		return "as the paper's, significantly"
+	case e.Excludes(0):
+		return "opposite to the paper's, significantly"
+	case same:
+		return "as the paper's, not significantly"
+	case e.Value == 0:
+		return "zero"
+	}
+	return "opposite to the paper's, not significantly"
+}
