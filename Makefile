@@ -7,6 +7,10 @@ GO ?= go
 # experiment; without it the engine runs the same arithmetic on gonum.
 GOEXPERIMENT ?= simd
 export GOEXPERIMENT
+# Logs are byte-identical only without fused multiply-adds: at GOAMD64=v3
+# and above the compiler fuses a*b+c in scalar code, which changes bits.
+GOAMD64 := v1
+export GOAMD64
 
 # The commit stamped into bin/marlow (see `marlow version`), for builds
 # where the Go toolchain records no VCS revision; "-dirty" marks
