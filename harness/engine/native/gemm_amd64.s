@@ -2,15 +2,15 @@
 
 #include "textflag.h"
 
-// func ntDot4x2(a *float32, lda int, b *float32, ldb int, k16 int, f *[8]float32)
+// func ntBlock4x2(a *float32, lda int, b *float32, ldb int, k16 int, alpha float32, c *float32, ldc int)
 //
-// The eight dot products of rows a, a+lda, a+2lda, a+3lda with rows b,
-// b+ldb over k16 floats (a multiple of 16; B rows 16-byte aligned), each as
-// gonum's DotUnitary adds them: one 8-lane sum per product over 8-float
-// groups (its two 4-lane sums side by side), then lo+hi, then two
-// horizontal adds. f gets rows 0..3 of column 0, then rows 0..3 of column 1.
-// Strides are in floats.
-TEXT ·ntDot4x2(SB), NOSPLIT, $0-48
+// One 4x2 block of gemmNT for k a multiple of 16 (B rows 16-byte
+// aligned): the eight dot products of rows a, a+lda, a+2lda, a+3lda with
+// rows b, b+ldb over k16 floats, each as gonum's DotUnitary adds them (one
+// 8-lane sum per product over 8-float groups, its two 4-lane sums side by
+// side; then lo+hi; then two horizontal adds), and c[r*ldc+j] +=
+// alpha*dot(r, j), as gonum's serial NT kernel does. Strides are in floats.
+TEXT ·ntBlock4x2(SB), NOSPLIT, $0-64
 	MOVQ a+0(FP), SI
 	MOVQ lda+8(FP), R8
 	SHLQ $2, R8
@@ -19,7 +19,9 @@ TEXT ·ntDot4x2(SB), NOSPLIT, $0-48
 	SHLQ $2, R9
 	MOVQ k16+32(FP), CX
 	SHLQ $2, CX
-	MOVQ f+40(FP), DX
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R14
+	SHLQ $2, R14
 	LEAQ (SI)(R8*1), R10
 	LEAQ (R10)(R8*1), R11
 	LEAQ (R11)(R8*1), R12
@@ -77,6 +79,30 @@ finish:
 	VHADDPS Y10, Y8, Y8
 	VHADDPS Y14, Y12, Y12
 	VHADDPS Y12, Y8, Y8
-	VMOVUPS Y8, (DX)
+	// Y8 = [rows 0..3 of column 0 | rows 0..3 of column 1]; times alpha.
+	VBROADCASTSS alpha+40(FP), Y9
+	VMULPS Y9, Y8, Y8
+	VEXTRACTF128 $1, Y8, X10
+	// X12 = [r0c0 r0c1 r1c0 r1c1], X13 = [r2c0 r2c1 r3c0 r3c1]
+	VUNPCKLPS X10, X8, X12
+	VUNPCKHPS X10, X8, X13
+	// row r: c[r*ldc : r*ldc+2] += its pair (the other lanes are not stored)
+	VMOVSD (DX), X14
+	VADDPS X12, X14, X14
+	VMOVSD X14, (DX)
+	ADDQ R14, DX
+	VMOVHLPS X12, X12, X12
+	VMOVSD (DX), X14
+	VADDPS X12, X14, X14
+	VMOVSD X14, (DX)
+	ADDQ R14, DX
+	VMOVSD (DX), X14
+	VADDPS X13, X14, X14
+	VMOVSD X14, (DX)
+	ADDQ R14, DX
+	VMOVHLPS X13, X13, X13
+	VMOVSD (DX), X14
+	VADDPS X13, X14, X14
+	VMOVSD X14, (DX)
 	VZEROUPPER
 	RET

@@ -112,18 +112,7 @@ func gemmNT(m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb i
 		for ; j+2 <= n; j += 2 {
 			b0, b1 := b[j*ldb:], b[(j+1)*ldb:]
 			if k16 == k {
-				// f holds rows i..i+3 of column j, then of column j+1.
-				var f [8]float32
-				ntDot4x2(&a0[0], lda, &b0[0], ldb, k16, &f)
-				cb := c[i*ldc+j:]
-				cb[0] += alpha * f[0]
-				cb[1] += alpha * f[4]
-				cb[ldc] += alpha * f[1]
-				cb[ldc+1] += alpha * f[5]
-				cb[2*ldc] += alpha * f[2]
-				cb[2*ldc+1] += alpha * f[6]
-				cb[3*ldc] += alpha * f[3]
-				cb[3*ldc+1] += alpha * f[7]
+				ntBlock4x2(&a0[0], lda, &b0[0], ldb, k16, alpha, &c[i*ldc+j], ldc)
 				continue
 			}
 			s00, s01, s10, s11 := z, z, z, z
@@ -239,12 +228,12 @@ func gemmNT8(m, n int, alpha float32, a []float32, lda int, b []float32, ldb int
 	}
 }
 
-// ntDot4x2 (gemm_amd64.s) computes the eight dot products of a 4x2 block
-// of gemmNT when k is a multiple of 16: f = rows 0..3 of column 0, then of
-// column 1, each DotUnitary's bits (before alpha).
+// ntBlock4x2 (gemm_amd64.s) computes a 4x2 block of gemmNT when k is a
+// multiple of 16 and adds alpha times each dot product to its element of c
+// (the block's top-left at c), with the bits of gonum's serial kernel.
 //
 //go:noescape
-func ntDot4x2(a *float32, lda int, b *float32, ldb int, k16 int, f *[8]float32)
+func ntBlock4x2(a *float32, lda int, b *float32, ldb int, k16 int, alpha float32, c *float32, ldc int)
 
 // halvesSum returns [lo(x)+hi(x), lo(y)+hi(y)]: for two 8-lane dot sums,
 // DotUnitary's first sum plus its second, side by side.
