@@ -50,13 +50,15 @@ reproduce: build
 	./bin/marlow run seeds/paper.yaml; \
 	./bin/marlow report seeds/paper.yaml --out reports/paper
 
-## figures: rebuild every committed report from its stored log archive
-## (reports/<experiment>/logs.tar.zst, made with `marlow archive`).
+## figures: rebuild every committed report from its stored log archives
+## (reports/<experiment>/*.tar.zst, made with `marlow archive`; a study
+## archived seed by seed has one archive per seed, merged into one report).
 figures: build
-	@set -e; for a in reports/*/logs.tar.zst; do \
-		[ -e "$$a" ] || continue; \
-		echo "marlow report $$a"; \
-		./bin/marlow report "$$a" --out "$$(dirname "$$a")"; \
+	@set -e; for d in reports/*/; do \
+		set -- "$$d"*.tar.zst; \
+		[ -e "$$1" ] || continue; \
+		echo "marlow report $$*"; \
+		./bin/marlow report "$$@" --out "$${d%/}"; \
 	done
 
 ## test: gofmt check, go vet ./..., go test ./...
