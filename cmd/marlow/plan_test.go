@@ -26,8 +26,15 @@ func init() {
 
 func runCLI(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runCLIIn(t, "", env, args...)
+}
+
+// runCLIIn is runCLI in working directory dir ("" for the test's own).
+func runCLIIn(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	a, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "MARLOW_TEST_RUN_MAIN=1", "MARLOW_TEST_ARGS="+string(a)), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
