@@ -79,44 +79,17 @@ func pv16(m, n int, p []float32, ldp int, v []float32, ldv int, beta bool, out [
 var haveExp8 = archsimd.X86.AVX2()
 
 // expDiff8 writes dst[j] = expf(src[j] - mx) for the first multiple of 8
-// entries of src, 8 at a time, and returns how many it wrote. It performs
-// expf's operations in expf's order for arguments at most 0 (softmax's,
-// which the caller guarantees: mx is the maximum), so it gives expf's bits.
+// entries of src, 8 at a time (expf8.exp, which gives expf's bits), and
+// returns how many it wrote.
 func expDiff8(dst, src []float32, mx float32) int {
 	if !haveExp8 {
 		return 0
 	}
-	const (
-		log2e = 1.44269504088896341
-		ln2hi = 0.693359375
-		ln2lo = -2.12194440e-4
-	)
+	k := newExpf8()
 	bmx := archsimd.BroadcastFloat32x8(mx)
-	lo := archsimd.BroadcastFloat32x8(-87.33)
-	l2e := archsimd.BroadcastFloat32x8(log2e)
-	half, mhalf := archsimd.BroadcastFloat32x8(0.5), archsimd.BroadcastFloat32x8(-0.5)
-	zero := archsimd.BroadcastFloat32x8(0)
-	hi, lo2 := archsimd.BroadcastFloat32x8(ln2hi), archsimd.BroadcastFloat32x8(ln2lo)
-	c := [8]archsimd.Float32x8{
-		archsimd.BroadcastFloat32x8(1.0 / 5040), archsimd.BroadcastFloat32x8(1.0 / 720), archsimd.BroadcastFloat32x8(1.0 / 120),
-		archsimd.BroadcastFloat32x8(1.0 / 24), archsimd.BroadcastFloat32x8(1.0 / 6), archsimd.BroadcastFloat32x8(0.5),
-		archsimd.BroadcastFloat32x8(1), archsimd.BroadcastFloat32x8(1),
-	}
-	bias := archsimd.BroadcastInt32x8(127)
 	n8 := len(src) &^ 7
 	for j := 0; j < n8; j += 8 {
-		x := archsimd.LoadFloat32x8Slice(src[j : j+8]).Sub(bmx)
-		t := x.Mul(l2e)
-		// n = trunc(t ± 0.5) as in expf (through int32, so -0 becomes 0).
-		n := t.Add(half.Merge(mhalf, t.GreaterEqual(zero))).ConvertToInt32()
-		nf := n.ConvertToFloat32()
-		r := x.Sub(nf.Mul(hi)).Sub(nf.Mul(lo2))
-		p := c[0]
-		for _, ci := range c[1:] {
-			p = ci.Add(r.Mul(p))
-		}
-		scale := n.Add(bias).ShiftAllLeft(23).AsFloat32x8()
-		p.Mul(scale).Masked(x.GreaterEqual(lo)).StoreSlice(dst[j : j+8])
+		k.exp(archsimd.LoadFloat32x8Slice(src[j : j+8]).Sub(bmx)).StoreSlice(dst[j : j+8])
 	}
 	archsimd.ClearAVXUpperBits()
 	return n8
