@@ -95,6 +95,12 @@ func Driver() engine.Driver {
 	return engine.Driver{
 		Name:    Name,
 		Version: Name + "/" + runtime.Version(),
+		Check: func(context.Context, engine.Options) []error {
+			if fusedMultiplyAdds {
+				return []error{errors.New("native: this marlow was built with GOAMD64=v3 or above, where Go fuses multiply-adds, so its logs would differ in their last bits from every other build's; rebuild with GOAMD64=v1 (make does)")}
+			}
+			return nil
+		},
 		Open: func(_ context.Context, dir string, opt engine.Options) (engine.Engine, error) {
 			e, err := Open(dir, Options{Threads: opt.Threads})
 			if err != nil {
