@@ -400,3 +400,27 @@ func TestReadmeMinimalSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUProfileFlag: --cpuprofile writes a profile of any command, also of
+// one that fails, and names the file it cannot create.
+func TestCPUProfileFlag(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "version.prof")
+	if _, stderr, code := runCLI(t, nil, "--cpuprofile", prof, "version"); code != 0 {
+		t.Fatalf("version with --cpuprofile: exit %d: %s", code, stderr)
+	}
+	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+		t.Fatalf("profile of version: %v (size %v)", err, fi)
+	}
+	failed := filepath.Join(dir, "failed.prof")
+	if _, _, code := runCLI(t, nil, "--cpuprofile", failed, "plan", filepath.Join(dir, "missing.yaml")); code == 0 {
+		t.Fatal("plan of a missing spec succeeded")
+	}
+	if fi, err := os.Stat(failed); err != nil || fi.Size() == 0 {
+		t.Fatalf("profile of a failing command: %v (size %v)", err, fi)
+	}
+	bad := filepath.Join(dir, "no", "such", "dir", "x.prof")
+	if _, stderr, code := runCLI(t, nil, "--cpuprofile", bad, "version"); code == 0 || !strings.Contains(stderr, bad) {
+		t.Fatalf("unwritable profile: exit %d, stderr %q (want an error naming %s)", code, stderr, bad)
+	}
+}

@@ -9,9 +9,14 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 )
+
+// stopProfile ends the CPU profile --cpuprofile started, if any; main calls
+// it after the command returns, whatever it returned.
+var stopProfile = func() error { return nil }
 
 // newRootCmd builds the command tree.
 func newRootCmd() *cobra.Command {
@@ -20,6 +25,29 @@ func newRootCmd() *cobra.Command {
 		Short:         "marlow: when does multi-agent RL improve an LLM workflow, and how does it fail?",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	var cpuProfile string
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole command to this file (read it with go tool pprof)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("cpu profile %s: %w", cpuProfile, err)
+		}
+		stopProfile = func() error {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("cpu profile %s: %w", cpuProfile, err)
+			}
+			return nil
+		}
+		return nil
 	}
 	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newDataCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
 		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newSlurmCmd(), newBenchCmd(), newEngineCheckCmd(), newVersionCmd())
@@ -51,7 +79,11 @@ func addUsageToArgErrors(c *cobra.Command) {
 }
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
+	err := newRootCmd().Execute()
+	if perr := stopProfile(); perr != nil {
+		fmt.Fprintln(os.Stderr, "marlow:", perr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "marlow:", err)
 		os.Exit(exitCode(err))
 	}
