@@ -106,3 +106,112 @@ finish:
 	VMOVSD X14, (DX)
 	VZEROUPPER
 	RET
+
+// func axpyBlock4x16(a *float32, ai, al int, b *float32, ldb, k int, alpha float32, c *float32, ldc int)
+//
+// One 4x16 block of gemmAxpy: for l = 0..k-1 and rows r = 0..3,
+// t = alpha*a[r*ai + l*al]; unless t == 0, C[r, 0:16] += t*B[l, 0:16]
+// (the terms in l order, each product rounded before its add, as gonum's
+// AxpyUnitary loops do; a NaN t is added). The block of C stays in
+// registers over the whole loop. Strides are in floats.
+TEXT ·axpyBlock4x16(SB), NOSPLIT, $0-72
+	MOVQ a+0(FP), SI
+	MOVQ ai+8(FP), R8
+	SHLQ $2, R8
+	MOVQ al+16(FP), R9
+	SHLQ $2, R9
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), R10
+	SHLQ $2, R10
+	MOVQ k+40(FP), CX
+	VMOVSS alpha+48(FP), X13
+	MOVQ c+56(FP), DX
+	MOVQ ldc+64(FP), R14
+	SHLQ $2, R14
+	VXORPS X12, X12, X12
+	LEAQ (DX)(R14*1), R11
+	LEAQ (R11)(R14*1), R12
+	LEAQ (R12)(R14*1), R13
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS (R11), Y2
+	VMOVUPS 32(R11), Y3
+	VMOVUPS (R12), Y4
+	VMOVUPS 32(R12), Y5
+	VMOVUPS (R13), Y6
+	VMOVUPS 32(R13), Y7
+	TESTQ CX, CX
+	JEQ store
+
+loop:
+	VMOVUPS (DI), Y8
+	VMOVUPS 32(DI), Y9
+	MOVQ SI, AX
+
+	VMOVSS (AX), X14
+	VMULSS X13, X14, X14
+	VUCOMISS X12, X14
+	JPS do0
+	JEQ skip0
+do0:
+	VBROADCASTSS X14, Y10
+	VMULPS Y8, Y10, Y11
+	VADDPS Y11, Y0, Y0
+	VMULPS Y9, Y10, Y11
+	VADDPS Y11, Y1, Y1
+skip0:
+	ADDQ R8, AX
+	VMOVSS (AX), X14
+	VMULSS X13, X14, X14
+	VUCOMISS X12, X14
+	JPS do1
+	JEQ skip1
+do1:
+	VBROADCASTSS X14, Y10
+	VMULPS Y8, Y10, Y11
+	VADDPS Y11, Y2, Y2
+	VMULPS Y9, Y10, Y11
+	VADDPS Y11, Y3, Y3
+skip1:
+	ADDQ R8, AX
+	VMOVSS (AX), X14
+	VMULSS X13, X14, X14
+	VUCOMISS X12, X14
+	JPS do2
+	JEQ skip2
+do2:
+	VBROADCASTSS X14, Y10
+	VMULPS Y8, Y10, Y11
+	VADDPS Y11, Y4, Y4
+	VMULPS Y9, Y10, Y11
+	VADDPS Y11, Y5, Y5
+skip2:
+	ADDQ R8, AX
+	VMOVSS (AX), X14
+	VMULSS X13, X14, X14
+	VUCOMISS X12, X14
+	JPS do3
+	JEQ skip3
+do3:
+	VBROADCASTSS X14, Y10
+	VMULPS Y8, Y10, Y11
+	VADDPS Y11, Y6, Y6
+	VMULPS Y9, Y10, Y11
+	VADDPS Y11, Y7, Y7
+skip3:
+	ADDQ R9, SI
+	ADDQ R10, DI
+	DECQ CX
+	JNZ loop
+
+store:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, (R11)
+	VMOVUPS Y3, 32(R11)
+	VMOVUPS Y4, (R12)
+	VMOVUPS Y5, 32(R12)
+	VMOVUPS Y6, (R13)
+	VMOVUPS Y7, 32(R13)
+	VZEROUPPER
+	RET

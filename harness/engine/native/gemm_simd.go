@@ -295,41 +295,8 @@ func gemmAxpy(m, n, k int, alpha float32, a []float32, ai, al int, b []float32, 
 	n16 := n &^ 15
 	i := 0
 	for ; i+4 <= m; i += 4 {
-		c0, c1, c2, c3 := c[i*ldc:], c[(i+1)*ldc:], c[(i+2)*ldc:], c[(i+3)*ldc:]
 		for j := 0; j < n16; j += 16 {
-			u0, v0 := load8(c0, j), load8(c0, j+8)
-			u1, v1 := load8(c1, j), load8(c1, j+8)
-			u2, v2 := load8(c2, j), load8(c2, j+8)
-			u3, v3 := load8(c3, j), load8(c3, j+8)
-			for l := 0; l < k; l++ {
-				base := i*ai + l*al
-				t0, t1, t2, t3 := alpha*a[base], alpha*a[base+ai], alpha*a[base+2*ai], alpha*a[base+3*ai]
-				y0, y1 := load8(b, l*ldb+j), load8(b, l*ldb+j+8)
-				if t0 != 0 {
-					w := archsimd.BroadcastFloat32x8(t0)
-					u0, v0 = u0.Add(y0.Mul(w)), v0.Add(y1.Mul(w))
-				}
-				if t1 != 0 {
-					w := archsimd.BroadcastFloat32x8(t1)
-					u1, v1 = u1.Add(y0.Mul(w)), v1.Add(y1.Mul(w))
-				}
-				if t2 != 0 {
-					w := archsimd.BroadcastFloat32x8(t2)
-					u2, v2 = u2.Add(y0.Mul(w)), v2.Add(y1.Mul(w))
-				}
-				if t3 != 0 {
-					w := archsimd.BroadcastFloat32x8(t3)
-					u3, v3 = u3.Add(y0.Mul(w)), v3.Add(y1.Mul(w))
-				}
-			}
-			u0.Store((*[8]float32)(c0[j : j+8]))
-			v0.Store((*[8]float32)(c0[j+8 : j+16]))
-			u1.Store((*[8]float32)(c1[j : j+8]))
-			v1.Store((*[8]float32)(c1[j+8 : j+16]))
-			u2.Store((*[8]float32)(c2[j : j+8]))
-			v2.Store((*[8]float32)(c2[j+8 : j+16]))
-			u3.Store((*[8]float32)(c3[j : j+8]))
-			v3.Store((*[8]float32)(c3[j+8 : j+16]))
+			axpyBlock4x16(&a[i*ai], ai, al, &b[j], ldb, k, alpha, &c[i*ldc+j], ldc)
 		}
 		j := n16
 		if j+8 <= n {
@@ -346,6 +313,13 @@ func gemmAxpy(m, n, k int, alpha float32, a []float32, ai, al int, b []float32, 
 		axpyCols(c[i*ldc:], 0, n, k, alpha, a, i*ai, al, b, ldb)
 	}
 }
+
+// axpyBlock4x16 (gemm_amd64.s) is gemmAxpy's block of 4 rows by 16
+// columns (a at the block's first coefficient, b and c at its first
+// column), with the block of C in registers over the whole l loop.
+//
+//go:noescape
+func axpyBlock4x16(a *float32, ai, al int, b *float32, ldb, k int, alpha float32, c *float32, ldc int)
 
 // axpy4x8 is gemmAxpy's block for 4 rows by 8 columns (c and b start at
 // the block's first column; row r of A's coefficients at base + r·ai).

@@ -41,6 +41,7 @@ func TestGemmTileMatchesGonum(t *testing.T) {
 						a[i] = float32(math.Copysign(0, -1))
 					}
 					b[ldb+3] = float32(math.Inf(1))
+					a[len(a)/2+1] = float32(math.NaN())
 					c0 := randVec(sh.m*ldc, 3, 1)
 					c0[1] = float32(math.Copysign(0, -1))
 					want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
