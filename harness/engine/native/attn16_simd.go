@@ -53,8 +53,25 @@ func scores16(m, n int, alpha float32, q []float32, ldq int, k []float32, ldk in
 // value rows (stride ldv) of head dim 16, skipping zero weights and adding
 // in key order as gonum's AxpyUnitary does, so that it gives the bits of
 // sgemmSerial(false, false, ...) with alpha 1 and beta 0 or 1.
+//
+// Four rows at a time run on gemmAxpy's assembly block (alpha 1, which
+// leaves every weight as it is), their outputs in registers over the keys.
 func pv16(m, n int, p []float32, ldp int, v []float32, ldv int, beta bool, out []float32, ldo int) {
-	for i := 0; i < m; i++ {
+	i := 0
+	if haveGemm && n > 0 {
+		for ; i+4 <= m; i += 4 {
+			if !beta {
+				for r := i; r < i+4; r++ {
+					clear(out[r*ldo : r*ldo+16])
+				}
+			}
+			_ = p[(i+3)*ldp+n-1]
+			_ = v[(n-1)*ldv+15]
+			_ = out[(i+3)*ldo+15]
+			axpyBlock4x16(&p[i*ldp], ldp, 1, &v[0], ldv, n, 1, &out[i*ldo], ldo)
+		}
+	}
+	for ; i < m; i++ {
 		o := out[i*ldo : i*ldo+16]
 		a0, a1 := archsimd.BroadcastFloat32x8(0), archsimd.BroadcastFloat32x8(0)
 		if beta {
