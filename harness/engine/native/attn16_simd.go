@@ -20,7 +20,27 @@ func scores16(m, n int, alpha float32, q []float32, ldq int, k []float32, ldk in
 	// as keys 0 2 4 6 1 3 5 7, back in key order.
 	order := archsimd.LoadUint32x8(&[8]uint32{0, 4, 1, 5, 2, 6, 3, 7})
 	n8 := n &^ 7
-	for i := 0; i < m; i++ {
+	i := 0
+	if haveGemm && n >= 2 {
+		// Four query rows by two keys at a time on gemmNT's assembly block
+		// (beta 0: the block is zeroed, then alpha·dot is added, as here).
+		n2 := n &^ 1
+		for ; i+4 <= m; i += 4 {
+			_ = q[(i+3)*ldq+15]
+			_ = k[(n2-1)*ldk+15]
+			_ = c[(i+3)*ldc+n-1]
+			for r := i; r < i+4; r++ {
+				clear(c[r*ldc : r*ldc+n2])
+			}
+			for j := 0; j < n2; j += 2 {
+				ntBlock4x2(&q[i*ldq], ldq, &k[j*ldk], ldk, 16, alpha, &c[i*ldc+j], ldc)
+			}
+			if n2 < n {
+				scores16(4, 1, alpha, q[i*ldq:], ldq, k[n2*ldk:], ldk, c[i*ldc+n2:], ldc)
+			}
+		}
+	}
+	for ; i < m; i++ {
 		q0 := archsimd.LoadFloat32x8Slice(q[i*ldq : i*ldq+8])
 		q1 := archsimd.LoadFloat32x8Slice(q[i*ldq+8 : i*ldq+16])
 		row := c[i*ldc : i*ldc+n]

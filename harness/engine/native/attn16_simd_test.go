@@ -28,13 +28,23 @@ func TestAttn16MatchesGonum(t *testing.T) {
 	}
 	q[5] = 0
 	k[ld+5] = float32(math.Copysign(0, -1))
+	// want is gonum's; the SIMD kernels under test use the GEMM blocks.
+	simdGemm := haveGemm
+	defer func() { haveGemm = simdGemm }()
+	gonum := func(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+		haveGemm = false
+		sgemmSerial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		haveGemm = simdGemm
+	}
 	for _, alpha := range []float32{1, 0.25} {
-		want, got := make([]float32, m*n), make([]float32, m*n)
-		sgemmSerial(false, true, m, n, 16, alpha, q[16:], ld, k[32:], ld, 0, want, n)
-		scores16(m, n, alpha, q[16:], ld, k[32:], ld, got, n)
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("scores alpha %v at %d: %v, gonum %v", alpha, i, got[i], want[i])
+		for _, nk := range []int{n, n - 1, 1} { // even, odd and one key
+			want, got := make([]float32, m*nk), make([]float32, m*nk)
+			gonum(false, true, m, nk, 16, alpha, q[16:], ld, k[32:], ld, 0, want, nk)
+			scores16(m, nk, alpha, q[16:], ld, k[32:], ld, got, nk)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("scores alpha %v, %d keys, at %d: %v, gonum %v", alpha, nk, i, got[i], want[i])
+				}
 			}
 		}
 	}
@@ -44,7 +54,7 @@ func TestAttn16MatchesGonum(t *testing.T) {
 		if beta {
 			b = 1
 		}
-		sgemmSerial(false, false, m, 16, n, 1, p, n, v[16:], ld, b, want[32:], ld)
+		gonum(false, false, m, 16, n, 1, p, n, v[16:], ld, b, want[32:], ld)
 		pv16(m, n, p, n, v[16:], ld, beta, got[32:], ld)
 		for i := range want {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
