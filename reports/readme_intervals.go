@@ -27,7 +27,13 @@ func fewSeedsWarning(st *analysis.Study) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "**Warning: fewer than %d seeds.**", analysis.MinSeeds)
-	if len(one) > 0 {
+	total := 0
+	for _, c := range st.Cells {
+		total += len(c.Conditions)
+	}
+	if len(one) == total {
+		fmt.Fprintf(&b, " Every cell condition (%d) rests on one seed: the intervals cover the sampling of validation problems but not the spread from seed to seed, and cover the truth less often than their level says.", total)
+	} else if len(one) > 0 {
 		fmt.Fprintf(&b, " %d cell conditions rest on one seed (%s): their intervals cover the sampling of validation problems but not the spread from seed to seed, and cover the truth less often than their level says.", len(one), strings.Join(one, ", "))
 	}
 	if len(two) > 0 {
