@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -49,8 +48,8 @@ func TestCommittedReportsRebuild(t *testing.T) {
 			if _, stderr, code := runCLIIn(t, root, nil, args...); code != 0 {
 				t.Fatalf("marlow %v: exit %d\n%s", args, code, stderr)
 			}
-			rebuilt := reportFiles(t, out)
-			committed := reportFiles(t, dir)
+			rebuilt := readTree(t, out)
+			committed := readTree(t, dir)
 			for _, a := range archives {
 				delete(committed, filepath.Base(a))
 				delete(rebuilt, filepath.Base(a))
@@ -74,27 +73,4 @@ func TestCommittedReportsRebuild(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no committed report with log archives under reports/")
 	}
-}
-
-// reportFiles reads every file under dir, keyed by its slash path relative
-// to dir.
-func reportFiles(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	files := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		files[filepath.ToSlash(rel)] = data
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
 }
