@@ -262,31 +262,25 @@ func TestSmokeKilledAndResumedIsByteIdentical(t *testing.T) {
 	delay := time.Duration(rng.IntN(300)) * time.Millisecond
 	t.Logf("kill seed %d (MARLOW_E2E_KILL_SEED): SIGKILL %s after step %d commits", seed, delay, killAfter)
 
-	runs := t.TempDir()
-	dir := filepath.Join(runs, "smoke", id)
-	cmd, out := startChild(t, childArgs{Spec: smokeSpec, Runs: runs, Only: id, Jobs: 1, Threads: 1, GOMAXPROCS: 2})
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	deadline := time.After(10 * time.Minute)
-poll:
-	for {
-		select {
-		case err := <-done:
-			t.Fatalf("the child finished (%v) before it could be killed after step %d:\n%s", err, killAfter, out.String())
-		case <-deadline:
-			cmd.Process.Kill()
-			t.Fatal("timed out waiting for the child's commit")
-		case <-time.After(20 * time.Millisecond):
-			if m, err := runlog.ReadManifest(dir); err == nil && m.LastStep >= killAfter {
-				break poll
-			}
+	// The engine can finish the step after killAfter within the delay; the
+	// run is then redone in a fresh folder with a quarter of the delay
+	// (zero at the last try), so the kill lands mid-run.
+	var runs, dir string
+	for try := 0; ; try++ {
+		runs = t.TempDir()
+		dir = filepath.Join(runs, "smoke", id)
+		if killChildAfter(t, runs, dir, id, killAfter, delay) {
+			break
 		}
+		if try == 3 {
+			t.Fatalf("the child finished before it could be killed after step %d, 4 times (last delay %s)", killAfter, delay)
+		}
+		delay /= 4
+		if try == 2 {
+			delay = 0
+		}
+		t.Logf("the child finished before the kill; again with delay %s", delay)
 	}
-	time.Sleep(delay)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-done
 	m, err := runlog.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -301,6 +295,39 @@ poll:
 	t.Logf("killed with last committed step %d", m.LastStep)
 	runChild(t, childArgs{Spec: smokeSpec, Runs: runs, Only: id, Jobs: 1, Threads: 1, GOMAXPROCS: 2})
 	compareRuns(t, ref, runs, "smoke", id)
+}
+
+// killChildAfter starts the smoke run id in runs, waits until its manifest
+// (in dir) has committed step killAfter, waits delay and SIGKILLs it. It
+// reports false when the child finished before the kill.
+func killChildAfter(t *testing.T, runs, dir, id string, killAfter int64, delay time.Duration) bool {
+	t.Helper()
+	cmd, out := startChild(t, childArgs{Spec: smokeSpec, Runs: runs, Only: id, Jobs: 1, Threads: 1, GOMAXPROCS: 2})
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.After(10 * time.Minute)
+	for {
+		select {
+		case <-done:
+			return false
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatalf("timed out waiting for the child's commit:\n%s", out.String())
+		case <-time.After(20 * time.Millisecond):
+			if m, err := runlog.ReadManifest(dir); err == nil && m.LastStep >= killAfter {
+				time.Sleep(delay)
+				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					<-done
+					return false
+				}
+				<-done
+				if m, err := runlog.ReadManifest(dir); err == nil && m.Status == runlog.StatusDone {
+					return false
+				}
+				return true
+			}
+		}
+	}
 }
 
 func mustLoad(t *testing.T, p string) *spec.Spec {
