@@ -12,7 +12,9 @@ import "math"
 // buffers, which Go's allocator gives every slice of 32 bytes or more).
 
 // sgemmSerial computes C = alpha op(A) op(B) + beta C in tiles small enough
-// for gonum to use its serial kernel, one after the other.
+// for gonum to use its serial kernel, one after the other. It is not
+// pool{threads: 1}.gemm because that allocates its closure on every call,
+// and decode calls this per row and head (TestDecodeAllocs).
 func sgemmSerial(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
