@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"sort"
@@ -332,6 +333,20 @@ func TestAnalyzeErrors(t *testing.T) {
 		{"conflicting params", mk(func(r []*runlog.Run) []*runlog.Run { r[3].Manifest.Analysis = map[string]float64{"amp_k": 5}; return r }), "analysis parameters"},
 		{"same seed twice", mk(func(r []*runlog.Run) []*runlog.Run { r[3].Manifest.SeedIndex = 2; return r }), "both condition ip seed 2"},
 		{"accuracy out of range", mk(func(r []*runlog.Run) []*runlog.Run { r[0].Evals[0].Accuracy = 1.5; return r }), "not in [0,1]"},
+		{"seeds of one condition with different settings", mk(func(r []*runlog.Run) []*runlog.Run {
+			return withConfigs(r, "voting-sp-s-math-seed", func(seed int, c map[string]any) {
+				if seed == 2 {
+					c["grpo"] = map[string]any{"lr": 0.003, "steps": 150.0}
+				}
+			})
+		}), `"voting-sp-s-math-seed1" (runs/fixture/voting-sp-s-math-seed1) and "voting-sp-s-math-seed2" (runs/fixture/voting-sp-s-math-seed2) are seeds of one condition but were run with different settings (grpo.lr: 0.001 vs 0.003; grpo.steps: 60 vs 150)`},
+		{"a setting only one seed has", mk(func(r []*runlog.Run) []*runlog.Run {
+			return withConfigs(r, "voting-sp-s-math-seed", func(seed int, c map[string]any) {
+				if seed == 2 {
+					c["grpo"].(map[string]any)["kl_coef"] = 0.01
+				}
+			})
+		}), "grpo.kl_coef: absent vs 0.01"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -340,6 +355,36 @@ func TestAnalyzeErrors(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, tc.err)
 			}
 		})
+	}
+}
+
+// withConfigs gives the runs whose id starts with prefix a stored config
+// that differs between them only in identity, seeds and the checkpoint's
+// place, then lets edit change it per seed.
+func withConfigs(runs []*runlog.Run, prefix string, edit func(seed int, c map[string]any)) []*runlog.Run {
+	for _, r := range runs {
+		m := &r.Manifest
+		if !strings.HasPrefix(m.RunID, prefix) {
+			continue
+		}
+		c := map[string]any{
+			"id": m.RunID, "seed_index": float64(m.SeedIndex), "seed": float64(m.Seed), "val_seed": float64(100 + m.SeedIndex),
+			"model": map[string]any{"scale": m.Scale, "checkpoint": fmt.Sprintf("/node%d/models/s", m.SeedIndex)},
+			"grpo":  map[string]any{"lr": 0.001, "steps": 60.0},
+		}
+		edit(m.SeedIndex, c)
+		m.Config = c
+	}
+	return runs
+}
+
+// TestSeedsMayDifferInIdentityAndPlaces: the settings check accepts seeds
+// that differ only in what differs between seeds by construction and in
+// where a machine keeps its files.
+func TestSeedsMayDifferInIdentityAndPlaces(t *testing.T) {
+	runs := withConfigs(analysistest.Fixture(), "voting-sp-", func(int, map[string]any) {})
+	if _, err := Analyze(runs); err != nil {
+		t.Fatalf("seeds differing in identity, seeds and checkpoint place: %v", err)
 	}
 }
 

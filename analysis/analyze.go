@@ -26,6 +26,9 @@ func Analyze(runs []*runlog.Run) (*Study, error) {
 	if err := checkManifests(st, sorted); err != nil {
 		return nil, err
 	}
+	if err := checkSettings(sorted); err != nil {
+		return nil, err
+	}
 	taken := map[slot]string{}
 	for _, r := range sorted {
 		if err := st.addRun(r, taken); err != nil {
