@@ -36,7 +36,10 @@ func fewSeedsWarning(st *analysis.Study) string {
 	} else if len(one) > 0 {
 		fmt.Fprintf(&b, " %d cell conditions rest on one seed (%s): their intervals cover the sampling of validation problems but not the spread from seed to seed, and cover the truth less often than their level says.", len(one), strings.Join(one, ", "))
 	}
-	if len(two) > 0 {
+	switch {
+	case len(two) == total:
+		fmt.Fprintf(&b, " Every cell condition (%d) rests on two seeds: their intervals are wide because two seeds barely estimate the spread from seed to seed.", total)
+	case len(two) > 0:
 		fmt.Fprintf(&b, " %d rest on two seeds (%s): their intervals are wide because two seeds barely estimate that spread.", len(two), strings.Join(two, ", "))
 	}
 	b.WriteString(" See the measured coverage under *Definitions*.\n")
