@@ -339,14 +339,14 @@ func TestAnalyzeErrors(t *testing.T) {
 					c["grpo"] = map[string]any{"lr": 0.003, "steps": 150.0}
 				}
 			})
-		}), `"voting-sp-s-math-seed1" (runs/fixture/voting-sp-s-math-seed1) and "voting-sp-s-math-seed2" (runs/fixture/voting-sp-s-math-seed2) are seeds of one condition but were run with different settings (grpo.lr: 0.001 vs 0.003; grpo.steps: 60 vs 150)`},
+		}), `"voting-sp-s-math-seed1" (runs/fixture/voting-sp-s-math-seed1) and "voting-sp-s-math-seed2" (runs/fixture/voting-sp-s-math-seed2) are seeds of one condition but were run with different settings (grpo.lr: 0.001 -> 0.003; grpo.steps: 60 -> 150)`},
 		{"a setting only one seed has", mk(func(r []*runlog.Run) []*runlog.Run {
 			return withConfigs(r, "voting-sp-s-math-seed", func(seed int, c map[string]any) {
 				if seed == 2 {
 					c["grpo"].(map[string]any)["kl_coef"] = 0.01
 				}
 			})
-		}), "grpo.kl_coef: absent vs 0.01"},
+		}), "grpo.kl_coef: (absent) -> 0.01"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

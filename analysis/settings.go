@@ -1,16 +1,15 @@
 package analysis
 
 import (
-	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/runlog"
 )
 
-// seedSettings are the keys of a stored run config that differ between the
-// seeds of one condition by construction: the run's identity and its seeds.
+// seedSettings are the top-level keys of a stored run config that differ
+// between the seeds of one condition by construction: the run's identity
+// and its seeds.
 var seedSettings = map[string]bool{"id": true, "seed_index": true, "seed": true, "val_seed": true}
 
 // placeSettings are paths: where a machine keeps a checkpoint or a data
@@ -41,8 +40,16 @@ func checkSettings(runs []*runlog.Run) error {
 			first[k] = r
 			continue
 		}
+		all, err := runlog.ConfigDiff(ref.Manifest.Config, m.Config)
+		if err != nil {
+			return fmt.Errorf("analysis: comparing the settings of runs %q and %q: %w", ref.Manifest.RunID, m.RunID, err)
+		}
 		var diffs []string
-		settingsDiff("", ref.Manifest.Config, m.Config, &diffs)
+		for _, d := range all {
+			if !seedOrPlace(d) {
+				diffs = append(diffs, d)
+			}
+		}
 		if len(diffs) == 0 {
 			continue
 		}
@@ -58,46 +65,10 @@ func checkSettings(runs []*runlog.Run) error {
 	return nil
 }
 
-// settingsDiff appends "path: a vs b" for every setting where the decoded
-// configs a and b differ, in key order, skipping seedSettings at the top
-// and placeSettings.
-func settingsDiff(path string, a, b any, out *[]string) {
-	am, aok := a.(map[string]any)
-	bm, bok := b.(map[string]any)
-	if aok && bok {
-		keys := make([]string, 0, len(am)+len(bm))
-		for k := range am {
-			keys = append(keys, k)
-		}
-		for k := range bm {
-			if _, ok := am[k]; !ok {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			p := k
-			if path != "" {
-				p = path + "." + k
-			}
-			if (path == "" && seedSettings[k]) || placeSettings[p] {
-				continue
-			}
-			settingsDiff(p, am[k], bm[k], out)
-		}
-		return
-	}
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	if errA != nil || errB != nil || string(ja) != string(jb) {
-		*out = append(*out, fmt.Sprintf("%s: %s vs %s", path, jsonOrAbsent(a, ja), jsonOrAbsent(b, jb)))
-	}
-}
-
-// jsonOrAbsent shows a setting's value, or "absent" when one config lacks it.
-func jsonOrAbsent(v any, j []byte) string {
-	if v == nil {
-		return "absent"
-	}
-	return string(j)
+// seedOrPlace reports whether a line of runlog.ConfigDiff ("path: a -> b")
+// is about a seed setting or a place setting.
+func seedOrPlace(diff string) bool {
+	path, _, _ := strings.Cut(diff, ": ")
+	top, _, _ := strings.Cut(path, ".")
+	return seedSettings[top] || placeSettings[path]
 }

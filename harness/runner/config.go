@@ -1,11 +1,7 @@
 package runner
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/engine"
@@ -92,99 +88,6 @@ func AnalysisParams(a spec.Analysis) map[string]float64 {
 		"bootstrap_seed":      float64(a.BootstrapSeed),
 		"ci":                  a.CI,
 	}
-}
-
-// ConfigDiff compares two run configs (a decoded manifest config, a
-// spec.RunConfig, or anything that encodes to a JSON object) and returns one
-// line per differing key path, sorted, as "path: old -> new" (a key present
-// on one side only reads "(absent)" on the other).
-func ConfigDiff(old, cur any) ([]string, error) {
-	a, err := flatten(old)
-	if err != nil {
-		return nil, fmt.Errorf("config diff: old config: %w", err)
-	}
-	b, err := flatten(cur)
-	if err != nil {
-		return nil, fmt.Errorf("config diff: new config: %w", err)
-	}
-	keys := map[string]bool{}
-	for k := range a {
-		keys[k] = true
-	}
-	for k := range b {
-		keys[k] = true
-	}
-	sorted := slices.Sorted(maps.Keys(keys))
-	var out []string
-	for _, k := range sorted {
-		va, oka := a[k]
-		vb, okb := b[k]
-		if oka && okb && va == vb {
-			continue
-		}
-		if !oka {
-			va = "(absent)"
-		}
-		if !okb {
-			vb = "(absent)"
-		}
-		out = append(out, fmt.Sprintf("%s: %s -> %s", k, va, vb))
-	}
-	return out, nil
-}
-
-// flatten encodes v as JSON and returns its leaves keyed by dotted path
-// (array elements as path[i]); each value is its canonical JSON text.
-func flatten(v any) (map[string]string, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var generic any
-	if err := dec.Decode(&generic); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	var walk func(prefix string, x any) error
-	walk = func(prefix string, x any) error {
-		switch t := x.(type) {
-		case map[string]any:
-			if len(t) == 0 && prefix != "" {
-				out[prefix] = "{}"
-			}
-			for k, v := range t {
-				p := k
-				if prefix != "" {
-					p = prefix + "." + k
-				}
-				if err := walk(p, v); err != nil {
-					return err
-				}
-			}
-		case []any:
-			if len(t) == 0 {
-				out[prefix] = "[]"
-			}
-			for i, v := range t {
-				if err := walk(fmt.Sprintf("%s[%d]", prefix, i), v); err != nil {
-					return err
-				}
-			}
-		default:
-			b, err := spec.CanonicalJSON(t)
-			if err != nil {
-				return err
-			}
-			out[prefix] = string(b)
-		}
-		return nil
-	}
-	if err := walk("", generic); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // mismatchMessage describes a run folder whose config differs from the plan.

@@ -18,6 +18,7 @@ import (
 	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/spec"
 )
 
@@ -107,7 +108,7 @@ func TestEveryKnobReachesTheRun(t *testing.T) {
 	for _, run := range runs {
 		rc := run.Config
 		base := effective(rc)
-		leaves, err := flatten(rc)
+		leaves, err := runlog.ConfigLeaves(rc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,47 +240,6 @@ func TestTrainerConfigMapping(t *testing.T) {
 	rc.Train = false
 	if got := TrainerConfig(rc).Steps; got != 0 {
 		t.Errorf("an evaluation-only run trains %d steps", got)
-	}
-}
-
-func TestConfigDiff(t *testing.T) {
-	type inner struct {
-		LR    float64           `json:"lr"`
-		Roles map[string]int    `json:"roles"`
-		List  []string          `json:"list"`
-		Extra map[string]string `json:"extra,omitempty"`
-	}
-	type cfg struct {
-		A int   `json:"a"`
-		G inner `json:"grpo"`
-	}
-	base := cfg{A: 1, G: inner{LR: 0.5, Roles: map[string]int{"generator": 2}, List: []string{"x", "y"}}}
-	cases := []struct {
-		name string
-		old  any
-		cur  cfg
-		want []string
-	}{
-		{"same", base, base, nil},
-		{"float", base, cfg{A: 1, G: inner{LR: 0.25, Roles: map[string]int{"generator": 2}, List: []string{"x", "y"}}},
-			[]string{"grpo.lr: 0.5 -> 0.25"}},
-		{"map and list", base, cfg{A: 2, G: inner{LR: 0.5, Roles: map[string]int{"evaluator": 2}, List: []string{"x"}}},
-			[]string{"a: 1 -> 2", "grpo.list[1]: \"y\" -> (absent)", "grpo.roles.evaluator: (absent) -> 2", "grpo.roles.generator: 2 -> (absent)"}},
-		{"decoded manifest", map[string]any{"a": 1.0, "grpo": map[string]any{"lr": 0.5, "roles": map[string]any{"generator": 2}, "list": []any{"x", "y"}}}, base, nil},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := ConfigDiff(c.old, c.cur)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, c.want) {
-				t.Fatalf("got %q\nwant %q", got, c.want)
-			}
-		})
-	}
-	if _, err := ConfigDiff(map[string]any{"x": func() {}}, base); err == nil {
-		t.Fatal("an unencodable config gave no error")
 	}
 }
 

@@ -102,7 +102,7 @@ func preflight(s *spec.Spec, runs []spec.Run, runsDir string, redo map[string]bo
 			if derr := damagedManifest(m); derr != nil {
 				j.damaged = fmt.Errorf("run %s: %s: %w: %w (rerun it with --redo, or move the folder away)", r.ID, filepath.Join(dir, runlog.ManifestFile), ErrDamaged, derr)
 			} else if m.ConfigHash != r.ConfigHash {
-				diff, derr := ConfigDiff(m.Config, r.Config)
+				diff, derr := runlog.ConfigDiff(m.Config, r.Config)
 				if derr != nil {
 					diff = []string{derr.Error()}
 				}

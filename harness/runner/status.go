@@ -74,7 +74,7 @@ func Status(s *spec.Spec, runsDir, only string) ([]RunStatus, error) {
 		case m.ConfigHash != r.ConfigHash:
 			st.State = StateStale
 			st.LastStep, st.Updated = m.LastStep, m.Updated
-			diff, derr := ConfigDiff(m.Config, r.Config)
+			diff, derr := runlog.ConfigDiff(m.Config, r.Config)
 			if derr != nil {
 				st.Error = derr.Error()
 			} else {
