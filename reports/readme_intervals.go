@@ -11,7 +11,9 @@ import (
 // than analysis.MinSeeds seeds, or "" when there are none.
 func fewSeedsWarning(st *analysis.Study) string {
 	var one, two []string
+	total := 0
 	for _, c := range st.Cells {
+		total += len(c.Conditions)
 		for _, cs := range c.Conditions {
 			label := c.Key.String() + " " + cs.Condition
 			switch {
@@ -27,23 +29,24 @@ func fewSeedsWarning(st *analysis.Study) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "**Warning: fewer than %d seeds.**", analysis.MinSeeds)
-	total := 0
-	for _, c := range st.Cells {
-		total += len(c.Conditions)
-	}
-	if len(one) == total {
-		fmt.Fprintf(&b, " Every cell condition (%d) rests on one seed: the intervals cover the sampling of validation problems but not the spread from seed to seed, and cover the truth less often than their level says.", total)
-	} else if len(one) > 0 {
-		fmt.Fprintf(&b, " %d cell conditions rest on one seed (%s): their intervals cover the sampling of validation problems but not the spread from seed to seed, and cover the truth less often than their level says.", len(one), strings.Join(one, ", "))
-	}
-	switch {
-	case len(two) == total:
-		fmt.Fprintf(&b, " Every cell condition (%d) rests on two seeds: their intervals are wide because two seeds barely estimate the spread from seed to seed.", total)
-	case len(two) > 0:
-		fmt.Fprintf(&b, " %d rest on two seeds (%s): their intervals are wide because two seeds barely estimate that spread.", len(two), strings.Join(two, ", "))
-	}
+	seedSentence(&b, one, total, "one seed", "cover the sampling of validation problems but not the spread from seed to seed, and cover the truth less often than their level says")
+	seedSentence(&b, two, total, "two seeds", "are wide because two seeds barely estimate the spread from seed to seed")
 	b.WriteString(" See the measured coverage under *Definitions*.\n")
 	return b.String()
+}
+
+// seedSentence writes the warning's sentence for the cell conditions
+// (labels, of total) that rest on seeds ("one seed"): "every" when that is
+// all of them, else their count and list; why says what that does to their
+// intervals.
+func seedSentence(b *strings.Builder, labels []string, total int, seeds, why string) {
+	switch {
+	case len(labels) == 0:
+	case len(labels) == total:
+		fmt.Fprintf(b, " Every cell condition (%d) rests on %s: their intervals %s.", total, seeds, why)
+	default:
+		fmt.Fprintf(b, " %d cell conditions rest on %s (%s): their intervals %s.", len(labels), seeds, strings.Join(labels, ", "), why)
+	}
 }
 
 // intervalsDefinition is the Intervals entry of the report's definitions:

@@ -26,7 +26,7 @@ func TestFewSeedsWarning(t *testing.T) {
 		{"all three", []*analysis.CellResult{cell("voting", 3, 3, 3)}, nil, []string{"Warning"}},
 		{"all one", []*analysis.CellResult{cell("voting", 1, 1), cell("eval-opt", 1)}, []string{"Every cell condition (3) rests on one seed"}, []string{"voting/"}},
 		{"all two", []*analysis.CellResult{cell("voting", 2, 2), cell("eval-opt", 2)}, []string{"Every cell condition (3) rests on two seeds"}, []string{"voting/", "one seed"}},
-		{"mixed", []*analysis.CellResult{cell("voting", 1, 2, 3)}, []string{"1 cell conditions rest on one seed (", " base)", "1 rest on two seeds (", " sp)"}, []string{"Every"}},
+		{"mixed", []*analysis.CellResult{cell("voting", 1, 2, 3)}, []string{"1 cell conditions rest on one seed (", " base)", "1 cell conditions rest on two seeds (", " sp)"}, []string{"Every"}},
 	}
 	for _, c := range cases {
 		got := fewSeedsWarning(&analysis.Study{Cells: c.cells})
