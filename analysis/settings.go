@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/runlog"
@@ -28,28 +29,28 @@ const maxSettingDiffs = 4
 // config are not compared. runs are sorted by id.
 func checkSettings(runs []*runlog.Run) error {
 	type condKey struct{ workflow, task, scale, cond string }
-	first := map[condKey]*runlog.Run{}
+	type settings struct {
+		run    *runlog.Run
+		leaves map[string]string
+	}
+	first := map[condKey]settings{}
 	for _, r := range runs {
-		m := r.Manifest
+		m := &r.Manifest
 		if m.Config == nil {
 			continue
 		}
+		leaves, err := runlog.ConfigLeaves(m.Config)
+		if err != nil {
+			return fmt.Errorf("analysis: reading the settings of run %q (%s): %w", m.RunID, r.Dir, err)
+		}
+		maps.DeleteFunc(leaves, func(path, _ string) bool { return seedOrPlace(path) })
 		k := condKey{m.Workflow, m.Task, m.Scale, m.Condition}
 		ref, ok := first[k]
 		if !ok {
-			first[k] = r
+			first[k] = settings{r, leaves}
 			continue
 		}
-		all, err := runlog.ConfigDiff(ref.Manifest.Config, m.Config)
-		if err != nil {
-			return fmt.Errorf("analysis: comparing the settings of runs %q and %q: %w", ref.Manifest.RunID, m.RunID, err)
-		}
-		var diffs []string
-		for _, d := range all {
-			if !seedOrPlace(d) {
-				diffs = append(diffs, d)
-			}
-		}
+		diffs := runlog.LeavesDiff(ref.leaves, leaves)
 		if len(diffs) == 0 {
 			continue
 		}
@@ -60,15 +61,14 @@ func checkSettings(runs []*runlog.Run) error {
 		}
 		return fmt.Errorf("analysis: runs %q (%s) and %q (%s) are seeds of one condition but were run with different settings (%s%s); "+
 			"a condition's mean over seeds would mix them: redo the runs of the old settings (marlow run --redo) or leave them out",
-			ref.Manifest.RunID, ref.Dir, m.RunID, r.Dir, strings.Join(diffs, "; "), more)
+			ref.run.Manifest.RunID, ref.run.Dir, m.RunID, r.Dir, strings.Join(diffs, "; "), more)
 	}
 	return nil
 }
 
-// seedOrPlace reports whether a line of runlog.ConfigDiff ("path: a -> b")
-// is about a seed setting or a place setting.
-func seedOrPlace(diff string) bool {
-	path, _, _ := strings.Cut(diff, ": ")
+// seedOrPlace reports whether a leaf path of runlog.ConfigLeaves is a seed
+// setting (or lies under one) or a place setting.
+func seedOrPlace(path string) bool {
 	top, _, _ := strings.Cut(path, ".")
 	return seedSettings[top] || placeSettings[path]
 }

@@ -21,6 +21,11 @@ func ConfigDiff(old, cur any) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config diff: new config: %w", err)
 	}
+	return LeavesDiff(a, b), nil
+}
+
+// LeavesDiff is ConfigDiff on configs already flattened by ConfigLeaves.
+func LeavesDiff(a, b map[string]string) []string {
 	keys := maps.Clone(a)
 	maps.Copy(keys, b)
 	var out []string
@@ -38,7 +43,7 @@ func ConfigDiff(old, cur any) ([]string, error) {
 		}
 		out = append(out, fmt.Sprintf("%s: %s -> %s", k, va, vb))
 	}
-	return out, nil
+	return out
 }
 
 // ConfigLeaves encodes a config v as JSON and returns its leaves keyed by
