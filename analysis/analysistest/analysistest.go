@@ -1,5 +1,5 @@
 // Package analysistest synthesizes run logs in memory for the tests of the
-// analysis and reports packages: validation curves, per-role training
+// analysis and analysis/report packages: validation curves, per-role training
 // statistics and validation samples with known shapes.
 package analysistest
 

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/marlowlab/marlow/reports"
+	"github.com/marlowlab/marlow/analysis/report"
 )
 
 func newAnalyzeCmd() *cobra.Command {
@@ -26,9 +26,9 @@ func newAnalyzeCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return reports.WriteAnalysisJSON(cmd.OutOrStdout(), st)
+				return report.WriteAnalysisJSON(cmd.OutOrStdout(), st)
 			}
-			return reports.WriteAnalysisTable(cmd.OutOrStdout(), st)
+			return report.WriteAnalysisTable(cmd.OutOrStdout(), st)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary rows as JSON")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/marlowlab/marlow/reports"
+	"github.com/marlowlab/marlow/analysis/report"
 )
 
 func newDiffCmd() *cobra.Command {
@@ -39,7 +39,7 @@ func newDiffCmd() *cobra.Command {
 			if ea, eb := sides[0].experiments(), sides[1].experiments(); ea != eb {
 				fmt.Fprintf(cmd.ErrOrStderr(), "marlow: warning: A is experiment %s and B is experiment %s; their cells are compared where they share a task, workflow, scale and condition\n", ea, eb)
 			}
-			d := reports.Diff(sides[0].rows, sides[1].rows)
+			d := report.Diff(sides[0].rows, sides[1].rows)
 			if asJSON {
 				data, err := d.JSON(args[0], args[1])
 				if err != nil {
@@ -62,7 +62,7 @@ func newDiffCmd() *cobra.Command {
 // diffSide is one side of a diff: its argument and summary rows.
 type diffSide struct {
 	arg  string
-	rows []reports.SummaryRow
+	rows []report.SummaryRow
 	rev  bool // read at a git revision
 }
 
@@ -108,7 +108,7 @@ func loadDiffSides(sides *[2]diffSide, repo, experiment, runsDir, only string) e
 		if other := sides[1-i]; exp == "" && !other.rev && len(other.rows) > 0 {
 			exp = other.rows[0].Experiment
 		}
-		rows, used, err := reports.LoadSummaryAt(repo, s.arg, exp)
+		rows, used, err := report.LoadSummaryAt(repo, s.arg, exp)
 		if err != nil {
 			return fmt.Errorf("diff: %w", err)
 		}
@@ -134,7 +134,7 @@ func looksLikePath(arg string) bool {
 // loadSummaryPath reads the summary of an existing path: a report folder
 // or a summary.parquet file as stored, runs (a folder, an archive, a
 // spec's runs) analysed.
-func loadSummaryPath(arg, runsDir, only string) ([]reports.SummaryRow, error) {
+func loadSummaryPath(arg, runsDir, only string) ([]report.SummaryRow, error) {
 	st, err := os.Stat(arg)
 	if err != nil {
 		return nil, err
@@ -144,16 +144,16 @@ func loadSummaryPath(arg, runsDir, only string) ([]reports.SummaryRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		return reports.DecodeSummary(arg, data)
+		return report.DecodeSummary(arg, data)
 	}
 	if st.IsDir() {
 		if _, err := os.Stat(filepath.Join(arg, "summary.parquet")); err == nil {
-			return reports.LoadSummaryDir(arg)
+			return report.LoadSummaryDir(arg)
 		}
 	}
 	study, err := loadStudy([]string{arg}, runsDir, only)
 	if err != nil {
 		return nil, fmt.Errorf("%s is neither a report folder (no summary.parquet) nor readable runs: %w", arg, err)
 	}
-	return reports.SummaryRows(study), nil
+	return report.SummaryRows(study), nil
 }

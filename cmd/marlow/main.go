@@ -2,8 +2,8 @@
 // status, list, data, pretrain, analyze, report, diff, archive, check, slurm,
 // bench, engine-check and version. Each subcommand is built by a
 // constructor in its own file, with its flags in the closure's variables;
-// the logic lives in the harness, analysis, reports and datasets packages,
-// and cmd only wires them.
+// the logic lives in the harness, analysis (with analysis/report) and
+// datasets packages, and cmd only wires them.
 package main
 
 import (

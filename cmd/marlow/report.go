@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/marlowlab/marlow/reports"
+	"github.com/marlowlab/marlow/analysis/report"
 )
 
 func newReportCmd() *cobra.Command {
@@ -48,7 +48,7 @@ func newReportCmd() *cobra.Command {
 			if dst == "" {
 				dst = filepath.Join("reports", st.Experiment)
 			}
-			files, err := reports.Write(st, dst, reports.Options{Source: strings.Join(args, " "), Out: filepath.ToSlash(dst), Incomplete: incomplete})
+			files, err := report.Write(st, dst, report.Options{Source: strings.Join(args, " "), Out: filepath.ToSlash(dst), Incomplete: incomplete})
 			if err != nil {
 				return fmt.Errorf("report %s: %w", dst, err)
 			}

@@ -1,4 +1,4 @@
-package reports
+package report
 
 import (
 	"bytes"
@@ -95,7 +95,7 @@ func TestGolden(t *testing.T) {
 		}
 		want, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatalf("%v (run go test ./reports -run TestGolden -update)", err)
+			t.Fatalf("%v (run go test ./analysis/report -run TestGolden -update)", err)
 		}
 		if !bytes.Equal(want, g.data) {
 			t.Errorf("%s differs from %s (run with -update after checking the change)\n%s", g.name, path, firstDiff(string(want), string(g.data)))

@@ -1,4 +1,4 @@
-// Package reports renders an analysed study as a report folder: README.md
+// Package report renders an analysed study as a report folder: README.md
 // (matrix table, computed findings, the comparison with the paper's four
 // claims, figures, failure-mode evidence, definitions, parameters,
 // provenance and the rebuild command), figures/
@@ -6,7 +6,7 @@
 // per cell condition). Output depends only on the logs: the same logs give
 // byte-identical files. It also compares two summaries (Diff), read from
 // folders or from git revisions without a checkout.
-package reports
+package report
 
 import (
 	"fmt"

@@ -3,9 +3,9 @@
 // The DuckDB interop test links DuckDB through cgo, which is slow to build,
 // so it runs only with -tags duckdb:
 //
-//	go test -tags duckdb -run DuckDB ./reports
+//	go test -tags duckdb -run DuckDB ./analysis/report
 
-package reports
+package report
 
 import (
 	"database/sql"
