@@ -1,9 +1,7 @@
 package analysis
 
 import (
-	"fmt"
 	"math"
-	"strings"
 
 	"github.com/marlowlab/marlow/harness/study"
 )
@@ -14,8 +12,9 @@ import (
 // of claim c) and the units are then counted. A unit's outcome is one of
 // Holds, Against, Undecided or NoData; a test over the units gives Holds,
 // Against or Undecided; a claim's verdict is Reproduced, NotReproduced or
-// Inconclusive. The rules are stated in the Rule fields, in the words the
-// report prints, and are the ones the code applies:
+// Inconclusive. The results are data only (outcomes, reasons, counts and
+// the estimates they rest on); package analysis/report states the rules
+// and writes every sentence. The rules the code applies:
 //
 //   - A cell is judged only when every condition it compares has two or
 //     more seeds (MinClaimSeeds): with one seed the interval leaves out the
@@ -34,22 +33,71 @@ import (
 //     tests, is reproduced when both hold, not reproduced when either is
 //     against, and inconclusive otherwise.
 
+// Verdict is a claim's verdict.
+type Verdict int
+
 // Verdicts of a claim.
 const (
-	Reproduced    = "reproduced"
-	NotReproduced = "not reproduced"
-	Inconclusive  = "inconclusive"
+	Inconclusive Verdict = iota
+	Reproduced
+	NotReproduced
 )
 
-// Outcomes of one unit (cell or run) or one test of a claim.
+// Outcome is the outcome of one unit (cell or run) or one test of a claim.
+type Outcome int
+
+// Outcomes of a unit or a test.
 const (
-	Holds     = "holds"
-	Against   = "against"
-	Undecided = "undecided"
-	NoData    = "not enough data"
+	Undecided Outcome = iota
+	Holds
+	Against
+	NoData
 	// Counted marks a cell whose cliff rate enters the comparison of
 	// workflows (claim c) rather than being judged on its own.
-	Counted = "counted"
+	Counted
+)
+
+// Reason is what decided an outcome or a verdict.
+type Reason int
+
+// Reasons of outcomes and verdicts. Those of a gain's interval come first;
+// then a unit's, a test's and a claim's.
+const (
+	NoReason Reason = iota
+
+	// A gain's interval (or a difference's).
+	AboveZero    // the interval lies above 0
+	BelowZero    // the interval lies below 0
+	NoInterval   // no interval could be computed
+	ZeroWidth    // the interval has zero width
+	ContainsZero // the interval contains 0
+
+	// A unit.
+	FewSeeds        // a condition compared has fewer than MinClaimSeeds seeds (Judgement.Few)
+	FewCaptureRuns  // claim d: fewer than MinClaimSeeds SP runs with capture comparisons
+	MostCaptured    // claim d: a strict majority of SP runs captured
+	MostNotCaptured // claim d: a strict majority of SP runs not captured
+	EvenCaptured    // claim d: as many SP runs captured as not
+	EntersRates     // claim c: the cell's cliff rate enters the comparison of workflows
+	NoStepRows      // claim c: a cliff run without step rows
+	AmplifiedFirst  // claim c: a role amplified at or before the cliff's fall
+	NotAmplified    // claim c: no role amplified at or before the cliff's fall
+
+	// A test.
+	NoUnits      // nothing to judge
+	Majority     // the units that hold are a strict majority
+	HalfAgainst  // the units against are at least half
+	Split        // neither: the rest could tip it either way
+	NoCliffs     // claim c: no IP run judged fell off a cliff
+	NoCliffCell  // claim c: no voting or orch-workers cell with IP was judged
+	NoOtherCell  // claim c: no cell of another workflow with IP was judged
+	RateInterval // claim c: decided by the interval of the difference of rates (Concentration.DiffReason)
+
+	// A verdict of claim c.
+	NoIPCell      // no cell has IP runs
+	BothHold      // both tests hold
+	EitherAgainst // a test is against
+	Mixed         // otherwise
 )
 
 // MinClaimSeeds is the fewest seeds a condition needs for a cell to be
@@ -59,60 +107,148 @@ const MinClaimSeeds = 2
 // The paper's workflows where IP's terminal cliffs concentrate (claim c).
 var cliffWorkflows = []string{study.Voting, study.OrchWorkers}
 
-// Evidence is one named number of a unit: an estimate with its interval,
-// or a count written as text (Count non-empty).
-type Evidence struct {
-	Name   string
-	Value  Estimate
-	Signed bool   // a difference, printed with its sign
-	Count  string // e.g. "2/3"; when set it is printed instead of Value
+// CondSeeds is a condition with its number of seeds.
+type CondSeeds struct {
+	Condition string
+	Seeds     int
 }
 
-// ClaimUnit is the evidence of one unit judged under a claim: a cell (Run
-// empty) or one run of a cell.
-type ClaimUnit struct {
-	Cell     CellKey
-	Run      string
-	Outcome  string // Holds, Against, Undecided or NoData
-	Why      string // what decided the outcome, in plain words
-	Evidence []Evidence
+// Judgement is the outcome of one unit and what decided it.
+type Judgement struct {
+	Outcome Outcome
+	Reason  Reason
+	Few     []CondSeeds // the conditions with too few seeds (Reason FewSeeds)
 }
 
-// Count is one labelled count a test rests on.
-type Count struct {
-	Label string
-	N     int
+// Tally counts the outcomes of a test's units: Counted units count as
+// NoData.
+type Tally struct {
+	Holds, Against, Undecided, NoData int
 }
 
-// ClaimTest is one test of a claim over its units.
-type ClaimTest struct {
-	Name     string
-	Rule     string  // the test's rule in plain words
-	Counts   []Count // what the outcome rests on
-	Outcome  string  // Holds, Against or Undecided
-	Why      string  // the outcome's reason, computed
-	Evidence []Evidence
-	Units    []ClaimUnit
+// Judged is the number of units judged (with enough data).
+func (t Tally) Judged() int { return t.Holds + t.Against + t.Undecided }
+
+// Total is the number of units the test applies to.
+func (t Tally) Total() int { return t.Judged() + t.NoData }
+
+// Test is the outcome of one test of a claim over its units.
+type Test struct {
+	Outcome Outcome // Holds, Against or Undecided
+	Reason  Reason
+	Tally   Tally
 }
 
-// CountOf returns the count with the given label, or -1.
-func (t *ClaimTest) CountOf(label string) int {
-	for _, c := range t.Counts {
-		if c.Label == label {
-			return c.N
-		}
-	}
-	return -1
+// BetterClaim is claim a: the better multi-agent condition (of SP and IP)
+// against base, cell by cell, on final accuracy.
+type BetterClaim struct {
+	Verdict Verdict
+	Test    Test
+	Cells   []BetterCell
 }
 
-// Claim is one of the paper's claims compared with the study.
-type Claim struct {
-	ID        string // "a", "b", "c", "d"
-	Statement string // the paper's claim
-	Rule      string // how the tests combine into the verdict
-	Tests     []ClaimTest
-	Verdict   string
-	Why       string // the verdict's reason, computed
+// BetterCell is one cell of claim a.
+type BetterCell struct {
+	Cell CellKey
+	Judgement
+	BaseSeeds, SPSeeds, IPSeeds int      // 0 when the condition is absent
+	BaseFinal, SPFinal, IPFinal Estimate // final accuracy, NaN when absent
+	Better                      string   // the better multi-agent condition (BetterMultiAgent)
+	Gain                        Estimate // its final accuracy minus base's
+}
+
+// CeilingClaim is claim b: IP's ceiling against SP's in each cell with both.
+type CeilingClaim struct {
+	Verdict Verdict
+	Test    Test
+	Cells   []CeilingCell
+}
+
+// CeilingCell is one cell of claim b.
+type CeilingCell struct {
+	Cell CellKey
+	Judgement
+	SPSeeds, IPSeeds     int
+	SPCeiling, IPCeiling Estimate
+	Diff                 Estimate // IP's ceiling minus SP's
+}
+
+// CliffClaim is claim c: IP's terminal cliffs concentrate in voting and
+// orch-workers and are preceded by same-role gradient amplification.
+type CliffClaim struct {
+	Verdict       Verdict
+	Reason        Reason // NoIPCell, BothHold, EitherAgainst or Mixed
+	Concentration Concentration
+	Amplification AmplificationTest
+}
+
+// Concentration is claim c's first test: the mean cliff rate of the
+// voting and orch-workers cells (V) against that of the other workflows'
+// cells (O), over the cells judged.
+type Concentration struct {
+	Test
+	Cells          []CliffCell
+	RunsV, CliffsV int // IP runs and those with a cliff in the V cells judged
+	RunsO, CliffsO int // the same in the O cells judged
+	NoDataRuns     int // IP runs in cells without enough data
+	CellsV, CellsO int // cells judged
+	RateV, RateO   Estimate
+	Diff           Estimate // RateV − RateO, clamped to [-1, 1]
+	DiffReason     Reason   // how Diff's interval stands against 0
+}
+
+// CliffCell is one cell with IP runs of claim c.
+type CliffCell struct {
+	Cell CellKey
+	Judgement
+	CliffRuns, Seeds int      // IP runs with a cliff, of all IP runs
+	Rate             Estimate // the cliff rate
+	Amplified        int      // cliff runs preceded by amplification
+}
+
+// AmplificationTest is claim c's second test: each IP run judged that fell
+// off a cliff.
+type AmplificationTest struct {
+	Test
+	Runs []CliffRun
+}
+
+// CliffRun is one IP run with a cliff, of a cell judged.
+type CliffRun struct {
+	Cell CellKey
+	Run  string
+	Judgement
+	FallStep       int64
+	FirstAmplified int64 // the first amplified step of any role, -1 when none
+}
+
+// CaptureClaim is claim d: role capture under SP, cell by cell.
+type CaptureClaim struct {
+	Verdict    Verdict
+	Test       Test
+	Cells      []CaptureCell
+	ByWorkflow []WorkflowTally // the cells that hold per workflow, by name
+}
+
+// CaptureCell is one cell of claim d.
+type CaptureCell struct {
+	Cell CellKey
+	Judgement
+	Captured, Judged int        // SP runs captured, of those with capture comparisons
+	Rate             Estimate   // capture rate, t interval over seeds
+	Pairs            []RolePair // captured roles and their dominant roles, sorted
+	LenSP, LenIP     Estimate   // the aggregator's length at the last validation over the first
+}
+
+// RolePair is a captured role and the role it was captured by.
+type RolePair struct {
+	Role, Dominant string
+}
+
+// WorkflowTally counts the cells of a workflow that hold.
+type WorkflowTally struct {
+	Workflow     string
+	Holds, Cells int
 }
 
 // SARLGain is the gain of final accuracy of SP and IP over SA-RL in one
@@ -123,69 +259,76 @@ type SARLGain struct {
 	SP, IP                      Estimate
 }
 
+// HeadlineMatch says how a paper's headline cell was matched.
+type HeadlineMatch int
+
+// Matches of a headline cell.
+const (
+	// Matched: the study's scale of the paper's rank and its one math task.
+	Matched HeadlineMatch = iota
+	// ScalesUnmatched: the study has not as many scales as the paper.
+	ScalesUnmatched
+	// TaskUnmatched: the study has not exactly one task named like math.
+	TaskUnmatched
+)
+
 // Headline is one of the paper's headline gains over SA-RL next to the
 // study's cell that stands in for it.
 type Headline struct {
-	Paper     string  // the paper's cell, e.g. "1.7B math Eval-Opt IP"
-	PaperGain float64 // its gain over SA-RL, as a fraction
-	Cell      CellKey // the study's cell (empty when none matches)
-	Condition string
-	Found     bool     // the study has the cell and both conditions
-	Gain      Estimate // the study's gain of final accuracy over SA-RL
-	Why       string   // how the cell was matched, or why none was
+	PaperScale    string  // the paper's model size, one of PaperScales
+	PaperWorkflow string  // the paper's workflow, by the study's name
+	Condition     string  // the paper's condition, by the study's name
+	PaperGain     float64 // its gain over SA-RL, as a fraction
+	Match         HeadlineMatch
+	Scales        int      // the study's scales
+	MathTasks     int      // the study's tasks whose name contains math
+	Cell          CellKey  // the study's cell (empty unless Matched)
+	Found         bool     // the study has the cell and both conditions
+	Gain          Estimate // the study's gain of final accuracy over SA-RL
 }
 
 // Claims is the study compared with the paper's four claims.
 type Claims struct {
-	Claims    []Claim
-	Gains     []SARLGain // cells with SA-RL and SP or IP, in the study's cell order
+	Better    BetterClaim  // claim a
+	Ceiling   CeilingClaim // claim b
+	Cliffs    CliffClaim   // claim c
+	Capture   CaptureClaim // claim d
+	Gains     []SARLGain   // cells with SA-RL and SP or IP, in the study's cell order
 	Headlines []Headline
 	CI        float64
 }
 
-// paperScales are the paper's model sizes, smallest first; a study with
+// PaperScales are the paper's model sizes, smallest first; a study with
 // three scales matches them by rank.
-var paperScales = []string{"0.6B", "1.7B", "4B"}
+var PaperScales = []string{"0.6B", "1.7B", "4B"}
 
 // paperHeadlines are the paper's two headline gains over SA-RL.
 var paperHeadlines = []struct {
-	scale    int // index into paperScales
+	scale    int // index into PaperScales
 	workflow string
 	cond     string
 	gain     float64
-	label    string
 }{
-	{1, study.EvalOpt, study.IP, 0.101, "1.7B math Eval-Opt IP"},
-	{2, study.Voting, study.SP, -0.103, "4B math Voting SP"},
+	{1, study.EvalOpt, study.IP, 0.101},
+	{2, study.Voting, study.SP, -0.103},
 }
 
 // CompareClaims computes the comparison of the study with the paper's
 // four claims, the gains over SA-RL per cell and the paper's headline
 // gains next to the study's cells.
 func CompareClaims(st *Study) *Claims {
-	p := st.Params
-	cl := &Claims{CI: p.CI}
-	cl.Claims = []Claim{
-		single("a", "Multi-agent RL (the better of SP and IP) beats the base workflow in most cells.", claimA(st)),
-		single("b", "IP reaches a higher ceiling than SP in more cells than not.", claimB(st)),
-		claimC(st),
-		single("d", "Under SP, a role is captured by the role with the largest gradient mass: its format compliance falls while its outputs converge on the dominant role's (the aggregator's output length is the paper's diagnostic).", claimD(st)),
-	}
+	cl := &Claims{CI: st.Params.CI}
+	cl.Better = claimA(st)
+	cl.Ceiling = claimB(st)
+	cl.Cliffs = claimC(st)
+	cl.Capture = claimD(st)
 	cl.Gains = sarlGains(st)
 	cl.Headlines = headlines(st, cl.Gains)
 	return cl
 }
 
-// single makes a claim of one test.
-func single(id, statement string, t ClaimTest) Claim {
-	c := Claim{ID: id, Statement: statement, Tests: []ClaimTest{t},
-		Rule: "The verdict is the test's outcome: reproduced when it holds, not reproduced when it is against, inconclusive when it is undecided."}
-	c.Verdict = verdictOf(t.Outcome)
-	c.Why = t.Why
-	return c
-}
-
-func verdictOf(outcome string) string {
+// verdictOf is the verdict of a claim of one test.
+func verdictOf(outcome Outcome) Verdict {
 	switch outcome {
 	case Holds:
 		return Reproduced
@@ -195,123 +338,104 @@ func verdictOf(outcome string) string {
 	return Inconclusive
 }
 
-// majorityRule is the rule text of a majority test over units.
-func majorityRule(units string) string {
-	return fmt.Sprintf("The test holds when the %[1]s that hold are a strict majority of all %[1]s it applies to "+
-		"(those without enough data included); it is against when the %[1]s against are at least half of them, "+
-		"so that the claim could not hold in a strict majority even if every undecided %[2]s and every %[2]s without enough data held; "+
-		"otherwise, and when there is no %[2]s, it is undecided.", units, strings.TrimSuffix(units, "s"))
-}
-
-// majority applies the majority rule to judged units and fills the test's
-// counts, outcome and reason.
-func majority(t *ClaimTest, units string) {
-	var h, a, u, d int
-	for _, x := range t.Units {
-		switch x.Outcome {
+// majority applies the majority rule to the outcomes of a test's units.
+func majority(outcomes []Outcome) Test {
+	var t Tally
+	for _, o := range outcomes {
+		switch o {
 		case Holds:
-			h++
+			t.Holds++
 		case Against:
-			a++
+			t.Against++
 		case Undecided:
-			u++
+			t.Undecided++
 		default:
-			d++
+			t.NoData++
 		}
 	}
-	n := h + a + u + d
-	t.Counts = []Count{{Holds, h}, {Against, a}, {Undecided, u}, {NoData, d}, {"judged", h + a + u}, {"total", n}}
+	n := t.Total()
 	switch {
 	case n == 0:
-		t.Outcome = Undecided
-		t.Why = fmt.Sprintf("No %s to judge.", units)
-	case 2*h > n:
-		t.Outcome = Holds
-		t.Why = fmt.Sprintf("It holds in %d of %d %s, a strict majority.", h, n, units)
-	case 2*a >= n:
-		t.Outcome = Against
-		t.Why = fmt.Sprintf("It is against in %d of %d %s, so it could not hold in a strict majority.", a, n, units)
-	default:
-		t.Outcome = Undecided
-		t.Why = fmt.Sprintf("It holds in %d of %d %s and is against in %d; the %d undecided and %d without enough data could tip it either way.", h, n, units, a, u, d)
+		return Test{Outcome: Undecided, Reason: NoUnits, Tally: t}
+	case 2*t.Holds > n:
+		return Test{Outcome: Holds, Reason: Majority, Tally: t}
+	case 2*t.Against >= n:
+		return Test{Outcome: Against, Reason: HalfAgainst, Tally: t}
 	}
+	return Test{Outcome: Undecided, Reason: Split, Tally: t}
 }
 
-// fewSeeds returns the conditions (name and seeds) with fewer than
-// MinClaimSeeds seeds, as text, or "" when every one has enough.
-func fewSeeds(cs ...*CondSummary) string {
-	var out []string
+// fewSeeds returns the conditions with fewer than MinClaimSeeds seeds, as
+// a NoData judgement, or ok false when every one has enough.
+func fewSeeds(cs ...*CondSummary) (Judgement, bool) {
+	var few []CondSeeds
 	for _, c := range cs {
 		if c != nil && c.Seeds < MinClaimSeeds {
-			out = append(out, fmt.Sprintf("%s has %d seed", c.Condition, c.Seeds))
+			few = append(few, CondSeeds{c.Condition, c.Seeds})
 		}
 	}
-	if len(out) == 0 {
-		return ""
-	}
-	return strings.Join(out, ", ") + fmt.Sprintf("; a cell is judged only with %d or more seeds per condition, since one seed says nothing of the seed-to-seed spread", MinClaimSeeds)
+	return Judgement{Outcome: NoData, Reason: FewSeeds, Few: few}, len(few) > 0
 }
 
 // judgeGain is the outcome of a gain: its interval above 0, below 0, or
 // containing 0 (or of zero width, or missing).
-func judgeGain(e Estimate) (string, string) {
+func judgeGain(e Estimate) Judgement {
 	switch {
 	case e.Excludes(0) && e.Value > 0:
-		return Holds, "the interval lies above 0"
+		return Judgement{Outcome: Holds, Reason: AboveZero}
 	case e.Excludes(0) && e.Value < 0:
-		return Against, "the interval lies below 0"
+		return Judgement{Outcome: Against, Reason: BelowZero}
 	case !e.HasCI():
-		return Undecided, "no interval could be computed"
+		return Judgement{Outcome: Undecided, Reason: NoInterval}
 	case e.Degenerate():
-		return Undecided, "the interval has zero width"
+		return Judgement{Outcome: Undecided, Reason: ZeroWidth}
 	}
-	return Undecided, "the interval contains 0"
+	return Judgement{Outcome: Undecided, Reason: ContainsZero}
 }
 
-func seedsText(cs *CondSummary) string {
+func seedsOf(cs *CondSummary) int {
 	if cs == nil {
-		return "–"
+		return 0
 	}
-	return fmt.Sprint(cs.Seeds)
+	return cs.Seeds
 }
 
-// claimA: the better of SP and IP (higher mean final accuracy; SP on a
-// tie) against base, on final accuracy.
-func claimA(st *Study) ClaimTest {
-	t := ClaimTest{Name: "better multi-agent condition vs base, final accuracy",
-		Rule: "In each cell with base and SP or IP, the better multi-agent condition is the one with the higher final accuracy (mean over seeds; SP on a tie). " +
-			"The cell holds when the interval of its final accuracy minus base's lies above 0, is against when it lies below 0, and is undecided otherwise. " +
-			"Choosing the better condition on the same data favours the claim slightly. " + majorityRule("cells")}
+// BetterMultiAgent returns the cell's better multi-agent condition: of SP
+// and IP, the one with the higher final accuracy (mean over seeds), SP on
+// a tie; nil when the cell has neither.
+func (c *CellResult) BetterMultiAgent() *CondSummary {
+	sp, ip := c.Cond(study.SP), c.Cond(study.IP)
+	if sp == nil || (ip != nil && ip.Final.Value > sp.Final.Value) {
+		return ip
+	}
+	return sp
+}
+
+// claimA: the better of SP and IP against base, on final accuracy.
+func claimA(st *Study) BetterClaim {
+	var cl BetterClaim
+	var outcomes []Outcome
 	for _, c := range st.Cells {
 		base, sp, ip := c.Cond(study.Base), c.Cond(study.SP), c.Cond(study.IP)
-		if base == nil || (sp == nil && ip == nil) {
+		best := c.BetterMultiAgent()
+		if base == nil || best == nil {
 			continue
 		}
-		best := sp
-		if sp == nil || (ip != nil && ip.Final.Value > sp.Final.Value) {
-			best = ip
-		}
-		u := ClaimUnit{Cell: c.Key, Evidence: []Evidence{
-			{Name: "seeds base/SP/IP", Count: seedsText(base) + "/" + seedsText(sp) + "/" + seedsText(ip)},
-			{Name: "base final", Value: base.Final},
-			{Name: "SP final", Value: finalOf(sp)},
-			{Name: "IP final", Value: finalOf(ip)},
-			{Name: "better", Count: best.Condition},
-			{Name: "gain over base", Value: best.GainBaseFinal, Signed: true},
-		}}
-		if why := fewSeeds(base, sp, ip); why != "" {
-			u.Outcome, u.Why = NoData, why
+		u := BetterCell{Cell: c.Key,
+			BaseSeeds: base.Seeds, SPSeeds: seedsOf(sp), IPSeeds: seedsOf(ip),
+			BaseFinal: base.Final, SPFinal: finalOf(sp), IPFinal: finalOf(ip),
+			Better: best.Condition, Gain: best.GainBaseFinal}
+		if j, few := fewSeeds(base, sp, ip); few {
+			u.Judgement = j
 		} else {
-			o, why := judgeGain(best.GainBaseFinal)
-			u.Outcome, u.Why = o, best.Condition+" − base: "+why
+			u.Judgement = judgeGain(best.GainBaseFinal)
 		}
-		t.Units = append(t.Units, u)
+		cl.Cells = append(cl.Cells, u)
+		outcomes = append(outcomes, u.Outcome)
 	}
-	majority(&t, "cells")
-	if len(t.Units) == 0 {
-		t.Why = "No cell has base and a multi-agent condition (SP or IP), so the claim cannot be judged."
-	}
-	return t
+	cl.Test = majority(outcomes)
+	cl.Verdict = verdictOf(cl.Test.Outcome)
+	return cl
 }
 
 func finalOf(c *CondSummary) Estimate {
@@ -322,35 +446,28 @@ func finalOf(c *CondSummary) Estimate {
 }
 
 // claimB: IP's ceiling against SP's in each cell with both.
-func claimB(st *Study) ClaimTest {
-	t := ClaimTest{Name: "IP ceiling vs SP ceiling",
-		Rule: "In each cell with SP and IP, the cell holds when the interval of IP's ceiling minus SP's (paired over problems, interval rule of *Definitions*) lies above 0, is against when it lies below 0, and is undecided otherwise. " +
-			"A ceiling is a maximum over noisy validations; both conditions share that bias, so their difference is compared. " + majorityRule("cells")}
+func claimB(st *Study) CeilingClaim {
+	var cl CeilingClaim
+	var outcomes []Outcome
 	for _, c := range st.Cells {
 		sp, ip := c.Cond(study.SP), c.Cond(study.IP)
 		if sp == nil || ip == nil {
 			continue
 		}
 		g := gain(ip, sp, 1, st.Params)
-		u := ClaimUnit{Cell: c.Key, Evidence: []Evidence{
-			{Name: "seeds SP/IP", Count: seedsText(sp) + "/" + seedsText(ip)},
-			{Name: "SP ceiling", Value: sp.Ceiling},
-			{Name: "IP ceiling", Value: ip.Ceiling},
-			{Name: "IP − SP ceiling", Value: g, Signed: true},
-		}}
-		if why := fewSeeds(sp, ip); why != "" {
-			u.Outcome, u.Why = NoData, why
+		u := CeilingCell{Cell: c.Key, SPSeeds: sp.Seeds, IPSeeds: ip.Seeds,
+			SPCeiling: sp.Ceiling, IPCeiling: ip.Ceiling, Diff: g}
+		if j, few := fewSeeds(sp, ip); few {
+			u.Judgement = j
 		} else {
-			o, why := judgeGain(g)
-			u.Outcome, u.Why = o, "IP − SP: "+why
+			u.Judgement = judgeGain(g)
 		}
-		t.Units = append(t.Units, u)
+		cl.Cells = append(cl.Cells, u)
+		outcomes = append(outcomes, u.Outcome)
 	}
-	majority(&t, "cells")
-	if len(t.Units) == 0 {
-		t.Why = "No cell has both SP and IP, so the claim cannot be judged."
-	}
-	return t
+	cl.Test = majority(outcomes)
+	cl.Verdict = verdictOf(cl.Test.Outcome)
+	return cl
 }
 
 // seedEstimate is the mean of per-seed (or per-run) values with the seed
@@ -388,21 +505,6 @@ func sum(xs []float64) float64 {
 	var s float64
 	for _, x := range xs {
 		s += x
-	}
-	return s
-}
-
-// plural is "n thing" or "n things".
-func plural(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
-}
-
-func dashIfEmpty(s string) string {
-	if s == "" {
-		return "–"
 	}
 	return s
 }

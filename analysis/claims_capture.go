@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -13,14 +12,10 @@ import (
 // Claim d: role capture under SP.
 
 // claimD: role capture under SP, cell by cell.
-func claimD(st *Study) ClaimTest {
+func claimD(st *Study) CaptureClaim {
 	p := st.Params
-	t := ClaimTest{Name: "role capture under SP",
-		Rule: "In each cell whose SP runs share one policy among two or more roles, an SP run counts as captured when a role's format compliance fell by at least capture_format_drop from the first to the last validation " +
-			"while its outputs converged on those of the role with the largest mean gradient share (see *Role capture*). " +
-			"The cell holds when a strict majority of its SP runs were captured, is against when a strict majority were not, and is undecided on a tie; it has not enough data with fewer than two SP runs with capture comparisons. " +
-			"Beside it: the capture rate (fraction of SP runs captured, with a t interval over seeds, the seed part of the interval rule, since capture is not recomputed on resampled problems) " +
-			"and, as the paper's diagnostic, the aggregator's output length at the last validation over that at the first (mean over seeds, same interval) for SP and for IP. " + majorityRule("cells")}
+	var cl CaptureClaim
+	var outcomes []Outcome
 	byWF := map[string][2]int{}
 	for _, c := range st.Cells {
 		sp := c.Cond(study.SP)
@@ -29,16 +24,16 @@ func claimD(st *Study) ClaimTest {
 		}
 		runs := condRuns(st, c.Key, study.SP)
 		var ind, lenSP, lenIP []float64
-		roleSet := map[string]bool{}
+		pairSet := map[RolePair]bool{}
 		shared := false
 		for _, r := range runs {
 			if len(r.Dominance) > 0 {
 				shared = true
 			}
-			if judged, yes, roles := captured(r); judged {
+			if judged, yes, pairs := captured(r); judged {
 				ind = append(ind, b01(yes))
-				for _, x := range roles {
-					roleSet[x] = true
+				for _, x := range pairs {
+					pairSet[x] = true
 				}
 			}
 			if v, ok := aggregatorLength(r); ok {
@@ -54,24 +49,20 @@ func claimD(st *Study) ClaimTest {
 			}
 		}
 		k := int(math.Round(sum(ind)))
-		roles := slices.Sorted(maps.Keys(roleSet))
-		u := ClaimUnit{Cell: c.Key, Evidence: []Evidence{
-			{Name: "SP runs captured", Count: fmt.Sprintf("%d/%d", k, len(ind))},
-			{Name: "capture rate", Value: seedEstimate(ind, p.CI, 0, 1)},
-			{Name: "captured → dominant", Count: dashIfEmpty(strings.Join(roles, ", "))},
-			{Name: "aggregator length last/first, SP", Value: seedEstimate(lenSP, p.CI, 0, math.Inf(1))},
-			{Name: "aggregator length last/first, IP", Value: seedEstimate(lenIP, p.CI, 0, math.Inf(1))},
-		}}
+		u := CaptureCell{Cell: c.Key, Captured: k, Judged: len(ind),
+			Rate:  seedEstimate(ind, p.CI, 0, 1),
+			Pairs: sortedPairs(pairSet),
+			LenSP: seedEstimate(lenSP, p.CI, 0, math.Inf(1)),
+			LenIP: seedEstimate(lenIP, p.CI, 0, math.Inf(1))}
 		switch {
 		case len(ind) < MinClaimSeeds:
-			u.Outcome = NoData
-			u.Why = fmt.Sprintf("%s with capture comparisons; a cell is judged only with %d or more", plural(len(ind), "SP run"), MinClaimSeeds)
+			u.Outcome, u.Reason = NoData, FewCaptureRuns
 		case 2*k > len(ind):
-			u.Outcome, u.Why = Holds, "a strict majority of SP runs captured"
+			u.Outcome, u.Reason = Holds, MostCaptured
 		case 2*k < len(ind):
-			u.Outcome, u.Why = Against, "a strict majority of SP runs not captured"
+			u.Outcome, u.Reason = Against, MostNotCaptured
 		default:
-			u.Outcome, u.Why = Undecided, "as many SP runs captured as not"
+			u.Outcome, u.Reason = Undecided, EvenCaptured
 		}
 		w := byWF[c.Key.Workflow]
 		w[1]++
@@ -79,32 +70,37 @@ func claimD(st *Study) ClaimTest {
 			w[0]++
 		}
 		byWF[c.Key.Workflow] = w
-		t.Units = append(t.Units, u)
+		cl.Cells = append(cl.Cells, u)
+		outcomes = append(outcomes, u.Outcome)
 	}
-	majority(&t, "cells")
-	if len(t.Units) == 0 {
-		t.Why = "No cell has SP runs whose policy is shared by two or more roles, so the claim cannot be judged."
-	} else {
-		var parts []string
-		for _, wf := range slices.Sorted(maps.Keys(byWF)) {
-			parts = append(parts, fmt.Sprintf("%s %d of %d", wf, byWF[wf][0], byWF[wf][1]))
-		}
-		t.Why += " Cells that hold, by workflow: " + strings.Join(parts, ", ") + "."
+	cl.Test = majority(outcomes)
+	cl.Verdict = verdictOf(cl.Test.Outcome)
+	for _, wf := range slices.Sorted(maps.Keys(byWF)) {
+		cl.ByWorkflow = append(cl.ByWorkflow, WorkflowTally{Workflow: wf, Holds: byWF[wf][0], Cells: byWF[wf][1]})
 	}
-	return t
+	return cl
+}
+
+// sortedPairs lists a set of role pairs in the order of their names
+// joined role→dominant.
+func sortedPairs(set map[RolePair]bool) []RolePair {
+	key := func(x RolePair) string { return x.Role + "→" + x.Dominant }
+	out := slices.Collect(maps.Keys(set))
+	slices.SortFunc(out, func(a, b RolePair) int { return strings.Compare(key(a), key(b)) })
+	return out
 }
 
 // captured reports whether a run has role-capture comparisons and whether
-// any role was captured, and which roles were.
-func captured(r *RunResult) (judged, yes bool, roles []string) {
+// any role was captured, and which roles were, with their dominant roles.
+func captured(r *RunResult) (judged, yes bool, pairs []RolePair) {
 	for _, c := range r.Capture {
 		judged = true
 		if c.Captured {
 			yes = true
-			roles = append(roles, c.Role+"→"+c.Dominant)
+			pairs = append(pairs, RolePair{c.Role, c.Dominant})
 		}
 	}
-	return judged, yes, roles
+	return judged, yes, pairs
 }
 
 // aggregatorLength returns the ratio of the aggregator's mean output

@@ -1,10 +1,8 @@
 package analysis
 
 import (
-	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/marlowlab/marlow/harness/study"
 )
@@ -12,48 +10,36 @@ import (
 // Claim c: where IP's terminal cliffs fall, and whether same-role
 // gradient amplification precedes them.
 
-// Labels of the counts of claim c's concentration test.
-const (
-	CountRunsV   = "IP runs in voting and orch-workers"
-	CountCliffsV = "with a cliff in voting and orch-workers"
-	CountRunsO   = "IP runs in other workflows"
-	CountCliffsO = "with a cliff in other workflows"
-	CountNoData  = "IP runs in cells without enough data"
-)
-
 // claimC: where IP's terminal cliffs fall, and whether same-role gradient
 // amplification precedes them.
-func claimC(st *Study) Claim {
-	conc := ClaimTest{Name: "IP cliffs concentrate in voting and orch-workers",
-		Rule: "In each cell with IP runs, the cliff rate is the fraction of IP seeds with a terminal cliff, with its interval by the rule of *Definitions* (the cliff test rerun on resampled problems gives the problem part). " +
-			"Over the cells judged (two or more IP seeds), the mean cliff rate of the voting and orch-workers cells is compared with that of the other workflows' cells (the interval of a mean adds the cells' parts; the difference's interval is Welch–Satterthwaite's). " +
-			"The test holds when the interval of the difference lies above 0; it is against when it lies below 0, or when no IP run judged fell off a cliff (the cliffs the claim is about did not occur); " +
-			"it is undecided otherwise (a zero-width interval never counts), and when either group has no cell."}
-	prec := ClaimTest{Name: "IP cliffs preceded by same-role gradient amplification",
-		Rule: "Each IP run judged that fell off a cliff holds when a role's gradient norm rose above amp_k × its early median while the mean cosine between its same-role agents' gradients was above amp_cos, " +
-			"at or before the cliff's fall (the cosine exists only for roles with two or more agents); it is against when no role did, and has not enough data without step rows. " + majorityRule("cliff runs")}
+func claimC(st *Study) CliffClaim {
 	var t cliffTally
+	var conc Concentration
+	var prec AmplificationTest
 	for _, c := range st.Cells {
 		if c.Cond(study.IP) != nil {
 			t.addCell(st, c, &conc, &prec)
 		}
 	}
 	t.judge(&conc, st.Params.CI)
-	majority(&prec, "cliff runs")
+	outcomes := make([]Outcome, len(prec.Runs))
+	for i, r := range prec.Runs {
+		outcomes[i] = r.Outcome
+	}
+	prec.Test = majority(outcomes)
 	return verdictC(conc, prec)
 }
 
 // cliffTally gathers claim c's concentration test over the cells: the cliff
-// rates of the judged cells and the counts of runs and cliffs, in the
-// voting and orch-workers cells (V) and the others (O).
+// rates of the judged cells in the voting and orch-workers cells (V) and
+// the others (O).
 type cliffTally struct {
-	rateV, rateO                           []Estimate
-	runsV, runsO, cliffsV, cliffsO, noData int
+	rateV, rateO []Estimate
 }
 
 // addCell adds cell c's IP runs: a unit of the concentration test (conc)
 // and one unit of the amplification test (prec) per run with a cliff.
-func (t *cliffTally) addCell(st *Study, c *CellResult, conc, prec *ClaimTest) {
+func (t *cliffTally) addCell(st *Study, c *CellResult, conc *Concentration, prec *AmplificationTest) {
 	ip := c.Cond(study.IP)
 	runs := condRuns(st, c.Key, study.IP)
 	var amp int
@@ -62,98 +48,76 @@ func (t *cliffTally) addCell(st *Study, c *CellResult, conc, prec *ClaimTest) {
 			amp++
 		}
 	}
-	u := ClaimUnit{Cell: c.Key, Evidence: []Evidence{
-		{Name: "IP runs with a cliff", Count: fmt.Sprintf("%d/%d", ip.CliffRuns, ip.Seeds)},
-		{Name: "cliff rate", Value: ip.CliffRate},
-		{Name: "cliffs preceded by amplification", Count: fmt.Sprintf("%d/%d", amp, ip.CliffRuns)},
-	}}
-	if why := fewSeeds(ip); why != "" {
-		u.Outcome, u.Why = NoData, why
-		t.noData += ip.Seeds
-		conc.Units = append(conc.Units, u)
+	u := CliffCell{Cell: c.Key, CliffRuns: ip.CliffRuns, Seeds: ip.Seeds, Rate: ip.CliffRate, Amplified: amp}
+	if j, few := fewSeeds(ip); few {
+		u.Judgement = j
+		conc.NoDataRuns += ip.Seeds
+		conc.Cells = append(conc.Cells, u)
 		return
 	}
-	u.Outcome, u.Why = Counted, "its cliff rate enters the comparison of the workflows"
+	u.Outcome, u.Reason = Counted, EntersRates
 	if slices.Contains(cliffWorkflows, c.Key.Workflow) {
 		t.rateV = append(t.rateV, ip.CliffRate)
-		t.runsV += ip.Seeds
-		t.cliffsV += ip.CliffRuns
+		conc.RunsV += ip.Seeds
+		conc.CliffsV += ip.CliffRuns
 	} else {
 		t.rateO = append(t.rateO, ip.CliffRate)
-		t.runsO += ip.Seeds
-		t.cliffsO += ip.CliffRuns
+		conc.RunsO += ip.Seeds
+		conc.CliffsO += ip.CliffRuns
 	}
-	conc.Units = append(conc.Units, u)
+	conc.Cells = append(conc.Cells, u)
 	for _, r := range runs {
 		if !r.Metrics.Cliff.Cliff {
 			continue
 		}
-		ru := ClaimUnit{Cell: c.Key, Run: r.RunID, Evidence: []Evidence{
-			{Name: "cliff fall step", Count: fmt.Sprint(r.Metrics.Cliff.FallStep)},
-			{Name: "first amplified step", Count: firstAmplified(r)},
-		}}
+		ru := CliffRun{Cell: c.Key, Run: r.RunID, FallStep: r.Metrics.Cliff.FallStep, FirstAmplified: firstAmplified(r)}
 		switch {
 		case len(r.Amplification) == 0:
-			ru.Outcome, ru.Why = NoData, "the run has no step rows"
+			ru.Outcome, ru.Reason = NoData, NoStepRows
 		case amplifiedBeforeCliff(r):
-			ru.Outcome, ru.Why = Holds, "amplified at or before the cliff's fall"
+			ru.Outcome, ru.Reason = Holds, AmplifiedFirst
 		default:
-			ru.Outcome, ru.Why = Against, "no role amplified at or before the cliff's fall"
+			ru.Outcome, ru.Reason = Against, NotAmplified
 		}
-		prec.Units = append(prec.Units, ru)
+		prec.Runs = append(prec.Runs, ru)
 	}
 }
 
-// judge sets the concentration test's counts, evidence and outcome.
-func (t *cliffTally) judge(conc *ClaimTest, ci float64) {
+// judge sets the concentration test's rates, difference and outcome.
+func (t *cliffTally) judge(conc *Concentration, ci float64) {
 	rv, ro := meanEstimate(t.rateV, ci), meanEstimate(t.rateO, ci)
 	diff := DifferenceInterval(rv, ro, ci)
 	if diff.HasCI() { // a difference of rates lies in [-1, 1]
 		diff.Lo, diff.Hi = math.Max(-1, diff.Lo), math.Min(1, diff.Hi)
 	}
-	conc.Counts = []Count{{CountRunsV, t.runsV}, {CountCliffsV, t.cliffsV}, {CountRunsO, t.runsO}, {CountCliffsO, t.cliffsO}, {CountNoData, t.noData}}
-	conc.Evidence = []Evidence{
-		{Name: fmt.Sprintf("mean cliff rate, voting and orch-workers (%d cells)", len(t.rateV)), Value: rv},
-		{Name: fmt.Sprintf("mean cliff rate, other workflows (%d cells)", len(t.rateO)), Value: ro},
-		{Name: "difference", Value: diff, Signed: true}}
+	conc.CellsV, conc.CellsO = len(t.rateV), len(t.rateO)
+	conc.RateV, conc.RateO, conc.Diff = rv, ro, diff
+	d := judgeGain(diff)
+	conc.DiffReason = d.Reason
 	switch {
-	case t.runsV+t.runsO > 0 && t.cliffsV+t.cliffsO == 0:
-		conc.Outcome = Against
-		conc.Why = fmt.Sprintf("None of the %d IP runs judged fell off a cliff.", t.runsV+t.runsO)
+	case conc.RunsV+conc.RunsO > 0 && conc.CliffsV+conc.CliffsO == 0:
+		conc.Outcome, conc.Reason = Against, NoCliffs
 	case len(t.rateV) == 0:
-		conc.Outcome, conc.Why = Undecided, "No voting or orch-workers cell with IP was judged."
+		conc.Outcome, conc.Reason = Undecided, NoCliffCell
 	case len(t.rateO) == 0:
-		conc.Outcome, conc.Why = Undecided, fmt.Sprintf("%d of %d IP runs judged in voting and orch-workers fell off a cliff, but no cell of another workflow with IP was judged to compare with.", t.cliffsV, t.runsV)
+		conc.Outcome, conc.Reason = Undecided, NoOtherCell
 	default:
-		o, why := judgeGain(diff)
-		conc.Outcome = o
-		conc.Why = fmt.Sprintf("%d of %d IP runs in voting and orch-workers fell off a cliff, %d of %d in other workflows; for the difference of mean cliff rates %s.", t.cliffsV, t.runsV, t.cliffsO, t.runsO, why)
+		conc.Outcome, conc.Reason = d.Outcome, RateInterval
 	}
 }
 
 // verdictC combines claim c's two tests.
-func verdictC(conc, prec ClaimTest) Claim {
-	c := Claim{ID: "c", Statement: "IP's terminal accuracy cliffs concentrate in voting and orch-workers and are preceded by same-role gradient amplification (per-role gradient norm rising with high cosine between same-role agents' gradients).",
-		Tests: []ClaimTest{conc, prec},
-		Rule:  "The verdict is reproduced when both tests hold, not reproduced when either is against, and inconclusive otherwise."}
+func verdictC(conc Concentration, prec AmplificationTest) CliffClaim {
+	c := CliffClaim{Concentration: conc, Amplification: prec}
 	switch {
-	case len(conc.Units) == 0:
-		c.Verdict, c.Why = Inconclusive, "No cell has IP runs, so the claim cannot be judged."
+	case len(conc.Cells) == 0:
+		c.Verdict, c.Reason = Inconclusive, NoIPCell
 	case conc.Outcome == Holds && prec.Outcome == Holds:
-		c.Verdict, c.Why = Reproduced, "Both tests hold."
+		c.Verdict, c.Reason = Reproduced, BothHold
 	case conc.Outcome == Against || prec.Outcome == Against:
-		c.Verdict = NotReproduced
-		var w []string
-		if conc.Outcome == Against {
-			w = append(w, "Concentration is against: "+conc.Why)
-		}
-		if prec.Outcome == Against {
-			w = append(w, "Amplification is against: "+prec.Why)
-		}
-		c.Why = strings.Join(w, " ")
+		c.Verdict, c.Reason = NotReproduced, EitherAgainst
 	default:
-		c.Verdict = Inconclusive
-		c.Why = fmt.Sprintf("Concentration: %s; amplification: %s.", conc.Outcome, prec.Outcome)
+		c.Verdict, c.Reason = Inconclusive, Mixed
 	}
 	return c
 }
@@ -170,17 +134,16 @@ func amplifiedBeforeCliff(r *RunResult) bool {
 	return false
 }
 
-func firstAmplified(r *RunResult) string {
+// firstAmplified is the first step at which a role of the run was
+// amplified, or -1.
+func firstAmplified(r *RunResult) int64 {
 	first := int64(-1)
 	for _, a := range r.Amplification {
 		if a.Amplified && (first < 0 || a.Steps[0] < first) {
 			first = a.Steps[0]
 		}
 	}
-	if first < 0 {
-		return "–"
-	}
-	return fmt.Sprint(first)
+	return first
 }
 
 // meanEstimate is the mean of independent estimates (one per cell) with

@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -35,7 +34,7 @@ func sarlGains(st *Study) []SARLGain {
 }
 
 // headlines matches the paper's headline cells: the scale by rank among
-// the study's three scales (0.6B, 1.7B, 4B), the task by a name containing
+// the study's three scales (PaperScales), the task by a name containing
 // "math", the workflow and condition by name.
 func headlines(st *Study, gains []SARLGain) []Headline {
 	scales, tasks := map[string]bool{}, map[string]bool{}
@@ -53,15 +52,16 @@ func headlines(st *Study, gains []SARLGain) []Headline {
 	}
 	var out []Headline
 	for _, ph := range paperHeadlines {
-		h := Headline{Paper: ph.label, PaperGain: ph.gain, Condition: ph.cond, Gain: noCI(math.NaN())}
+		h := Headline{PaperScale: PaperScales[ph.scale], PaperWorkflow: ph.workflow, Condition: ph.cond, PaperGain: ph.gain,
+			Scales: len(sl), MathTasks: len(mathTasks), Gain: noCI(math.NaN())}
 		switch {
-		case len(sl) != len(paperScales):
-			h.Why = fmt.Sprintf("the study has %s, not %d, so the paper's %s cannot be matched by rank", plural(len(sl), "scale"), len(paperScales), paperScales[ph.scale])
+		case len(sl) != len(PaperScales):
+			h.Match = ScalesUnmatched
 		case len(mathTasks) != 1:
-			h.Why = fmt.Sprintf("the study has %s whose name contains math, not one, so the paper's math task cannot be matched", plural(len(mathTasks), "task"))
+			h.Match = TaskUnmatched
 		default:
+			h.Match = Matched
 			h.Cell = CellKey{Workflow: ph.workflow, Task: mathTasks[0], Scale: sl[ph.scale]}
-			h.Why = fmt.Sprintf("scale %s stands in for %s, task %s for math", sl[ph.scale], paperScales[ph.scale], mathTasks[0])
 			for _, g := range gains {
 				if g.Cell != h.Cell {
 					continue
@@ -73,9 +73,6 @@ func headlines(st *Study, gains []SARLGain) []Headline {
 				if !math.IsNaN(e.Value) {
 					h.Found, h.Gain = true, e
 				}
-			}
-			if !h.Found {
-				h.Why += fmt.Sprintf("; the study has no %s and SA-RL in cell %s", ph.cond, h.Cell)
 			}
 		}
 		out = append(out, h)

@@ -2,9 +2,11 @@ package analysis
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/marlowlab/marlow/analysis/analysistest"
+	"github.com/marlowlab/marlow/harness/runlog"
 )
 
 // Curves at steps 0, 10, ..., 100 for the synthetic claims studies; the
@@ -87,60 +89,145 @@ var (
 
 func captureMod(c analysistest.Capture) func(*arm) { return func(a *arm) { a.Capture = c } }
 
+// judged is a unit's outcome and reason, as the tests compare them.
+type judged struct {
+	o Outcome
+	r Reason
+}
+
+// claimResult is one claim's typed result in a shape the table compares:
+// its verdict, each test, and each test's units.
+type claimResult struct {
+	verdict Verdict
+	tests   []Test
+	units   [][]judged
+}
+
+func unitsOf[U any](us []U, j func(U) Judgement) []judged {
+	out := make([]judged, len(us))
+	for i, u := range us {
+		x := j(u)
+		out[i] = judged{x.Outcome, x.Reason}
+	}
+	return out
+}
+
+// resultOf picks claim id ("a".."d") out of the comparison.
+func resultOf(cl *Claims, id string) claimResult {
+	switch id {
+	case "a":
+		return claimResult{cl.Better.Verdict, []Test{cl.Better.Test},
+			[][]judged{unitsOf(cl.Better.Cells, func(u BetterCell) Judgement { return u.Judgement })}}
+	case "b":
+		return claimResult{cl.Ceiling.Verdict, []Test{cl.Ceiling.Test},
+			[][]judged{unitsOf(cl.Ceiling.Cells, func(u CeilingCell) Judgement { return u.Judgement })}}
+	case "c":
+		c := cl.Cliffs
+		return claimResult{c.Verdict, []Test{c.Concentration.Test, c.Amplification.Test}, [][]judged{
+			unitsOf(c.Concentration.Cells, func(u CliffCell) Judgement { return u.Judgement }),
+			unitsOf(c.Amplification.Runs, func(u CliffRun) Judgement { return u.Judgement })}}
+	}
+	return claimResult{cl.Capture.Verdict, []Test{cl.Capture.Test},
+		[][]judged{unitsOf(cl.Capture.Cells, func(u CaptureCell) Judgement { return u.Judgement })}}
+}
+
+// repeat is n copies of a unit's outcome and reason.
+func repeat(n int, o Outcome, r Reason) []judged {
+	out := make([]judged, n)
+	for i := range out {
+		out[i] = judged{o, r}
+	}
+	return out
+}
+
+func cat(groups ...[]judged) []judged {
+	out := []judged{}
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}
+
+// evenSplit is one cell of two SP seeds, the first captured and the
+// second not.
+func evenSplit() []*runlog.Run {
+	var out []*runlog.Run
+	for _, c := range []struct {
+		capture analysistest.Capture
+		seed    int
+	}{{analysistest.Captured, 1}, {analysistest.NotCaptured, 2}} {
+		runs := analysistest.Study(cells("sp", 2, rise(0.3, 0.5), voting, []string{"s"}, captureMod(c.capture))...)
+		for _, r := range runs {
+			if r.Manifest.SeedIndex == c.seed {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// TestClaimVerdicts pins the typed results of the four claims, built from
+// synthetic logs: each verdict of each claim, with its tests' outcomes,
+// reasons and tallies and its units' outcomes and reasons.
 func TestClaimVerdicts(t *testing.T) {
 	amp := func(a *arm) { a.Amplify = true }
+	none := []judged{}
 	tests := []struct {
-		name   string
-		claim  string // "a".."d"
-		arms   []arm
-		want   string
-		counts map[string]int // test 0's counts that must match
-		tests  []string       // the outcome of each test, when given
+		name  string
+		claim string // "a".."d"
+		arms  []arm
+		runs  []*runlog.Run // instead of arms, when set
+		want  claimResult
 	}{
 		// a: the better of SP and IP against base
 		{"a reproduced: SP and IP end far above base", "a", join(
 			cells("base", 3, flat(0.2), voting, twoScales, nil),
 			cells("sp", 3, rise(0.2, 0.7), voting, twoScales, nil),
-			cells("ip", 3, rise(0.2, 0.6), voting, twoScales, nil)),
-			Reproduced, map[string]int{Holds: 2, "total": 2}, nil},
+			cells("ip", 3, rise(0.2, 0.6), voting, twoScales, nil)), nil,
+			claimResult{Reproduced, []Test{{Holds, Majority, Tally{Holds: 2}}}, [][]judged{repeat(2, Holds, AboveZero)}}},
 		{"a not reproduced: both end far below base", "a", join(
 			cells("base", 3, flat(0.7), voting, twoScales, nil),
 			cells("sp", 3, rise(0.7, 0.2), voting, twoScales, nil),
-			cells("ip", 3, rise(0.7, 0.25), voting, twoScales, nil)),
-			NotReproduced, map[string]int{Against: 2, "total": 2}, nil},
+			cells("ip", 3, rise(0.7, 0.25), voting, twoScales, nil)), nil,
+			claimResult{NotReproduced, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, BelowZero)}}},
 		{"a inconclusive: base has one seed", "a", join(
 			cells("base", 1, flat(0.2), voting, twoScales, nil),
 			cells("sp", 3, rise(0.2, 0.7), voting, twoScales, nil),
-			cells("ip", 3, rise(0.2, 0.6), voting, twoScales, nil)),
-			Inconclusive, map[string]int{NoData: 2, "judged": 0}, nil},
+			cells("ip", 3, rise(0.2, 0.6), voting, twoScales, nil)), nil,
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewSeeds)}}},
 		{"a inconclusive: no gain distinguishable from zero", "a", join(
 			cells("base", 3, flat(0.4), voting, twoScales, nil),
 			cells("sp", 3, flat(0.4), voting, twoScales, nil),
-			cells("ip", 3, flat(0.4), voting, twoScales, nil)),
-			Inconclusive, map[string]int{Undecided: 2}, nil},
+			cells("ip", 3, flat(0.4), voting, twoScales, nil)), nil,
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Undecided: 2}}}, [][]judged{repeat(2, Undecided, ContainsZero)}}},
 		{"a cannot be judged: no multi-agent condition", "a",
-			cells("base", 3, flat(0.4), voting, twoScales, nil),
-			Inconclusive, map[string]int{"total": 0}, nil},
+			cells("base", 3, flat(0.4), voting, twoScales, nil), nil,
+			claimResult{Inconclusive, []Test{{Undecided, NoUnits, Tally{}}}, [][]judged{none}}},
 
 		// b: IP's ceiling against SP's
 		{"b reproduced: IP peaks far above SP", "b", join(
 			cells("sp", 3, rise(0.3, 0.4), voting, twoScales, nil),
-			cells("ip", 3, rise(0.3, 0.8), voting, twoScales, nil)),
-			Reproduced, map[string]int{Holds: 2}, nil},
+			cells("ip", 3, rise(0.3, 0.8), voting, twoScales, nil)), nil,
+			claimResult{Reproduced, []Test{{Holds, Majority, Tally{Holds: 2}}}, [][]judged{repeat(2, Holds, AboveZero)}}},
 		{"b not reproduced: SP peaks far above IP", "b", join(
 			cells("sp", 3, rise(0.3, 0.8), voting, twoScales, nil),
-			cells("ip", 3, rise(0.3, 0.4), voting, twoScales, nil)),
-			NotReproduced, map[string]int{Against: 2}, nil},
+			cells("ip", 3, rise(0.3, 0.4), voting, twoScales, nil)), nil,
+			claimResult{NotReproduced, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, BelowZero)}}},
 		{"b inconclusive: one cell each way and one undecided", "b", join(
 			cells("sp", 3, rise(0.3, 0.4), voting, []string{"s"}, nil),
 			cells("ip", 3, rise(0.3, 0.8), voting, []string{"s"}, nil),
 			cells("sp", 3, rise(0.3, 0.8), voting, []string{"m"}, nil),
 			cells("ip", 3, rise(0.3, 0.4), voting, []string{"m"}, nil),
 			cells("sp", 3, rise(0.3, 0.5), voting, []string{"l"}, nil),
-			cells("ip", 3, rise(0.3, 0.5), voting, []string{"l"}, nil)),
+			cells("ip", 3, rise(0.3, 0.5), voting, []string{"l"}, nil)), nil,
 			// 1 holds, 1 against, 1 undecided of 3: neither a strict
-			// majority for nor half against
-			Inconclusive, map[string]int{Holds: 1, Against: 1, Undecided: 1}, nil},
+			// majority for nor half against (cells in scale order s, m, l)
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Holds: 1, Against: 1, Undecided: 1}}},
+				[][]judged{{{Holds, AboveZero}, {Against, BelowZero}, {Undecided, ContainsZero}}}}},
+		{"b inconclusive: SP has one seed", "b", join(
+			cells("sp", 1, rise(0.3, 0.4), voting, twoScales, nil),
+			cells("ip", 3, rise(0.3, 0.8), voting, twoScales, nil)), nil,
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewSeeds)}}},
 
 		// c: IP cliffs in voting and orch-workers, after amplification
 		{"c reproduced: cliffs in voting and orch-workers, amplified first", "c", join(
@@ -151,76 +238,164 @@ func TestClaimVerdicts(t *testing.T) {
 				}
 				return peak(0.3, 0.7, 0.2)(seed)
 			}, voting, []string{"m"}, amp),
-			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)),
-			Reproduced, map[string]int{CountCliffsV: 8, CountRunsO: 6, CountCliffsO: 0}, []string{Holds, Holds}},
+			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)), nil,
+			claimResult{Reproduced, []Test{{Holds, RateInterval, Tally{}}, {Holds, Majority, Tally{Holds: 8}}},
+				[][]judged{repeat(5, Counted, EntersRates), repeat(8, Holds, AmplifiedFirst)}}},
 		{"c not reproduced: no IP run falls off a cliff", "c", join(
-			cells("ip", 3, rise(0.3, 0.7), []string{"voting", "orch-workers", "eval-opt"}, twoScales, amp)),
-			NotReproduced, map[string]int{CountCliffsV: 0, CountCliffsO: 0, CountRunsV: 12}, []string{Against, Undecided}},
+			cells("ip", 3, rise(0.3, 0.7), []string{"voting", "orch-workers", "eval-opt"}, twoScales, amp)), nil,
+			claimResult{NotReproduced, []Test{{Against, NoCliffs, Tally{}}, {Undecided, NoUnits, Tally{}}},
+				[][]judged{repeat(6, Counted, EntersRates), none}}},
 		{"c not reproduced: cliffs without amplification", "c", join(
 			cells("ip", 3, peak(0.3, 0.7, 0.2), []string{"voting", "orch-workers"}, []string{"s"}, nil),
-			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)),
-			NotReproduced, nil, []string{"", Against}},
+			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)), nil,
+			// every cell's cliff rate is 0 or 1 without spread: the
+			// difference's interval has zero width
+			claimResult{NotReproduced, []Test{{Undecided, RateInterval, Tally{}}, {Against, HalfAgainst, Tally{Against: 6}}},
+				[][]judged{repeat(4, Counted, EntersRates), repeat(6, Against, NotAmplified)}}},
 		{"c inconclusive: IP has one seed per cell", "c", join(
-			cells("ip", 1, peak(0.3, 0.7, 0.2), []string{"voting", "orch-workers", "eval-opt"}, twoScales, amp)),
-			Inconclusive, map[string]int{CountNoData: 6, CountRunsV: 0}, []string{Undecided, Undecided}},
+			cells("ip", 1, peak(0.3, 0.7, 0.2), []string{"voting", "orch-workers", "eval-opt"}, twoScales, amp)), nil,
+			claimResult{Inconclusive, []Test{{Undecided, NoCliffCell, Tally{}}, {Undecided, NoUnits, Tally{}}},
+				[][]judged{repeat(6, NoData, FewSeeds), none}}},
 		{"c inconclusive: no other workflow to compare with", "c", join(
-			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, twoScales, amp)),
-			Inconclusive, map[string]int{CountRunsO: 0, CountCliffsV: 6}, []string{Undecided, Holds}},
+			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, twoScales, amp)), nil,
+			claimResult{Inconclusive, []Test{{Undecided, NoOtherCell, Tally{}}, {Holds, Majority, Tally{Holds: 6}}},
+				[][]judged{repeat(2, Counted, EntersRates), repeat(6, Holds, AmplifiedFirst)}}},
+		{"c cannot be judged: no IP run", "c",
+			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, nil), nil,
+			claimResult{Inconclusive, []Test{{Undecided, NoCliffCell, Tally{}}, {Undecided, NoUnits, Tally{}}}, [][]judged{none, none}}},
 
 		// d: role capture under SP
 		{"d reproduced: the aggregator is captured in every SP run", "d", join(
-			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured))),
-			Reproduced, map[string]int{Holds: 2}, nil},
+			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured))), nil,
+			claimResult{Reproduced, []Test{{Holds, Majority, Tally{Holds: 2}}}, [][]judged{repeat(2, Holds, MostCaptured)}}},
 		{"d not reproduced: no SP run captured", "d", join(
-			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.NotCaptured))),
-			NotReproduced, map[string]int{Against: 2}, nil},
+			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.NotCaptured))), nil,
+			claimResult{NotReproduced, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, MostNotCaptured)}}},
 		{"d inconclusive: one cell captured, one not, one without capture rows", "d", join(
 			cells("sp", 3, rise(0.3, 0.5), voting, []string{"s"}, captureMod(analysistest.Captured)),
 			cells("sp", 3, rise(0.3, 0.5), voting, []string{"m"}, captureMod(analysistest.NotCaptured)),
-			cells("sp", 3, rise(0.3, 0.5), voting, []string{"l"}, nil)),
-			Inconclusive, map[string]int{Holds: 1, Against: 1, NoData: 1}, nil},
+			cells("sp", 3, rise(0.3, 0.5), voting, []string{"l"}, nil)), nil,
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Holds: 1, Against: 1, NoData: 1}}},
+				[][]judged{{{Holds, MostCaptured}, {Against, MostNotCaptured}, {NoData, FewCaptureRuns}}}}},
 		{"d inconclusive: SP has one seed", "d", join(
-			cells("sp", 1, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured))),
-			Inconclusive, map[string]int{NoData: 2}, nil},
+			cells("sp", 1, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured))), nil,
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewCaptureRuns)}}},
+		{"d inconclusive: as many SP runs captured as not", "d", nil, evenSplit(),
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Undecided: 1}}}, [][]judged{{{Undecided, EvenCaptured}}}}},
+		{"d cannot be judged: no shared policy", "d",
+			cells("ip", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured)), nil,
+			claimResult{Inconclusive, []Test{{Undecided, NoUnits, Tally{}}}, [][]judged{none}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := Analyze(analysistest.Study(tc.arms...))
+			runs := tc.runs
+			if runs == nil {
+				runs = analysistest.Study(tc.arms...)
+			}
+			st, err := Analyze(runs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cl := CompareClaims(st)
-			var c *Claim
-			for i := range cl.Claims {
-				if cl.Claims[i].ID == tc.claim {
-					c = &cl.Claims[i]
-				}
+			got := resultOf(CompareClaims(st), tc.claim)
+			if got.verdict != tc.want.verdict {
+				t.Errorf("verdict %d, want %d", got.verdict, tc.want.verdict)
 			}
-			if c == nil {
-				t.Fatalf("no claim %s", tc.claim)
+			if !slices.Equal(got.tests, tc.want.tests) {
+				t.Errorf("tests %+v, want %+v", got.tests, tc.want.tests)
 			}
-			if c.Verdict != tc.want {
-				t.Errorf("verdict %q, want %q (%s)", c.Verdict, tc.want, c.Why)
-				for _, ts := range c.Tests {
-					for _, u := range ts.Units {
-						t.Logf("%s %s %s: %s (%s)", ts.Name, u.Cell, u.Run, u.Outcome, u.Why)
-					}
-				}
-			}
-			if c.Why == "" || c.Rule == "" || c.Tests[0].Rule == "" {
-				t.Errorf("claim %s lacks its reason or rule: why %q, rule %q", c.ID, c.Why, c.Rule)
-			}
-			for i, o := range tc.tests {
-				if o != "" && c.Tests[i].Outcome != o {
-					t.Errorf("test %q: %s, want %s (%s)", c.Tests[i].Name, c.Tests[i].Outcome, o, c.Tests[i].Why)
-				}
-			}
-			for label, n := range tc.counts {
-				if got := c.Tests[0].CountOf(label); got != n {
-					t.Errorf("count %q = %d, want %d (counts %v)", label, got, n, c.Tests[0].Counts)
+			for i := range tc.want.units {
+				if !slices.Equal(got.units[i], tc.want.units[i]) {
+					t.Errorf("test %d units %+v, want %+v", i, got.units[i], tc.want.units[i])
 				}
 			}
 		})
+	}
+}
+
+// TestClaimEvidence checks the numbers the claims rest on: the chosen
+// condition of claim a and its figures, the seeds of claim b, the counts
+// and rates of claim c's concentration test and the pairs and workflow
+// tally of claim d.
+func TestClaimEvidence(t *testing.T) {
+	st, err := Analyze(analysistest.Study(join(
+		cells("base", 3, flat(0.2), voting, []string{"s"}, nil),
+		cells("sp", 1, rise(0.2, 0.5), voting, []string{"s"}, captureMod(analysistest.Captured)),
+		cells("ip", 3, rise(0.2, 0.7), voting, []string{"s"}, nil),
+		cells("ip", 3, peak(0.3, 0.7, 0.2), []string{"orch-workers"}, []string{"s"}, func(a *arm) { a.Amplify = true }),
+		cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, []string{"s"}, nil))...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := CompareClaims(st)
+
+	if len(cl.Better.Cells) != 1 {
+		t.Fatalf("claim a: %d cells, want 1", len(cl.Better.Cells))
+	}
+	a := cl.Better.Cells[0]
+	var c *CellResult
+	for _, x := range st.Cells {
+		if x.Key == a.Cell {
+			c = x
+		}
+	}
+	if c == nil || a.Cell.Workflow != "voting" || a.Better != "ip" || c.BetterMultiAgent().Condition != "ip" {
+		t.Errorf("claim a: better %q in %s, want ip", a.Better, a.Cell)
+	}
+	if a.BaseSeeds != 3 || a.SPSeeds != 1 || a.IPSeeds != 3 || a.Gain != c.Cond("ip").GainBaseFinal || a.IPFinal != c.Cond("ip").Final || a.SPFinal != c.Cond("sp").Final {
+		t.Errorf("claim a: evidence %+v", a)
+	}
+	if a.Reason != FewSeeds || !slices.Equal(a.Few, []CondSeeds{{"sp", 1}}) {
+		t.Errorf("claim a: %d %+v, want SP's one seed", a.Reason, a.Few)
+	}
+
+	b := cl.Ceiling.Cells
+	if len(b) != 1 || b[0].SPSeeds != 1 || b[0].IPSeeds != 3 || b[0].Outcome != NoData {
+		t.Errorf("claim b: cells %+v", b)
+	}
+
+	conc := cl.Cliffs.Concentration
+	if conc.RunsV != 6 || conc.CliffsV != 3 || conc.RunsO != 3 || conc.CliffsO != 0 || conc.NoDataRuns != 0 || conc.CellsV != 2 || conc.CellsO != 1 {
+		t.Errorf("claim c: counts %+v", conc)
+	}
+	if !near(conc.RateV.Value, 0.5) || !near(conc.RateO.Value, 0) || !near(conc.Diff.Value, 0.5) || conc.Diff.Lo < -1 || conc.Diff.Hi > 1 {
+		t.Errorf("claim c: rates %+v, %+v, difference %+v", conc.RateV, conc.RateO, conc.Diff)
+	}
+
+	d := cl.Capture
+	if len(d.Cells) != 1 || d.Cells[0].Captured != 1 || d.Cells[0].Judged != 1 ||
+		!slices.Equal(d.Cells[0].Pairs, []RolePair{{"aggregator", "generator"}}) || d.Cells[0].Reason != FewCaptureRuns {
+		t.Errorf("claim d: cells %+v", d.Cells)
+	}
+	if !slices.Equal(d.ByWorkflow, []WorkflowTally{{"voting", 0, 1}}) {
+		t.Errorf("claim d: by workflow %+v", d.ByWorkflow)
+	}
+}
+
+func TestBetterMultiAgent(t *testing.T) {
+	cond := func(name string, final float64) CondSummary {
+		return CondSummary{Condition: name, Final: Estimate{Value: final}}
+	}
+	tests := []struct {
+		name  string
+		conds []CondSummary
+		want  string // "" for none
+	}{
+		{"neither", []CondSummary{cond("base", 0.5)}, ""},
+		{"SP only", []CondSummary{cond("base", 0.5), cond("sp", 0.1)}, "sp"},
+		{"IP only", []CondSummary{cond("ip", 0.1)}, "ip"},
+		{"IP higher", []CondSummary{cond("sp", 0.4), cond("ip", 0.6)}, "ip"},
+		{"SP higher", []CondSummary{cond("sp", 0.6), cond("ip", 0.4)}, "sp"},
+		{"a tie goes to SP", []CondSummary{cond("sp", 0.5), cond("ip", 0.5)}, "sp"},
+	}
+	for _, tc := range tests {
+		c := &CellResult{Conditions: tc.conds}
+		got := ""
+		if b := c.BetterMultiAgent(); b != nil {
+			got = b.Condition
+		}
+		if got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 
@@ -234,25 +409,32 @@ func TestClaimCUnits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := CompareClaims(st).Claims[2]
-	conc, prec := c.Tests[0], c.Tests[1]
-	if len(conc.Units) != 2 || conc.Units[0].Outcome != Counted {
-		t.Fatalf("concentration units %+v", conc.Units)
+	c := CompareClaims(st).Cliffs
+	conc, prec := c.Concentration, c.Amplification
+	if len(conc.Cells) != 2 || conc.Cells[0].Outcome != Counted {
+		t.Fatalf("concentration units %+v", conc.Cells)
 	}
 	var rate Estimate
-	for _, u := range conc.Units {
+	for _, u := range conc.Cells {
 		if u.Cell.Workflow == "voting" {
-			rate = u.Evidence[1].Value
+			rate = u.Rate
+			if u.CliffRuns != 3 || u.Seeds != 3 || u.Amplified != 3 {
+				t.Errorf("voting cell %+v, want 3 cliffs of 3 runs, all amplified first", u)
+			}
 		}
 	}
 	if rate.Value != 1 || !rate.HasCI() {
 		t.Errorf("voting cliff rate %+v, want 1 with an interval", rate)
 	}
-	if len(prec.Units) != 3 {
-		t.Fatalf("%d cliff-run units, want 3", len(prec.Units))
+	// rates of 1 and 0 without spread: the difference has zero width
+	if conc.Outcome != Undecided || conc.Reason != RateInterval || conc.DiffReason != ZeroWidth || conc.Diff.Value != 1 {
+		t.Errorf("concentration %d %d (difference %d %+v), want undecided on a zero-width difference of 1", conc.Outcome, conc.Reason, conc.DiffReason, conc.Diff)
 	}
-	for _, u := range prec.Units {
-		if u.Outcome != Holds || u.Evidence[1].Count != "51" || u.Run == "" {
+	if len(prec.Runs) != 3 {
+		t.Fatalf("%d cliff-run units, want 3", len(prec.Runs))
+	}
+	for _, u := range prec.Runs {
+		if u.Outcome != Holds || u.FirstAmplified != 51 || u.FallStep != 70 || u.Run == "" {
 			t.Errorf("cliff run unit %+v", u)
 		}
 	}
@@ -290,24 +472,60 @@ func TestSARLGainsAndHeadlines(t *testing.T) {
 		t.Fatalf("%d headlines", len(cl.Headlines))
 	}
 	h := cl.Headlines[0]
-	if !h.Found || h.Cell != (CellKey{"eval-opt", "synth-math", "m"}) || h.Condition != "ip" || !near(h.PaperGain, 0.101) || h.Gain.Value <= 0 {
+	if h.Match != Matched || !h.Found || h.Cell != (CellKey{"eval-opt", "synth-math", "m"}) || h.Condition != "ip" ||
+		h.PaperScale != "1.7B" || h.PaperWorkflow != "eval-opt" || !near(h.PaperGain, 0.101) || h.Gain.Value <= 0 {
 		t.Errorf("headline 0: %+v", h)
 	}
 	h = cl.Headlines[1]
-	if !h.Found || h.Cell != (CellKey{"voting", "synth-math", "l"}) || h.Condition != "sp" || !near(h.PaperGain, -0.103) {
+	if h.Match != Matched || !h.Found || h.Cell != (CellKey{"voting", "synth-math", "l"}) || h.Condition != "sp" ||
+		h.PaperScale != "4B" || h.PaperWorkflow != "voting" || !near(h.PaperGain, -0.103) {
 		t.Errorf("headline 1: %+v", h)
 	}
 
-	// two scales: the paper's cells cannot be matched by rank
-	st, err = Analyze(analysistest.Study(join(
-		cells("sa-rl", 2, rise(0.3, 0.4), []string{"single"}, twoScales, func(a *arm) { a.EvalWorkflows = []string{"single", "voting"} }),
-		cells("sp", 2, rise(0.3, 0.4), voting, twoScales, nil))...))
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name             string
+		arms             []arm
+		match            HeadlineMatch
+		scales, mathTask int
+	}{
+		{"two scales: no match by rank", join(
+			cells("sa-rl", 2, rise(0.3, 0.4), []string{"single"}, twoScales, func(a *arm) { a.EvalWorkflows = []string{"single", "voting"} }),
+			cells("sp", 2, rise(0.3, 0.4), voting, twoScales, nil)), ScalesUnmatched, 2, 1},
+		{"two math tasks: no task to match", join(
+			cells("sp", 2, rise(0.3, 0.4), voting, scales, nil),
+			cells("sp", 2, rise(0.3, 0.4), voting, scales, func(a *arm) { a.Task = "alt-math" })), TaskUnmatched, 3, 2},
+		{"the cell lacks SA-RL", join(
+			cells("sp", 2, rise(0.3, 0.4), voting, scales, nil),
+			cells("ip", 2, rise(0.3, 0.4), []string{"eval-opt"}, scales, nil)), Matched, 3, 1},
+	} {
+		st, err := Analyze(analysistest.Study(tc.arms...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range CompareClaims(st).Headlines {
+			if h.Found || h.Match != tc.match || h.Scales != tc.scales || h.MathTasks != tc.mathTask || (h.Match == Matched) == (h.Cell == CellKey{}) {
+				t.Errorf("%s: headline %+v", tc.name, h)
+			}
+		}
 	}
-	for _, h := range CompareClaims(st).Headlines {
-		if h.Found || h.Why == "" {
-			t.Errorf("two scales: headline %+v matched", h)
+}
+
+func TestJudgeGain(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		e    Estimate
+		want Judgement
+	}{
+		{Estimate{Value: 0.2, Lo: 0.1, Hi: 0.3}, Judgement{Outcome: Holds, Reason: AboveZero}},
+		{Estimate{Value: -0.2, Lo: -0.3, Hi: -0.1}, Judgement{Outcome: Against, Reason: BelowZero}},
+		{Estimate{Value: 0.2, Lo: -0.1, Hi: 0.3}, Judgement{Outcome: Undecided, Reason: ContainsZero}},
+		{Estimate{Value: 0.2, Lo: 0.2, Hi: 0.2}, Judgement{Outcome: Undecided, Reason: ZeroWidth}},
+		{Estimate{Value: 0.2, Lo: nan, Hi: nan}, Judgement{Outcome: Undecided, Reason: NoInterval}},
+		{Estimate{Value: nan, Lo: nan, Hi: nan}, Judgement{Outcome: Undecided, Reason: NoInterval}},
+	}
+	for _, tc := range tests {
+		if got := judgeGain(tc.e); got.Outcome != tc.want.Outcome || got.Reason != tc.want.Reason {
+			t.Errorf("%+v: %+v, want %+v", tc.e, got, tc.want)
 		}
 	}
 }
@@ -315,33 +533,38 @@ func TestSARLGainsAndHeadlines(t *testing.T) {
 func TestMajority(t *testing.T) {
 	tests := []struct {
 		h, a, u, d int
-		want       string
+		want       Outcome
+		reason     Reason
 	}{
-		{0, 0, 0, 0, Undecided},
-		{2, 0, 0, 1, Holds},
-		{2, 0, 0, 2, Undecided}, // 2 of 4 is not a strict majority
-		{1, 2, 1, 0, Against},   // half against
-		{1, 1, 0, 0, Against},
-		{1, 1, 1, 0, Undecided},
-		{0, 1, 1, 1, Undecided},
-		{3, 2, 0, 0, Holds},
+		{0, 0, 0, 0, Undecided, NoUnits},
+		{2, 0, 0, 1, Holds, Majority},
+		{2, 0, 0, 2, Undecided, Split},     // 2 of 4 is not a strict majority
+		{1, 2, 1, 0, Against, HalfAgainst}, // half against
+		{1, 1, 0, 0, Against, HalfAgainst},
+		{1, 1, 1, 0, Undecided, Split},
+		{0, 1, 1, 1, Undecided, Split},
+		{3, 2, 0, 0, Holds, Majority},
 	}
 	for _, tc := range tests {
-		var ts ClaimTest
+		var os []Outcome
 		for _, x := range []struct {
 			n int
-			o string
+			o Outcome
 		}{{tc.h, Holds}, {tc.a, Against}, {tc.u, Undecided}, {tc.d, NoData}} {
 			for range x.n {
-				ts.Units = append(ts.Units, ClaimUnit{Outcome: x.o})
+				os = append(os, x.o)
 			}
 		}
-		majority(&ts, "cells")
-		if ts.Outcome != tc.want {
-			t.Errorf("holds %d against %d undecided %d no data %d: %s, want %s", tc.h, tc.a, tc.u, tc.d, ts.Outcome, tc.want)
+		ts := majority(os)
+		if ts.Outcome != tc.want || ts.Reason != tc.reason {
+			t.Errorf("holds %d against %d undecided %d no data %d: outcome %d reason %d, want %d %d", tc.h, tc.a, tc.u, tc.d, ts.Outcome, ts.Reason, tc.want, tc.reason)
 		}
-		if ts.CountOf("judged") != tc.h+tc.a+tc.u || ts.CountOf("total") != tc.h+tc.a+tc.u+tc.d {
-			t.Errorf("counts %v", ts.Counts)
+		if ts.Tally != (Tally{tc.h, tc.a, tc.u, tc.d}) || ts.Tally.Judged() != tc.h+tc.a+tc.u || ts.Tally.Total() != tc.h+tc.a+tc.u+tc.d {
+			t.Errorf("tally %+v", ts.Tally)
 		}
+	}
+	// a cell counted into claim c's rates counts as without enough data
+	if ts := majority([]Outcome{Counted, Holds}); ts.Tally != (Tally{Holds: 1, NoData: 1}) {
+		t.Errorf("counted: tally %+v", ts.Tally)
 	}
 }

@@ -9,7 +9,9 @@
 package report
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -53,8 +55,12 @@ func Render(st *analysis.Study, opts Options) ([]File, error) {
 }
 
 // Write renders the report and writes it under out, replacing PNG and SVG
-// files in out/figures that this report no longer produces.
+// files in out/figures that this report no longer produces. It refuses a
+// folder that could be taken for code (checkOut).
 func Write(st *analysis.Study, out string, opts Options) ([]File, error) {
+	if err := checkOut(out); err != nil {
+		return nil, err
+	}
 	files, err := Render(st, opts)
 	if err != nil {
 		return nil, err
@@ -86,4 +92,29 @@ func Write(st *analysis.Study, out string, opts Options) ([]File, error) {
 		}
 	}
 	return files, nil
+}
+
+// checkOut refuses a report folder that could be taken for code: one named
+// like a Go file or like a folder the Go tool treats specially (testdata,
+// vendor), as the default folder reports/<experiment> of an experiment so
+// named would be, or one that holds Go source.
+func checkOut(out string) error {
+	switch base := filepath.Base(filepath.Clean(out)); {
+	case strings.HasSuffix(base, ".go") || base == "testdata" || base == "vendor":
+		return fmt.Errorf("report folder %s is named like Go code (a .go file, testdata or vendor), and a report folder holds only a report: "+
+			"pass --out with another folder (an experiment named %q gets this folder by default)", out, base)
+	}
+	entries, err := os.ReadDir(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading report folder: %w", err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); strings.HasSuffix(n, ".go") || n == "go.mod" {
+			return fmt.Errorf("report folder %s holds Go source (%s), and a report folder holds only a report: pass --out with another folder", out, n)
+		}
+	}
+	return nil
 }

@@ -61,27 +61,28 @@ func TestReadmeClaims(t *testing.T) {
 	}
 	sec := text[i:j]
 	cl := analysis.CompareClaims(st)
-	for _, c := range cl.Claims {
+	claims := claimTexts(cl)
+	for _, c := range claims {
 		for _, want := range []string{
-			"| " + c.ID + ". " + c.Statement + " | **" + c.Verdict + "** |",
-			"### " + c.ID + ". " + c.Statement + "\n\n**Verdict: " + c.Verdict + ".** " + c.Why,
+			"| " + c.id + ". " + c.statement + " | **" + c.verdict + "** |",
+			"### " + c.id + ". " + c.statement + "\n\n**Verdict: " + c.verdict + ".** " + c.why,
 		} {
 			if !strings.Contains(sec, want) {
-				t.Errorf("claim %s: section lacks %q", c.ID, want)
+				t.Errorf("claim %s: section lacks %q", c.id, want)
 			}
 		}
-		for _, ts := range c.Tests {
-			if !strings.Contains(sec, "Rule: "+ts.Rule) || !strings.Contains(sec, "Counts: "+countsText(ts)+".") {
-				t.Errorf("claim %s test %q: rule or counts missing", c.ID, ts.Name)
+		for _, ts := range c.tests {
+			if !strings.Contains(sec, "Rule: "+ts.rule) || !strings.Contains(sec, "Counts: "+countsText(ts)+".") {
+				t.Errorf("claim %s test %q: rule or counts missing", c.id, ts.name)
 			}
 		}
 	}
 	// this study: IP's voting cliffs keep its ceiling near SP's there, so
 	// claim b holds in the three eval-opt cells only
-	wantVerdicts := map[string]string{"a": analysis.Reproduced, "b": analysis.Inconclusive, "c": analysis.Reproduced, "d": analysis.Reproduced}
-	for _, c := range cl.Claims {
-		if c.Verdict != wantVerdicts[c.ID] {
-			t.Errorf("claim %s: %s (%s), want %s", c.ID, c.Verdict, c.Why, wantVerdicts[c.ID])
+	wantVerdicts := map[string]string{"a": "reproduced", "b": "inconclusive", "c": "reproduced", "d": "reproduced"}
+	for _, c := range claims {
+		if c.verdict != wantVerdicts[c.id] {
+			t.Errorf("claim %s: %s (%s), want %s", c.id, c.verdict, c.why, wantVerdicts[c.id])
 		}
 	}
 	for _, want := range []string{

@@ -325,7 +325,7 @@ func conditionFindings(st *analysis.Study) []string {
 				ipFinal++
 			}
 		}
-		best := bestMARL(sp, ip)
+		best := c.BetterMultiAgent()
 		if best != nil && base != nil {
 			withBase++
 			if best.Final.Value > base.Final.Value {
@@ -467,16 +467,4 @@ func captureFindings(st *analysis.Study) []string {
 		out = append(out, fmt.Sprintf("Role capture (format collapse with outputs converging on the dominant role's) in %d of %d role comparisons; format collapse without convergence in %d.", capYes, capN, capFmtOnly))
 	}
 	return out
-}
-
-func bestMARL(sp, ip *analysis.CondSummary) *analysis.CondSummary {
-	switch {
-	case sp == nil:
-		return ip
-	case ip == nil:
-		return sp
-	case ip.Final.Value > sp.Final.Value:
-		return ip
-	}
-	return sp
 }

@@ -10,7 +10,7 @@ import (
 
 // writeClaims writes the comparison with the paper's four claims, the
 // gains over SA-RL per cell and the paper's headline gains, all computed
-// by analysis.CompareClaims.
+// by analysis.CompareClaims and worded here (claims_prose.go).
 func writeClaims(w md, st *analysis.Study) {
 	cl := analysis.CompareClaims(st)
 	ciPct := fmt.Sprintf("%g%%", cl.CI*100)
@@ -18,72 +18,73 @@ func writeClaims(w md, st *analysis.Study) {
 	w("Each claim of the paper is judged from the logs by the rule printed under it; no verdict is written by hand. "+
 		"Intervals are %s intervals by the rule of *Definitions* (over seeds and validation problems; the capture rate and the aggregator's length ratio, which are not recomputed on resampled problems, over seeds alone). "+
 		"A cell is judged only when every condition it compares has %d or more seeds; otherwise it counts as *%s* and the claim cannot rest on it.\n\n",
-		ciPct, analysis.MinClaimSeeds, analysis.NoData)
+		ciPct, analysis.MinClaimSeeds, outcomeWord(analysis.NoData))
 	w("| claim | verdict | rests on |\n|---|---|---|\n")
-	for _, c := range cl.Claims {
+	claims := claimTexts(cl)
+	for _, c := range claims {
 		var rests []string
-		for _, t := range c.Tests {
-			rests = append(rests, t.Name+": "+countsText(t))
+		for _, t := range c.tests {
+			rests = append(rests, t.name+": "+countsText(t))
 		}
-		w("| %s. %s | **%s** | %s |\n", c.ID, cellEsc(c.Statement), c.Verdict, cellEsc(strings.Join(rests, "; ")))
+		w("| %s. %s | **%s** | %s |\n", c.id, cellEsc(c.statement), c.verdict, cellEsc(strings.Join(rests, "; ")))
 	}
 	w("\n")
-	for _, c := range cl.Claims {
-		w("### %s. %s\n\n**Verdict: %s.** %s\n\n", c.ID, c.Statement, c.Verdict, c.Why)
-		if len(c.Tests) > 1 {
-			w("%s\n\n", c.Rule)
+	for _, c := range claims {
+		w("### %s. %s\n\n**Verdict: %s.** %s\n\n", c.id, c.statement, c.verdict, c.why)
+		if len(c.tests) > 1 {
+			w("%s\n\n", c.rule)
 		}
-		for _, t := range c.Tests {
-			if len(c.Tests) > 1 {
-				w("#### %s: %s\n\n%s\n\n", t.Name, t.Outcome, t.Why)
+		for _, t := range c.tests {
+			if len(c.tests) > 1 {
+				w("#### %s: %s\n\n%s\n\n", t.name, t.outcome, t.why)
 			}
-			w("Rule: %s\n\n", t.Rule)
+			w("Rule: %s\n\n", t.rule)
 			w("Counts: %s.\n\n", countsText(t))
-			if len(t.Evidence) > 0 {
-				for _, e := range t.Evidence {
-					w("- %s: %s\n", e.Name, evidenceText(e))
+			if len(t.evidence) > 0 {
+				for _, e := range t.evidence {
+					w("- %s: %s\n", e.name, evidenceText(e))
 				}
 				w("\n")
 			}
-			writeUnits(w, t.Units)
+			writeUnits(w, t.units)
 		}
 	}
 	writeSARLGains(w, cl, ciPct)
 }
 
 // countsText lists a test's counts: "holds 3, against 1, ...".
-func countsText(t analysis.ClaimTest) string {
-	parts := make([]string, len(t.Counts))
-	for i, c := range t.Counts {
-		parts[i] = fmt.Sprintf("%s %d", c.Label, c.N)
+func countsText(t testText) string {
+	parts := make([]string, len(t.counts))
+	for i, c := range t.counts {
+		parts[i] = fmt.Sprintf("%s %d", c.label, c.n)
 	}
 	return strings.Join(parts, ", ")
 }
 
-func evidenceText(e analysis.Evidence) string {
-	if e.Count != "" {
-		return e.Count
+func evidenceText(e evidence) string {
+	if e.count != "" {
+		return e.count
 	}
-	return est(e.Value, e.Signed)
+	return est(e.value, e.signed)
 }
 
 // writeUnits writes the table of a test's units (cells, or runs when any
 // unit names a run).
-func writeUnits(w md, units []analysis.ClaimUnit) {
+func writeUnits(w md, units []unitText) {
 	if len(units) == 0 {
 		w("No cell or run to show.\n\n")
 		return
 	}
-	runs := units[0].Run != ""
+	runs := units[0].run != ""
 	head := "| task | workflow | scale |"
 	align := "|---|---|---|"
 	if runs {
 		head += " run |"
 		align += "---|"
 	}
-	for _, e := range units[0].Evidence {
-		head += " " + cellEsc(e.Name) + " |"
-		if e.Count != "" {
+	for _, e := range units[0].evidence {
+		head += " " + cellEsc(e.name) + " |"
+		if e.count != "" {
 			align += "---|"
 		} else {
 			align += "---:|"
@@ -91,14 +92,14 @@ func writeUnits(w md, units []analysis.ClaimUnit) {
 	}
 	w("%s outcome | why |\n%s---|---|\n", head, align)
 	for _, u := range units {
-		row := fmt.Sprintf("| %s | %s | %s |", cellEsc(u.Cell.Task), cellEsc(u.Cell.Workflow), cellEsc(u.Cell.Scale))
+		row := fmt.Sprintf("| %s | %s | %s |", cellEsc(u.cell.Task), cellEsc(u.cell.Workflow), cellEsc(u.cell.Scale))
 		if runs {
-			row += " " + cellEsc(u.Run) + " |"
+			row += " " + cellEsc(u.run) + " |"
 		}
-		for _, e := range u.Evidence {
+		for _, e := range u.evidence {
 			row += " " + cellEsc(evidenceText(e)) + " |"
 		}
-		w("%s %s | %s |\n", row, u.Outcome, cellEsc(u.Why))
+		w("%s %s | %s |\n", row, u.outcome, cellEsc(u.why))
 	}
 	w("\n")
 }
@@ -165,7 +166,7 @@ func writeSARLGains(w md, cl *analysis.Claims, ciPct string) {
 		if h.Found {
 			gain, d, dir = est(h.Gain, true), differs(h.Gain), direction(h.Gain, h.PaperGain)
 		}
-		w("| %s | %+.3f (%+.1f points) | %s | %s | %s | %s | %s |\n", h.Paper, h.PaperGain, 100*h.PaperGain, cellEsc(cell), gain, d, dir, cellEsc(h.Why))
+		w("| %s | %+.3f (%+.1f points) | %s | %s | %s | %s | %s |\n", headlineLabel(h), h.PaperGain, 100*h.PaperGain, cellEsc(cell), gain, d, dir, cellEsc(headlineWhy(h)))
 	}
 }
 

@@ -218,3 +218,41 @@ func TestReadmeIntervals(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteRefusesCodeFolders: a report folder named like Go code, or one
+// holding Go source, is refused before anything is written.
+func TestWriteRefusesCodeFolders(t *testing.T) {
+	root := t.TempDir()
+	withGo := filepath.Join(root, "pkg")
+	if err := os.MkdirAll(withGo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(withGo, "x.go"), []byte("package x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		out  string
+		want string // "" for accepted
+	}{
+		{filepath.Join(root, "reports", "build.go"), "named like Go code"},
+		{filepath.Join(root, "reports", "testdata"), "named like Go code"},
+		{filepath.Join(root, "reports", "vendor") + "/", "named like Go code"},
+		{withGo, "holds Go source (x.go)"},
+		{filepath.Join(root, "reports", "demo.gone"), ""},
+		{filepath.Join(root, "reports", "testdata-2"), ""},
+	}
+	st := fixtureStudy(t)
+	for _, tc := range tests {
+		_, err := Write(st, tc.out, fixtureOpts)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.out, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--out")):
+			t.Errorf("%s: error %v, want one saying %q and naming --out", tc.out, err, tc.want)
+		case tc.want != "":
+			if _, err := os.Stat(filepath.Join(tc.out, "README.md")); err == nil {
+				t.Errorf("%s: refused, but README.md was written", tc.out)
+			}
+		}
+	}
+}

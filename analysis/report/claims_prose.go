@@ -1,0 +1,398 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/harness/study"
+)
+
+// The words of the comparison with the paper's claims: analysis.CompareClaims
+// returns outcomes, reasons, counts and estimates; this file turns them
+// into the claims, rules, reasons, counts and evidence the README prints.
+
+// claimText is one claim as the README prints it.
+type claimText struct {
+	id, statement string
+	rule          string // how the tests combine into the verdict
+	verdict, why  string
+	tests         []testText
+}
+
+// testText is one test of a claim as the README prints it.
+type testText struct {
+	name, rule   string
+	outcome, why string
+	counts       []labelled // what the outcome rests on
+	evidence     []evidence // the test's own numbers
+	units        []unitText
+}
+
+// labelled is one labelled count of a test.
+type labelled struct {
+	label string
+	n     int
+}
+
+// evidence is one named number of a unit or a test: an estimate with its
+// interval, or a count written as text (count non-empty).
+type evidence struct {
+	name   string
+	value  analysis.Estimate
+	signed bool   // a difference, printed with its sign
+	count  string // e.g. "2/3"; when set it is printed instead of value
+}
+
+// unitText is the evidence of one unit judged under a claim: a cell (run
+// empty) or one run of a cell.
+type unitText struct {
+	cell     analysis.CellKey
+	run      string
+	outcome  string
+	why      string
+	evidence []evidence
+}
+
+// verdictWord is a verdict as the README prints it.
+func verdictWord(v analysis.Verdict) string {
+	switch v {
+	case analysis.Reproduced:
+		return "reproduced"
+	case analysis.NotReproduced:
+		return "not reproduced"
+	}
+	return "inconclusive"
+}
+
+// outcomeWord is an outcome as the README prints it; it also labels the
+// counts of a majority test.
+func outcomeWord(o analysis.Outcome) string {
+	switch o {
+	case analysis.Holds:
+		return "holds"
+	case analysis.Against:
+		return "against"
+	case analysis.NoData:
+		return "not enough data"
+	case analysis.Counted:
+		return "counted"
+	}
+	return "undecided"
+}
+
+// plural is "n thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+// seedsText is a condition's number of seeds, "–" when it is absent.
+func seedsText(n int) string {
+	if n == 0 {
+		return "–"
+	}
+	return fmt.Sprint(n)
+}
+
+// gainWhy says how a gain's interval stands against 0.
+func gainWhy(r analysis.Reason) string {
+	switch r {
+	case analysis.AboveZero:
+		return "the interval lies above 0"
+	case analysis.BelowZero:
+		return "the interval lies below 0"
+	case analysis.NoInterval:
+		return "no interval could be computed"
+	case analysis.ZeroWidth:
+		return "the interval has zero width"
+	}
+	return "the interval contains 0"
+}
+
+// fewSeedsWhy says which conditions have too few seeds for a cell to be
+// judged.
+func fewSeedsWhy(few []analysis.CondSeeds) string {
+	out := make([]string, len(few))
+	for i, c := range few {
+		out[i] = fmt.Sprintf("%s has %d seed", c.Condition, c.Seeds)
+	}
+	return strings.Join(out, ", ") + fmt.Sprintf("; a cell is judged only with %d or more seeds per condition, since one seed says nothing of the seed-to-seed spread", analysis.MinClaimSeeds)
+}
+
+// gainUnitWhy is the reason of a cell judged on a gain, prefixed with the
+// difference it judged (e.g. "IP − SP").
+func gainUnitWhy(j analysis.Judgement, diff string) string {
+	if j.Reason == analysis.FewSeeds {
+		return fewSeedsWhy(j.Few)
+	}
+	return diff + ": " + gainWhy(j.Reason)
+}
+
+// majorityRule is the rule text of a majority test over units.
+func majorityRule(units string) string {
+	return fmt.Sprintf("The test holds when the %[1]s that hold are a strict majority of all %[1]s it applies to "+
+		"(those without enough data included); it is against when the %[1]s against are at least half of them, "+
+		"so that the claim could not hold in a strict majority even if every undecided %[2]s and every %[2]s without enough data held; "+
+		"otherwise, and when there is no %[2]s, it is undecided.", units, strings.TrimSuffix(units, "s"))
+}
+
+// majorityCounts are the counts of a majority test.
+func majorityCounts(t analysis.Tally) []labelled {
+	return []labelled{{outcomeWord(analysis.Holds), t.Holds}, {outcomeWord(analysis.Against), t.Against},
+		{outcomeWord(analysis.Undecided), t.Undecided}, {outcomeWord(analysis.NoData), t.NoData},
+		{"judged", t.Judged()}, {"total", t.Total()}}
+}
+
+// majorityWhy is the reason of a majority test's outcome.
+func majorityWhy(t analysis.Test, units string) string {
+	c := t.Tally
+	n := c.Total()
+	switch t.Reason {
+	case analysis.NoUnits:
+		return fmt.Sprintf("No %s to judge.", units)
+	case analysis.Majority:
+		return fmt.Sprintf("It holds in %d of %d %s, a strict majority.", c.Holds, n, units)
+	case analysis.HalfAgainst:
+		return fmt.Sprintf("It is against in %d of %d %s, so it could not hold in a strict majority.", c.Against, n, units)
+	}
+	return fmt.Sprintf("It holds in %d of %d %s and is against in %d; the %d undecided and %d without enough data could tip it either way.", c.Holds, n, units, c.Against, c.Undecided, c.NoData)
+}
+
+// majorityTest is the text of a majority test over cells or runs.
+func majorityTest(name, rule, units string, t analysis.Test, us []unitText) testText {
+	return testText{name: name, rule: rule + " " + majorityRule(units), outcome: outcomeWord(t.Outcome),
+		why: majorityWhy(t, units), counts: majorityCounts(t.Tally), units: us}
+}
+
+// singleRule is the rule of a claim of one test.
+const singleRule = "The verdict is the test's outcome: reproduced when it holds, not reproduced when it is against, inconclusive when it is undecided."
+
+// claimTexts are the paper's four claims, in order, as the README prints
+// them.
+func claimTexts(cl *analysis.Claims) []claimText {
+	return []claimText{betterText(cl.Better), ceilingText(cl.Ceiling), cliffText(cl.Cliffs), captureText(cl.Capture)}
+}
+
+// single makes the text of a claim of one test.
+func single(id, statement string, v analysis.Verdict, t testText) claimText {
+	return claimText{id: id, statement: statement, rule: singleRule, verdict: verdictWord(v), why: t.why, tests: []testText{t}}
+}
+
+// betterText is claim a.
+func betterText(c analysis.BetterClaim) claimText {
+	units := make([]unitText, len(c.Cells))
+	for i, u := range c.Cells {
+		units[i] = unitText{cell: u.Cell, outcome: outcomeWord(u.Outcome), why: gainUnitWhy(u.Judgement, u.Better+" − base"),
+			evidence: []evidence{
+				{name: "seeds base/SP/IP", count: seedsText(u.BaseSeeds) + "/" + seedsText(u.SPSeeds) + "/" + seedsText(u.IPSeeds)},
+				{name: "base final", value: u.BaseFinal},
+				{name: "SP final", value: u.SPFinal},
+				{name: "IP final", value: u.IPFinal},
+				{name: "better", count: u.Better},
+				{name: "gain over base", value: u.Gain, signed: true},
+			}}
+	}
+	t := majorityTest("better multi-agent condition vs base, final accuracy",
+		"In each cell with base and SP or IP, the better multi-agent condition is the one with the higher final accuracy (mean over seeds; SP on a tie). "+
+			"The cell holds when the interval of its final accuracy minus base's lies above 0, is against when it lies below 0, and is undecided otherwise. "+
+			"Choosing the better condition on the same data favours the claim slightly.", "cells", c.Test, units)
+	if len(units) == 0 {
+		t.why = "No cell has base and a multi-agent condition (SP or IP), so the claim cannot be judged."
+	}
+	return single("a", "Multi-agent RL (the better of SP and IP) beats the base workflow in most cells.", c.Verdict, t)
+}
+
+// ceilingText is claim b.
+func ceilingText(c analysis.CeilingClaim) claimText {
+	units := make([]unitText, len(c.Cells))
+	for i, u := range c.Cells {
+		units[i] = unitText{cell: u.Cell, outcome: outcomeWord(u.Outcome), why: gainUnitWhy(u.Judgement, "IP − SP"),
+			evidence: []evidence{
+				{name: "seeds SP/IP", count: seedsText(u.SPSeeds) + "/" + seedsText(u.IPSeeds)},
+				{name: "SP ceiling", value: u.SPCeiling},
+				{name: "IP ceiling", value: u.IPCeiling},
+				{name: "IP − SP ceiling", value: u.Diff, signed: true},
+			}}
+	}
+	t := majorityTest("IP ceiling vs SP ceiling",
+		"In each cell with SP and IP, the cell holds when the interval of IP's ceiling minus SP's (paired over problems, interval rule of *Definitions*) lies above 0, is against when it lies below 0, and is undecided otherwise. "+
+			"A ceiling is a maximum over noisy validations; both conditions share that bias, so their difference is compared.", "cells", c.Test, units)
+	if len(units) == 0 {
+		t.why = "No cell has both SP and IP, so the claim cannot be judged."
+	}
+	return single("b", "IP reaches a higher ceiling than SP in more cells than not.", c.Verdict, t)
+}
+
+// cliffText is claim c.
+func cliffText(c analysis.CliffClaim) claimText {
+	conc, prec := concentrationText(c.Concentration), amplificationText(c.Amplification)
+	ct := claimText{id: "c", statement: "IP's terminal accuracy cliffs concentrate in voting and orch-workers and are preceded by same-role gradient amplification (per-role gradient norm rising with high cosine between same-role agents' gradients).",
+		rule:    "The verdict is reproduced when both tests hold, not reproduced when either is against, and inconclusive otherwise.",
+		verdict: verdictWord(c.Verdict), tests: []testText{conc, prec}}
+	switch c.Reason {
+	case analysis.NoIPCell:
+		ct.why = "No cell has IP runs, so the claim cannot be judged."
+	case analysis.BothHold:
+		ct.why = "Both tests hold."
+	case analysis.EitherAgainst:
+		var w []string
+		if c.Concentration.Outcome == analysis.Against {
+			w = append(w, "Concentration is against: "+conc.why)
+		}
+		if c.Amplification.Outcome == analysis.Against {
+			w = append(w, "Amplification is against: "+prec.why)
+		}
+		ct.why = strings.Join(w, " ")
+	default:
+		ct.why = fmt.Sprintf("Concentration: %s; amplification: %s.", conc.outcome, prec.outcome)
+	}
+	return ct
+}
+
+// concentrationText is claim c's first test.
+func concentrationText(c analysis.Concentration) testText {
+	units := make([]unitText, len(c.Cells))
+	for i, u := range c.Cells {
+		why := "its cliff rate enters the comparison of the workflows"
+		if u.Reason == analysis.FewSeeds {
+			why = fewSeedsWhy(u.Few)
+		}
+		units[i] = unitText{cell: u.Cell, outcome: outcomeWord(u.Outcome), why: why, evidence: []evidence{
+			{name: "IP runs with a cliff", count: fmt.Sprintf("%d/%d", u.CliffRuns, u.Seeds)},
+			{name: "cliff rate", value: u.Rate},
+			{name: "cliffs preceded by amplification", count: fmt.Sprintf("%d/%d", u.Amplified, u.CliffRuns)},
+		}}
+	}
+	t := testText{name: "IP cliffs concentrate in voting and orch-workers",
+		rule: "In each cell with IP runs, the cliff rate is the fraction of IP seeds with a terminal cliff, with its interval by the rule of *Definitions* (the cliff test rerun on resampled problems gives the problem part). " +
+			"Over the cells judged (two or more IP seeds), the mean cliff rate of the voting and orch-workers cells is compared with that of the other workflows' cells (the interval of a mean adds the cells' parts; the difference's interval is Welch–Satterthwaite's). " +
+			"The test holds when the interval of the difference lies above 0; it is against when it lies below 0, or when no IP run judged fell off a cliff (the cliffs the claim is about did not occur); " +
+			"it is undecided otherwise (a zero-width interval never counts), and when either group has no cell.",
+		outcome: outcomeWord(c.Outcome), units: units,
+		counts: []labelled{{"IP runs in voting and orch-workers", c.RunsV}, {"with a cliff in voting and orch-workers", c.CliffsV},
+			{"IP runs in other workflows", c.RunsO}, {"with a cliff in other workflows", c.CliffsO}, {"IP runs in cells without enough data", c.NoDataRuns}},
+		evidence: []evidence{
+			{name: fmt.Sprintf("mean cliff rate, voting and orch-workers (%d cells)", c.CellsV), value: c.RateV},
+			{name: fmt.Sprintf("mean cliff rate, other workflows (%d cells)", c.CellsO), value: c.RateO},
+			{name: "difference", value: c.Diff, signed: true}}}
+	switch c.Reason {
+	case analysis.NoCliffs:
+		t.why = fmt.Sprintf("None of the %d IP runs judged fell off a cliff.", c.RunsV+c.RunsO)
+	case analysis.NoCliffCell:
+		t.why = "No voting or orch-workers cell with IP was judged."
+	case analysis.NoOtherCell:
+		t.why = fmt.Sprintf("%d of %d IP runs judged in voting and orch-workers fell off a cliff, but no cell of another workflow with IP was judged to compare with.", c.CliffsV, c.RunsV)
+	default:
+		t.why = fmt.Sprintf("%d of %d IP runs in voting and orch-workers fell off a cliff, %d of %d in other workflows; for the difference of mean cliff rates %s.", c.CliffsV, c.RunsV, c.CliffsO, c.RunsO, gainWhy(c.DiffReason))
+	}
+	return t
+}
+
+// amplificationText is claim c's second test.
+func amplificationText(c analysis.AmplificationTest) testText {
+	units := make([]unitText, len(c.Runs))
+	for i, u := range c.Runs {
+		why := "no role amplified at or before the cliff's fall"
+		switch u.Reason {
+		case analysis.NoStepRows:
+			why = "the run has no step rows"
+		case analysis.AmplifiedFirst:
+			why = "amplified at or before the cliff's fall"
+		}
+		first := "–"
+		if u.FirstAmplified >= 0 {
+			first = fmt.Sprint(u.FirstAmplified)
+		}
+		units[i] = unitText{cell: u.Cell, run: u.Run, outcome: outcomeWord(u.Outcome), why: why, evidence: []evidence{
+			{name: "cliff fall step", count: fmt.Sprint(u.FallStep)},
+			{name: "first amplified step", count: first},
+		}}
+	}
+	return majorityTest("IP cliffs preceded by same-role gradient amplification",
+		"Each IP run judged that fell off a cliff holds when a role's gradient norm rose above amp_k × its early median while the mean cosine between its same-role agents' gradients was above amp_cos, "+
+			"at or before the cliff's fall (the cosine exists only for roles with two or more agents); it is against when no role did, and has not enough data without step rows.", "cliff runs", c.Test, units)
+}
+
+// captureText is claim d.
+func captureText(c analysis.CaptureClaim) claimText {
+	units := make([]unitText, len(c.Cells))
+	for i, u := range c.Cells {
+		var why string
+		switch u.Reason {
+		case analysis.FewCaptureRuns:
+			why = fmt.Sprintf("%s with capture comparisons; a cell is judged only with %d or more", plural(u.Judged, "SP run"), analysis.MinClaimSeeds)
+		case analysis.MostCaptured:
+			why = "a strict majority of SP runs captured"
+		case analysis.MostNotCaptured:
+			why = "a strict majority of SP runs not captured"
+		default:
+			why = "as many SP runs captured as not"
+		}
+		pairs := make([]string, len(u.Pairs))
+		for k, p := range u.Pairs {
+			pairs[k] = p.Role + "→" + p.Dominant
+		}
+		units[i] = unitText{cell: u.Cell, outcome: outcomeWord(u.Outcome), why: why, evidence: []evidence{
+			{name: "SP runs captured", count: fmt.Sprintf("%d/%d", u.Captured, u.Judged)},
+			{name: "capture rate", value: u.Rate},
+			{name: "captured → dominant", count: dashIfEmpty(strings.Join(pairs, ", "))},
+			{name: "aggregator length last/first, SP", value: u.LenSP},
+			{name: "aggregator length last/first, IP", value: u.LenIP},
+		}}
+	}
+	t := majorityTest("role capture under SP",
+		"In each cell whose SP runs share one policy among two or more roles, an SP run counts as captured when a role's format compliance fell by at least capture_format_drop from the first to the last validation "+
+			"while its outputs converged on those of the role with the largest mean gradient share (see *Role capture*). "+
+			"The cell holds when a strict majority of its SP runs were captured, is against when a strict majority were not, and is undecided on a tie; it has not enough data with fewer than two SP runs with capture comparisons. "+
+			"Beside it: the capture rate (fraction of SP runs captured, with a t interval over seeds, the seed part of the interval rule, since capture is not recomputed on resampled problems) "+
+			"and, as the paper's diagnostic, the aggregator's output length at the last validation over that at the first (mean over seeds, same interval) for SP and for IP.", "cells", c.Test, units)
+	if len(units) == 0 {
+		t.why = "No cell has SP runs whose policy is shared by two or more roles, so the claim cannot be judged."
+	} else {
+		parts := make([]string, len(c.ByWorkflow))
+		for i, w := range c.ByWorkflow {
+			parts[i] = fmt.Sprintf("%s %d of %d", w.Workflow, w.Holds, w.Cells)
+		}
+		t.why += " Cells that hold, by workflow: " + strings.Join(parts, ", ") + "."
+	}
+	return single("d", "Under SP, a role is captured by the role with the largest gradient mass: its format compliance falls while its outputs converge on the dominant role's (the aggregator's output length is the paper's diagnostic).", c.Verdict, t)
+}
+
+// paperWorkflowNames are the paper's names of the workflows of its
+// headline cells.
+var paperWorkflowNames = map[string]string{study.EvalOpt: "Eval-Opt", study.Voting: "Voting"}
+
+// headlineLabel names the paper's headline cell, e.g. "1.7B math Eval-Opt IP".
+func headlineLabel(h analysis.Headline) string {
+	wf, ok := paperWorkflowNames[h.PaperWorkflow]
+	if !ok {
+		wf = h.PaperWorkflow
+	}
+	return h.PaperScale + " math " + wf + " " + strings.ToUpper(h.Condition)
+}
+
+// headlineWhy says how the paper's headline cell was matched, or why none
+// was.
+func headlineWhy(h analysis.Headline) string {
+	switch h.Match {
+	case analysis.ScalesUnmatched:
+		return fmt.Sprintf("the study has %s, not %d, so the paper's %s cannot be matched by rank", plural(h.Scales, "scale"), len(analysis.PaperScales), h.PaperScale)
+	case analysis.TaskUnmatched:
+		return fmt.Sprintf("the study has %s whose name contains math, not one, so the paper's math task cannot be matched", plural(h.MathTasks, "task"))
+	}
+	why := fmt.Sprintf("scale %s stands in for %s, task %s for math", h.Cell.Scale, h.PaperScale, h.Cell.Task)
+	if !h.Found {
+		why += fmt.Sprintf("; the study has no %s and SA-RL in cell %s", h.Condition, h.Cell)
+	}
+	return why
+}
