@@ -183,8 +183,15 @@ func claimTexts(cl *analysis.Claims) []claimText {
 	return []claimText{betterText(cl.Better), ceilingText(cl.Ceiling), cliffText(cl.Cliffs), captureText(cl.Capture)}
 }
 
-// single makes the text of a claim of one test.
-func single(id, statement string, v analysis.Verdict, t testText) claimText {
+// cellClaim makes the text of a claim of one test over cells: its reason
+// is the test's, or empty when the test has no cell; more is added to the
+// test's reason when it has.
+func cellClaim(id, statement string, v analysis.Verdict, t testText, empty, more string) claimText {
+	if len(t.units) == 0 {
+		t.why = empty
+	} else {
+		t.why += more
+	}
 	return claimText{id: id, statement: statement, rule: singleRule, verdict: verdictWord(v), why: t.why, tests: []testText{t}}
 }
 
@@ -206,10 +213,8 @@ func betterText(c analysis.BetterClaim) claimText {
 		"In each cell with base and SP or IP, the better multi-agent condition is the one with the higher final accuracy (mean over seeds; SP on a tie). "+
 			"The cell holds when the interval of its final accuracy minus base's lies above 0, is against when it lies below 0, and is undecided otherwise. "+
 			"Choosing the better condition on the same data favours the claim slightly.", "cells", c.Test, units)
-	if len(units) == 0 {
-		t.why = "No cell has base and a multi-agent condition (SP or IP), so the claim cannot be judged."
-	}
-	return single("a", "Multi-agent RL (the better of SP and IP) beats the base workflow in most cells.", c.Verdict, t)
+	return cellClaim("a", "Multi-agent RL (the better of SP and IP) beats the base workflow in most cells.", c.Verdict, t,
+		"No cell has base and a multi-agent condition (SP or IP), so the claim cannot be judged.", "")
 }
 
 // ceilingText is claim b.
@@ -227,10 +232,8 @@ func ceilingText(c analysis.CeilingClaim) claimText {
 	t := majorityTest("IP ceiling vs SP ceiling",
 		"In each cell with SP and IP, the cell holds when the interval of IP's ceiling minus SP's (paired over problems, interval rule of *Definitions*) lies above 0, is against when it lies below 0, and is undecided otherwise. "+
 			"A ceiling is a maximum over noisy validations; both conditions share that bias, so their difference is compared.", "cells", c.Test, units)
-	if len(units) == 0 {
-		t.why = "No cell has both SP and IP, so the claim cannot be judged."
-	}
-	return single("b", "IP reaches a higher ceiling than SP in more cells than not.", c.Verdict, t)
+	return cellClaim("b", "IP reaches a higher ceiling than SP in more cells than not.", c.Verdict, t,
+		"No cell has both SP and IP, so the claim cannot be judged.", "")
 }
 
 // cliffText is claim c.
@@ -356,16 +359,13 @@ func captureText(c analysis.CaptureClaim) claimText {
 			"The cell holds when a strict majority of its SP runs were captured, is against when a strict majority were not, and is undecided on a tie; it has not enough data with fewer than two SP runs with capture comparisons. "+
 			"Beside it: the capture rate (fraction of SP runs captured, with a t interval over seeds, the seed part of the interval rule, since capture is not recomputed on resampled problems) "+
 			"and, as the paper's diagnostic, the aggregator's output length at the last validation over that at the first (mean over seeds, same interval) for SP and for IP.", "cells", c.Test, units)
-	if len(units) == 0 {
-		t.why = "No cell has SP runs whose policy is shared by two or more roles, so the claim cannot be judged."
-	} else {
-		parts := make([]string, len(c.ByWorkflow))
-		for i, w := range c.ByWorkflow {
-			parts[i] = fmt.Sprintf("%s %d of %d", w.Workflow, w.Holds, w.Cells)
-		}
-		t.why += " Cells that hold, by workflow: " + strings.Join(parts, ", ") + "."
+	parts := make([]string, len(c.ByWorkflow))
+	for i, w := range c.ByWorkflow {
+		parts[i] = fmt.Sprintf("%s %d of %d", w.Workflow, w.Holds, w.Cells)
 	}
-	return single("d", "Under SP, a role is captured by the role with the largest gradient mass: its format compliance falls while its outputs converge on the dominant role's (the aggregator's output length is the paper's diagnostic).", c.Verdict, t)
+	return cellClaim("d", "Under SP, a role is captured by the role with the largest gradient mass: its format compliance falls while its outputs converge on the dominant role's (the aggregator's output length is the paper's diagnostic).", c.Verdict, t,
+		"No cell has SP runs whose policy is shared by two or more roles, so the claim cannot be judged.",
+		" Cells that hold, by workflow: "+strings.Join(parts, ", ")+".")
 }
 
 // paperWorkflowNames are the paper's names of the workflows of its
