@@ -131,3 +131,77 @@ func TestReadmeClaimsCannotBeJudged(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimWords pins the words the report gives the typed results of
+// analysis.CompareClaims: outcomes, verdicts, the reasons of gains and of
+// majority tests, and the matching of the paper's headline cells.
+func TestClaimWords(t *testing.T) {
+	words := map[string]string{
+		verdictWord(analysis.Reproduced):    "reproduced",
+		verdictWord(analysis.NotReproduced): "not reproduced",
+		verdictWord(analysis.Inconclusive):  "inconclusive",
+		outcomeWord(analysis.Holds):         "holds",
+		outcomeWord(analysis.Against):       "against",
+		outcomeWord(analysis.Undecided):     "undecided",
+		outcomeWord(analysis.NoData):        "not enough data",
+		outcomeWord(analysis.Counted):       "counted",
+		gainWhy(analysis.AboveZero):         "the interval lies above 0",
+		gainWhy(analysis.BelowZero):         "the interval lies below 0",
+		gainWhy(analysis.NoInterval):        "no interval could be computed",
+		gainWhy(analysis.ZeroWidth):         "the interval has zero width",
+		gainWhy(analysis.ContainsZero):      "the interval contains 0",
+	}
+	if len(words) != 13 {
+		t.Errorf("%d distinct words for 13 verdicts, outcomes and reasons", len(words))
+	}
+	for got, want := range words {
+		if got != want {
+			t.Errorf("%q, want %q", got, want)
+		}
+	}
+
+	for _, tc := range []struct {
+		test analysis.Test
+		want string
+	}{
+		{analysis.Test{Reason: analysis.NoUnits}, "No cliff runs to judge."},
+		{analysis.Test{Outcome: analysis.Holds, Reason: analysis.Majority, Tally: analysis.Tally{Holds: 2, NoData: 1}}, "It holds in 2 of 3 cliff runs, a strict majority."},
+		{analysis.Test{Outcome: analysis.Against, Reason: analysis.HalfAgainst, Tally: analysis.Tally{Holds: 1, Against: 1}}, "It is against in 1 of 2 cliff runs, so it could not hold in a strict majority."},
+		{analysis.Test{Reason: analysis.Split, Tally: analysis.Tally{Holds: 1, Against: 1, Undecided: 1, NoData: 1}},
+			"It holds in 1 of 4 cliff runs and is against in 1; the 1 undecided and 1 without enough data could tip it either way."},
+	} {
+		if got := majorityWhy(tc.test, "cliff runs"); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.test, got, tc.want)
+		}
+	}
+	if got, want := countsText(testText{counts: majorityCounts(analysis.Tally{Holds: 3, Against: 1, NoData: 2})}),
+		"holds 3, against 1, undecided 0, not enough data 2, judged 4, total 6"; got != want {
+		t.Errorf("counts %q, want %q", got, want)
+	}
+	if got, want := fewSeedsWhy([]analysis.CondSeeds{{Condition: "base", Seeds: 1}, {Condition: "ip", Seeds: 1}}),
+		"base has 1 seed, ip has 1 seed; a cell is judged only with 2 or more seeds per condition, since one seed says nothing of the seed-to-seed spread"; got != want {
+		t.Errorf("few seeds: %q, want %q", got, want)
+	}
+
+	cell := analysis.CellKey{Workflow: "voting", Task: "synth-math", Scale: "l"}
+	for _, tc := range []struct {
+		h          analysis.Headline
+		label, why string
+	}{
+		{analysis.Headline{PaperScale: "1.7B", PaperWorkflow: "eval-opt", Condition: "ip", Match: analysis.ScalesUnmatched, Scales: 1, MathTasks: 1},
+			"1.7B math Eval-Opt IP", "the study has 1 scale, not 3, so the paper's 1.7B cannot be matched by rank"},
+		{analysis.Headline{PaperScale: "4B", PaperWorkflow: "voting", Condition: "sp", Match: analysis.TaskUnmatched, Scales: 3, MathTasks: 0},
+			"4B math Voting SP", "the study has 0 tasks whose name contains math, not one, so the paper's math task cannot be matched"},
+		{analysis.Headline{PaperScale: "4B", PaperWorkflow: "voting", Condition: "sp", Match: analysis.Matched, Scales: 3, MathTasks: 1, Cell: cell, Found: true},
+			"4B math Voting SP", "scale l stands in for 4B, task synth-math for math"},
+		{analysis.Headline{PaperScale: "4B", PaperWorkflow: "voting", Condition: "sp", Match: analysis.Matched, Scales: 3, MathTasks: 1, Cell: cell},
+			"4B math Voting SP", "scale l stands in for 4B, task synth-math for math; the study has no sp and SA-RL in cell voting/synth-math/l"},
+	} {
+		if got := headlineLabel(tc.h); got != tc.label {
+			t.Errorf("label %q, want %q", got, tc.label)
+		}
+		if got := headlineWhy(tc.h); got != tc.why {
+			t.Errorf("why %q, want %q", got, tc.why)
+		}
+	}
+}
