@@ -6,7 +6,9 @@
 // failure-mode detectors (gradient amplification, gradient-mass dominance,
 // role capture), each returning its evidence, and the comparison of the
 // study with the paper's four claims (claims.go): per-unit evidence,
-// counts and a verdict by a stated rule.
+// counts and a verdict by a stated rule. Results are data (typed verdicts,
+// outcomes, reasons, counts and estimates), never prose: package
+// analysis/report states the rules and writes every sentence.
 //
 // It reads runs only through harness/runlog and never imports training
 // code, so every number can be rebuilt from logs alone.
