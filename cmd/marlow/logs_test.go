@@ -292,6 +292,10 @@ func TestReportCLI(t *testing.T) {
 	if _, _, err := execCLI(t, "report", filepath.Join(t.TempDir(), "absent")); err == nil || !strings.Contains(err.Error(), "absent") {
 		t.Errorf("missing source: err %v, want one naming it", err)
 	}
+	// a report folder that could be taken for code is refused
+	if _, _, err := execCLI(t, "report", runs, "--out", filepath.Join(t.TempDir(), "testdata")); err == nil || !strings.Contains(err.Error(), "named like Go code") {
+		t.Errorf("report into a testdata folder: err %v, want a refusal", err)
+	}
 }
 
 func TestAnalyzeCLI(t *testing.T) {

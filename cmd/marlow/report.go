@@ -25,7 +25,8 @@ func newReportCmd() *cobra.Command {
 			"study (runs gathered from several clusters, or archived seed by seed), and a run present in\n" +
 			"two of them with different bytes is an error naming it. The same logs give byte-identical\n" +
 			"output. --only keeps the runs whose id matches a glob. --out defaults to\n" +
-			"reports/<experiment>.\n\n" +
+			"reports/<experiment>; a folder named like Go code (a .go file, testdata, vendor) or\n" +
+			"holding Go source is refused.\n\n" +
 			"Every run must be done: runs that are running, crashed, interrupted or failed (and, with a\n" +
 			"spec, planned runs with no folder yet) make report refuse, listing them, unless --partial;\n" +
 			"then the report says it is partial and lists each such run at its top. Segments are checked\n" +
