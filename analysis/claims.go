@@ -136,7 +136,9 @@ func (t Tally) Total() int { return t.Judged() + t.NoData }
 type Test struct {
 	Outcome Outcome // Holds, Against or Undecided
 	Reason  Reason
-	Tally   Tally
+	// Tally counts the units of a majority test; it is zero for claim c's
+	// concentration test, which compares rates and keeps its own counts.
+	Tally Tally
 }
 
 // BetterClaim is claim a: the better multi-agent condition (of SP and IP)
