@@ -11,8 +11,9 @@ import (
 
 func init() {
 	register(Definition{
-		Name:  study.EvalOpt,
-		Roles: []string{study.Evaluator, study.Generator},
+		Name:     study.EvalOpt,
+		Roles:    []string{study.Evaluator, study.Generator},
+		Answerer: study.Generator,
 		Check: func(c Config) error {
 			if c.MaxIterations < 1 {
 				return fmt.Errorf("workflow %s: max_iterations %d must be >= 1", c.Name, c.MaxIterations)

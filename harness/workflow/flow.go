@@ -97,6 +97,9 @@ type Reading struct {
 type Definition struct {
 	Name  string   // a study workflow name (study.Workflows)
 	Roles []string // the role types it calls, sorted
+	// Answerer is the role whose answer becomes the episode's final answer
+	// (voting's aggregator only selects a generator's).
+	Answerer string
 	// Check reports the first setting of its own the workflow cannot run
 	// with (nil when it has none); Config.Validate checks the shared ones.
 	Check func(Config) error

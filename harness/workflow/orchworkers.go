@@ -12,8 +12,9 @@ import (
 
 func init() {
 	register(Definition{
-		Name:  study.OrchWorkers,
-		Roles: []string{study.Orchestrator, study.Synthesizer, study.Worker},
+		Name:     study.OrchWorkers,
+		Roles:    []string{study.Orchestrator, study.Synthesizer, study.Worker},
+		Answerer: study.Synthesizer,
 		Check: func(c Config) error {
 			if c.MaxSubtasks < 1 {
 				return fmt.Errorf("workflow %s: max_subtasks %d must be >= 1", c.Name, c.MaxSubtasks)

@@ -10,8 +10,9 @@ import (
 
 func init() {
 	register(Definition{
-		Name:  study.Voting,
-		Roles: []string{study.Aggregator, study.Generator},
+		Name:     study.Voting,
+		Roles:    []string{study.Aggregator, study.Generator},
+		Answerer: study.Generator,
 		Check: func(c Config) error {
 			if c.NVotes < 1 {
 				return fmt.Errorf("workflow %s: n_votes %d must be >= 1", c.Name, c.NVotes)
