@@ -42,6 +42,7 @@ type OrchWorkersFlow struct {
 	// Strategies are the distinct strategies the workers got, in order;
 	// empty when none parsed.
 	Strategies []string
+	Proposed   int   // strategy lines proposed, duplicates and empty ones included
 	Over       bool  // more than MaxSubtasks strategies were proposed
 	Workers    []int // indices of the worker turns
 	// Synthesizer is how the synthesizer turn was read: Parsed when it
@@ -93,7 +94,7 @@ func (f *OrchWorkersFlow) absorbOrchestrator(ep *Episode, first, maxSubtasks int
 	s, ok, reason := ParseStrategies(t.Completion.Text, maxSubtasks)
 	t.Compliant, t.Reason = ok, reason
 	t.Parsed = strings.Join(s.List, "\n")
-	f.Strategies, f.Over = s.List, s.Over
+	f.Strategies, f.Proposed, f.Over = s.List, s.Proposed, s.Over
 	f.Orchestrator = Reading{Turn: first, Role: study.Orchestrator, Parsed: ok}
 	switch {
 	case s.Over:

@@ -26,26 +26,27 @@ func TestOrchWorkersFlow(t *testing.T) {
 		agents     [][]string
 		strategies []string // the workers' strategies ("" for a free choice)
 		state      []string // OrchWorkersFlow.Strategies
+		proposed   int
 		readings   []wf.Reading
 		over       bool
 	}{
 		{"strategy lines", wf.FormatStrategies([]string{"add", "count"}), right,
-			[][]string{{"orchestrator"}, {"worker0", "worker1"}, {"synthesizer"}}, []string{"add", "count"}, []string{"add", "count"},
+			[][]string{{"orchestrator"}, {"worker0", "worker1"}, {"synthesizer"}}, []string{"add", "count"}, []string{"add", "count"}, 2,
 			[]wf.Reading{orch(0, true, wf.NoFallback), synth(3, true)}, false},
 		{"numbered lines are a fallback", "1. add\n2) count", right,
-			[][]string{{"orchestrator"}, {"worker0", "worker1"}, {"synthesizer"}}, []string{"add", "count"}, []string{"add", "count"},
+			[][]string{{"orchestrator"}, {"worker0", "worker1"}, {"synthesizer"}}, []string{"add", "count"}, []string{"add", "count"}, 2,
 			[]wf.Reading{orch(0, false, wf.FallbackListItems), synth(3, true)}, false},
 		{"duplicates are dropped", "Strategy 1: add\nStrategy 2: ADD\nStrategy 3: count", right,
-			[][]string{{"orchestrator"}, {"worker0", "worker1"}, {"synthesizer"}}, []string{"add", "count"}, []string{"add", "count"},
+			[][]string{{"orchestrator"}, {"worker0", "worker1"}, {"synthesizer"}}, []string{"add", "count"}, []string{"add", "count"}, 3,
 			[]wf.Reading{orch(0, false, wf.FallbackDropped), synth(3, true)}, false},
 		{"no strategy gets one free worker", "just add", right,
-			[][]string{{"orchestrator"}, {"worker0"}, {"synthesizer"}}, []string{""}, nil,
+			[][]string{{"orchestrator"}, {"worker0"}, {"synthesizer"}}, []string{""}, nil, 0,
 			[]wf.Reading{orch(0, false, wf.FallbackFreeWorker), synth(2, true)}, false},
 		{"a synthesizer without an answer", wf.FormatStrategies([]string{"add"}), noAnswer,
-			[][]string{{"orchestrator"}, {"worker0"}, {"synthesizer"}}, []string{"add"}, []string{"add"},
+			[][]string{{"orchestrator"}, {"worker0"}, {"synthesizer"}}, []string{"add"}, []string{"add"}, 1,
 			[]wf.Reading{orch(0, true, wf.NoFallback), synth(2, false)}, false},
 		{"too many strategies end the episode", wf.FormatStrategies([]string{"a", "b", "c", "d"}), right,
-			[][]string{{"orchestrator"}}, nil, []string{"a", "b", "c", "d"},
+			[][]string{{"orchestrator"}}, nil, []string{"a", "b", "c", "d"}, 4,
 			[]wf.Reading{orch(0, false, wf.NoFallback)}, true},
 	}
 	instr := workflowtest.Task{}.Instructions()
@@ -60,7 +61,7 @@ func TestOrchWorkersFlow(t *testing.T) {
 				workers = append(workers, 1+i)
 			}
 			final := -1
-			want := &wf.OrchWorkersFlow{Orchestrator: c.readings[0], Strategies: c.state, Over: c.over, Workers: workers,
+			want := &wf.OrchWorkersFlow{Orchestrator: c.readings[0], Strategies: c.state, Proposed: c.proposed, Over: c.over, Workers: workers,
 				Synthesizer: wf.Reading{Turn: -1, Role: study.Synthesizer}}
 			if !c.over {
 				final = len(ep.Turns) - 1
