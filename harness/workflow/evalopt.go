@@ -14,12 +14,7 @@ func init() {
 		Name:     study.EvalOpt,
 		Roles:    []string{study.Evaluator, study.Generator},
 		Answerer: study.Generator,
-		Check: func(c Config) error {
-			if c.MaxIterations < 1 {
-				return fmt.Errorf("workflow %s: max_iterations %d must be >= 1", c.Name, c.MaxIterations)
-			}
-			return nil
-		},
+		Check:    func(c Config) error { return atLeast1(c, "max_iterations", c.MaxIterations) },
 		Turns: func(c Config) []RoleTurns {
 			it := max(1, c.MaxIterations)
 			return []RoleTurns{{Role: study.Generator, N: 1}, {Role: study.Generator, Revision: true, N: it - 1}, {Role: study.Evaluator, N: it}}

@@ -159,6 +159,14 @@ func MaxTurns(workflow string, c Config) ([]RoleTurns, error) {
 	return d.Turns(c), nil
 }
 
+// atLeast1 reports a workflow setting below 1.
+func atLeast1(c Config, setting string, v int) error {
+	if v < 1 {
+		return fmt.Errorf("workflow %s: %s %d must be >= 1", c.Name, setting, v)
+	}
+	return nil
+}
+
 // gradeAnswer grades the turn of a role that answers the problem
 // (generator, worker, synthesizer) with the task's verifier.
 func gradeAnswer(ctx context.Context, env *Env, ep *Episode, t *Turn) {

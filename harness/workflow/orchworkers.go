@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -15,12 +14,7 @@ func init() {
 		Name:     study.OrchWorkers,
 		Roles:    []string{study.Orchestrator, study.Synthesizer, study.Worker},
 		Answerer: study.Synthesizer,
-		Check: func(c Config) error {
-			if c.MaxSubtasks < 1 {
-				return fmt.Errorf("workflow %s: max_subtasks %d must be >= 1", c.Name, c.MaxSubtasks)
-			}
-			return nil
-		},
+		Check:    func(c Config) error { return atLeast1(c, "max_subtasks", c.MaxSubtasks) },
 		Turns: func(c Config) []RoleTurns {
 			return []RoleTurns{{Role: study.Orchestrator, N: 1}, {Role: study.Worker, N: max(1, c.MaxSubtasks)}, {Role: study.Synthesizer, N: 1}}
 		},

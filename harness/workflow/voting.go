@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
 	"github.com/marlowlab/marlow/harness/study"
@@ -13,12 +12,7 @@ func init() {
 		Name:     study.Voting,
 		Roles:    []string{study.Aggregator, study.Generator},
 		Answerer: study.Generator,
-		Check: func(c Config) error {
-			if c.NVotes < 1 {
-				return fmt.Errorf("workflow %s: n_votes %d must be >= 1", c.Name, c.NVotes)
-			}
-			return nil
-		},
+		Check:    func(c Config) error { return atLeast1(c, "n_votes", c.NVotes) },
 		Turns: func(c Config) []RoleTurns {
 			return []RoleTurns{{Role: study.Generator, N: max(1, c.NVotes)}, {Role: study.Aggregator, N: 1}}
 		},
