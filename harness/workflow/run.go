@@ -75,10 +75,9 @@ type Runner struct {
 	Route func(role string) string
 }
 
-// running is one job's episode and the state of its workflow.
+// running is one job's episode while Run drives it.
 type running struct {
 	ep   *Episode
-	flow Flow
 	done bool
 }
 
@@ -105,9 +104,8 @@ func (r *Runner) Run(ctx context.Context, b Batch, jobs []Job) ([]*Episode, erro
 	env := &Env{Task: r.Task, Instructions: r.Task.Instructions(), Config: r.Config}
 	eps := make([]*running, len(jobs))
 	for i, j := range jobs {
-		ep := &Episode{Workflow: r.Config.Name, Problem: j.Problem, ProblemIndex: j.Index, Rollout: j.Rollout}
-		ep.Flow = def.New(r.Config)
-		eps[i] = &running{ep: ep, flow: ep.Flow}
+		eps[i] = &running{ep: &Episode{Workflow: r.Config.Name, Problem: j.Problem, ProblemIndex: j.Index, Rollout: j.Rollout,
+			Flow: def.New(r.Config)}}
 	}
 	for stage := 0; ; stage++ {
 		type pending struct {
@@ -121,7 +119,7 @@ func (r *Runner) Run(ctx context.Context, b Batch, jobs []Job) ([]*Episode, erro
 			}
 			var cs []Call
 			if e.ep.Ended == "" {
-				cs = e.flow.Next(env, e.ep)
+				cs = e.ep.Flow.Next(env, e.ep)
 			}
 			if len(cs) == 0 {
 				e.done = true
@@ -167,7 +165,7 @@ func (r *Runner) Run(ctx context.Context, b Batch, jobs []Job) ([]*Episode, erro
 			})
 		}
 		for _, e := range order {
-			e.flow.Absorb(ctx, env, e.ep, firsts[e])
+			e.ep.Flow.Absorb(ctx, env, e.ep, firsts[e])
 		}
 	}
 	out := make([]*Episode, len(eps))
