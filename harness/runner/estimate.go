@@ -9,7 +9,7 @@ import (
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/pretrain"
 	"github.com/marlowlab/marlow/harness/spec"
-	"github.com/marlowlab/marlow/harness/study"
+	"github.com/marlowlab/marlow/harness/workflow"
 )
 
 // Where a base model comes from, as `marlow plan` reports it.
@@ -190,9 +190,13 @@ func runTokens(c spec.RunConfig, ls map[string]pretrain.Lengths) (gen, train flo
 	// rollout of workflow w.
 	rollout := func(w string) (gen, seq float64) {
 		for _, t := range workflowTurns(w, c.WorkflowSet) {
-			p, comp := turn(t.role, t.teacher)
-			gen += float64(t.n) * comp
-			seq += float64(t.n) * (p + comp)
+			teacher := t.Role
+			if t.Revision {
+				teacher = pretrain.RoleReviser
+			}
+			p, comp := turn(t.Role, teacher)
+			gen += float64(t.N) * comp
+			seq += float64(t.N) * (p + comp)
 		}
 		return gen, seq
 	}
@@ -235,26 +239,15 @@ func evaluations(steps int, e spec.Eval) int {
 	return n
 }
 
-// workflowTurn is n turns of one role in a rollout, with the teacher role
-// whose transcripts it resembles.
-type workflowTurn struct {
-	role, teacher string
-	n             int
+// workflowTurns lists the turns of one rollout of a workflow, at most (as
+// its workflow.Definition counts them: eval-opt with every iteration it may
+// run).
+func workflowTurns(w string, ws spec.WorkflowSettings) []workflow.RoleTurns {
+	ts, _ := workflow.MaxTurns(w, workflowConfig(w, ws))
+	return ts
 }
 
-// workflowTurns lists the turns of one rollout of a workflow, at most:
-// eval-opt is counted with every iteration it may run.
-func workflowTurns(w string, ws spec.WorkflowSettings) []workflowTurn {
-	switch w {
-	case study.EvalOpt:
-		it := max(1, ws.MaxIterations)
-		return []workflowTurn{{study.Generator, study.Generator, 1}, {study.Generator, pretrain.RoleReviser, it - 1},
-			{study.Evaluator, study.Evaluator, it}}
-	case study.Voting:
-		return []workflowTurn{{study.Generator, study.Generator, max(1, ws.NVotes)}, {study.Aggregator, study.Aggregator, 1}}
-	case study.OrchWorkers:
-		return []workflowTurn{{study.Orchestrator, study.Orchestrator, 1}, {study.Worker, study.Worker, max(1, ws.MaxSubtasks)},
-			{study.Synthesizer, study.Synthesizer, 1}}
-	}
-	return []workflowTurn{{study.Generator, study.Generator, 1}}
+// workflowConfig is the workflow.Config of workflow w's shape under ws.
+func workflowConfig(w string, ws spec.WorkflowSettings) workflow.Config {
+	return workflow.Config{Name: w, NVotes: ws.NVotes, MaxIterations: ws.MaxIterations, MaxSubtasks: ws.MaxSubtasks}
 }

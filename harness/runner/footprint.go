@@ -7,7 +7,6 @@ import (
 	"github.com/marlowlab/marlow/harness/grpo"
 	"github.com/marlowlab/marlow/harness/model"
 	"github.com/marlowlab/marlow/harness/spec"
-	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
@@ -122,15 +121,11 @@ func EstimateFootprint(r spec.Run) Footprint {
 
 // maxTurns is the most agent turns one episode of a workflow has.
 func maxTurns(wf string, ws spec.WorkflowSettings) int {
-	switch wf {
-	case study.EvalOpt:
-		return 2 * max(ws.MaxIterations, 1)
-	case study.Voting:
-		return ws.NVotes + 1
-	case study.OrchWorkers:
-		return ws.MaxSubtasks + 2
+	n := 0
+	for _, t := range workflowTurns(wf, ws) {
+		n += t.N
 	}
-	return 1
+	return n
 }
 
 // loraParams counts one adapter's parameters: rank x (in + out) for every
@@ -165,10 +160,11 @@ func NoSignal(r spec.Run) []string {
 	if !rc.Train {
 		return nil
 	}
-	role := study.Generator
-	if r.Workflow == study.OrchWorkers {
-		role = study.Synthesizer
+	d, err := workflow.Lookup(r.Workflow)
+	if err != nil {
+		return []string{err.Error()}
 	}
+	role := d.Answerer
 	key := role
 	n, ok := rc.GRPO.MaxNewTokens[role]
 	if !ok {

@@ -1,29 +1,12 @@
 package workflow
 
 import (
-	"fmt"
 	"hash/fnv"
 	"sort"
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
-	"github.com/marlowlab/marlow/harness/study"
 )
-
-// Roles returns the role types of a workflow, sorted.
-func Roles(workflow string) ([]string, error) {
-	switch workflow {
-	case study.Single:
-		return []string{study.Generator}, nil
-	case study.EvalOpt:
-		return []string{study.Evaluator, study.Generator}, nil
-	case study.Voting:
-		return []string{study.Aggregator, study.Generator}, nil
-	case study.OrchWorkers:
-		return []string{study.Orchestrator, study.Synthesizer, study.Worker}, nil
-	}
-	return nil, fmt.Errorf("workflow: unknown workflow %q (want one of %v)", workflow, study.Workflows)
-}
 
 // Turn is one agent call of an episode.
 type Turn struct {
@@ -34,10 +17,11 @@ type Turn struct {
 	Seed       uint64 // the request's seed
 	Prompt     []engine.Message
 	Completion engine.Completion
-	// Parsed is the turn's parsed output: the answer the verifier found
-	// (answering roles), "Correct"/"Incorrect" (evaluator), the selected
-	// candidate number (aggregator) or the strategies, one per line
-	// (orchestrator).
+	// Parsed is the turn's parsed output as logged: the answer the verifier
+	// found (answering roles), "Correct"/"Incorrect" (evaluator; "" when it
+	// did not parse), the selected candidate number (aggregator) or the
+	// strategies, one per line (orchestrator). The workflows write it and
+	// never read it back: their decisions live in Episode.Flow.
 	Parsed    string
 	Compliant bool   // the output met its role's format
 	Reason    string // "ok", or why the output is not compliant
@@ -62,6 +46,10 @@ type Episode struct {
 	// Ended says why the episode ended early ("" when it ran to its end),
 	// e.g. the orchestrator proposed too many strategies.
 	Ended string
+	// Flow is the workflow's typed state of the episode (*SingleFlow,
+	// *EvalOptFlow, *VotingFlow or *OrchWorkersFlow): its decisions, and
+	// how each supervisory turn was read (Flow.Readings).
+	Flow Flow
 }
 
 // Reward is the outcome reward: 1 when the final answer is correct, else 0.

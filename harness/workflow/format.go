@@ -126,8 +126,16 @@ func FormatSelection(k int) string { return "Selected: " + strconv.Itoa(k) }
 // Otherwise the selection falls back to the first digit in the output when it
 // names a candidate, else candidate 1, and ok is false.
 func ParseSelection(text string, n int) (k int, ok bool, reason string) {
+	k, fb, reason := readSelection(text, n)
+	return k, k > 0 && fb == NoFallback, reason
+}
+
+// readSelection is ParseSelection saying which fallback chose the candidate
+// (NoFallback when the output was compliant, or when there are no
+// candidates and k is 0).
+func readSelection(text string, n int) (k int, fb Fallback, reason string) {
 	if n < 1 {
-		return 0, false, "no candidates"
+		return 0, NoFallback, "no candidates"
 	}
 	reason = "no `Selected:` line"
 	for _, line := range strings.Split(text, "\n") {
@@ -144,21 +152,21 @@ func ParseSelection(text string, n int) (k int, ok bool, reason string) {
 		case v < 1 || v > n:
 			reason = fmt.Sprintf("selection %d out of range 1..%d", v, n)
 		default:
-			k, ok = v, true
+			k = v
 		}
 	}
-	if ok {
-		return k, true, "ok"
+	if k > 0 {
+		return k, NoFallback, "ok"
 	}
 	for _, r := range text {
 		if r >= '0' && r <= '9' {
 			if d := int(r - '0'); d >= 1 && d <= n {
-				return d, false, reason + "; fell back to first digit"
+				return d, FallbackFirstDigit, reason + "; fell back to first digit"
 			}
 			break
 		}
 	}
-	return 1, false, reason + "; fell back to candidate 1"
+	return 1, FallbackFirstCandidate, reason + "; fell back to candidate 1"
 }
 
 // FormatStrategies writes an orchestrator output, one "Strategy K: ..." line
@@ -180,6 +188,9 @@ type Strategies struct {
 	// Over is true when more than the allowed number were proposed: the
 	// episode ends after the orchestrator turn with reward 0.
 	Over bool
+	// Loose is true when there was no strategy line and the numbered or
+	// bulleted lines were read instead (the non-compliant fallback).
+	Loose bool
 }
 
 // ParseStrategies reads an orchestrator output allowed at most max
@@ -201,6 +212,7 @@ func ParseStrategies(text string, max int) (s Strategies, ok bool, reason string
 	if len(strict) == 0 {
 		lines = loose
 		ok, reason = false, "no `Strategy K:` lines"
+		s.Loose = len(loose) > 0
 	}
 	seen := map[string]bool{}
 	for _, l := range lines {

@@ -69,6 +69,17 @@ func TestParseSelection(t *testing.T) {
 			if k != c.k || ok != c.ok || !strings.Contains(reason, c.reason) {
 				t.Errorf("ParseSelection(%q, %d) = %d, %v, %q; want %d, %v, ~%q", c.text, c.n, k, ok, reason, c.k, c.ok, c.reason)
 			}
+			// The typed fallback agrees with the logged reason.
+			want := NoFallback
+			switch {
+			case strings.HasSuffix(reason, "fell back to first digit"):
+				want = FallbackFirstDigit
+			case strings.HasSuffix(reason, "fell back to candidate 1"):
+				want = FallbackFirstCandidate
+			}
+			if k2, fb, reason2 := readSelection(c.text, c.n); k2 != k || fb != want || reason2 != reason {
+				t.Errorf("readSelection(%q, %d) = %d, %q, %q; want %d, %q, %q", c.text, c.n, k2, fb, reason2, k, want, reason)
+			}
 		})
 	}
 }
@@ -99,9 +110,11 @@ func TestParseStrategies(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s, ok, reason := ParseStrategies(c.text, c.max)
-			if !reflect.DeepEqual(s.List, c.list) || s.Proposed != c.proposed || s.Over != c.over || ok != c.ok || !strings.Contains(reason, c.reason) {
-				t.Errorf("ParseStrategies(%q, %d) = %+v, %v, %q; want list=%q proposed=%d over=%v ok=%v reason~%q",
-					c.text, c.max, s, ok, reason, c.list, c.proposed, c.over, c.ok, c.reason)
+			// Only the numbered fallback cases read list items.
+			loose := strings.HasPrefix(c.name, "numbered fallback")
+			if !reflect.DeepEqual(s.List, c.list) || s.Proposed != c.proposed || s.Over != c.over || s.Loose != loose || ok != c.ok || !strings.Contains(reason, c.reason) {
+				t.Errorf("ParseStrategies(%q, %d) = %+v, %v, %q; want list=%q proposed=%d over=%v loose=%v ok=%v reason~%q",
+					c.text, c.max, s, ok, reason, c.list, c.proposed, c.over, loose, c.ok, c.reason)
 			}
 		})
 	}

@@ -10,11 +10,17 @@
 // seed derivation. The pretraining teacher renders its transcripts with these
 // same builders and formatting functions, so a format is written down once.
 //
-// Execution is stage-synchronous: every agent call of one stage, across all
-// (problem, rollout) episodes of a batch, goes to the engine in a single
-// Generate call. Every agent's own answer is regraded with the task's
-// verifier, so per-agent correctness is known as well as the broadcast
-// outcome.
+// Each workflow is a Flow in a file of its own (single.go, evalopt.go,
+// voting.go, orchworkers.go), registered by name with its roles, settings
+// check and turn counts (Definition, Lookup): a per-episode state machine
+// that asks for the calls of the next stage and absorbs their completions
+// into typed state (verdicts, the selected candidate, the strategies, and
+// how each supervisory turn was read, fallbacks included). Runner.Run
+// drives the flows stage-synchronously: every agent call of one stage,
+// across all (problem, rollout) episodes of a batch, goes to the engine in
+// a single Generate call. Every agent's own answer is regraded with the
+// task's verifier, so per-agent correctness is known as well as the
+// broadcast outcome.
 package workflow
 
 import (

@@ -1,0 +1,205 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/study"
+)
+
+// Flow is one episode's state machine for one workflow, and the typed state
+// it keeps: the runner asks it for the calls of the next stage, appends one
+// turn per call, and hands the turns back to be absorbed. Each workflow has
+// its own Flow type in its own file (single.go, evalopt.go, voting.go,
+// orchworkers.go); its exported fields record the workflow's decisions
+// (verdicts, the selected candidate, the strategies) as typed values, so
+// that nothing is parsed back from Turn.Parsed, which is written for the
+// logs only.
+type Flow interface {
+	// Next returns the calls of the episode's next stage, in the order
+	// their requests are sent. When the episode is over it returns nil,
+	// having set the episode's final answer (unless it ended early, with
+	// Episode.Ended saying why).
+	Next(env *Env, ep *Episode) []Call
+	// Absorb parses and grades the turns answering the calls Next returned
+	// last: ep.Turns[first+i] answers the i-th call.
+	Absorb(ctx context.Context, env *Env, ep *Episode, first int)
+	// Readings says how each supervisory turn the episode has run so far
+	// (evaluator, aggregator, orchestrator, synthesizer) was read, in turn
+	// order; nil for a workflow without one.
+	Readings() []Reading
+}
+
+// Env is what a Flow reads besides its episode: the task, its answer-format
+// instructions and the workflow's settings. One Env serves every episode of
+// a batch.
+type Env struct {
+	Task         datasets.Task
+	Instructions string // Task.Instructions()
+	Config       Config
+}
+
+// Call is one agent call a Flow asks for.
+type Call struct {
+	Agent     string // agent name: generator, generator1, evaluator0, worker2, ...
+	Role      string // role type; selects the adapter and the token budget
+	Iteration int    // eval-opt round (0-based); keys the seed
+	Messages  []engine.Message
+}
+
+// Fallback names what a workflow did with a supervisory turn's output in
+// place of a parsed one. Its values are short stable words, fit for a log
+// column.
+type Fallback string
+
+// The fallbacks of the workflows, the same as the paper's code.
+const (
+	// NoFallback: the output was used as parsed.
+	NoFallback Fallback = ""
+	// FallbackIncorrect: an evaluator verdict that did not parse counts as
+	// Incorrect (with no feedback), so eval-opt revises.
+	FallbackIncorrect Fallback = "incorrect"
+	// FallbackFirstDigit: an aggregator output without a valid `Selected:`
+	// line selects the candidate named by its first digit.
+	FallbackFirstDigit Fallback = "first-digit"
+	// FallbackFirstCandidate: an aggregator output without a valid
+	// `Selected:` line whose first digit names no candidate selects
+	// candidate 1.
+	FallbackFirstCandidate Fallback = "candidate-1"
+	// FallbackListItems: an orchestrator output without `Strategy K:` lines
+	// has its numbered or bulleted lines taken as the strategies.
+	FallbackListItems Fallback = "list-items"
+	// FallbackDropped: an orchestrator output had empty or duplicate
+	// strategies, which were dropped; the rest were used.
+	FallbackDropped Fallback = "dropped"
+	// FallbackFreeWorker: an orchestrator output with no usable strategy
+	// gets one worker with a free choice of method.
+	FallbackFreeWorker Fallback = "free-worker"
+)
+
+// Reading is how one supervisory turn's output was read.
+type Reading struct {
+	Turn int    // index of the turn in Episode.Turns
+	Role string // the turn's role
+	// Parsed is true when the output met its role's format (the turn's
+	// Compliant).
+	Parsed bool
+	// Fallback is what the workflow used instead of the parsed output;
+	// NoFallback when it used the output as parsed, or when the role has
+	// none (a synthesizer without an answer gives the episode none).
+	Fallback Fallback
+}
+
+// Definition describes one workflow for the registry.
+type Definition struct {
+	Name  string   // a study workflow name (study.Workflows)
+	Roles []string // the role types it calls, sorted
+	// Answerer is the role whose answer becomes the episode's final answer
+	// (voting's aggregator only selects a generator's).
+	Answerer string
+	// Check reports the first setting of its own the workflow cannot run
+	// with (nil when it has none); Config.Validate checks the shared ones.
+	Check func(Config) error
+	// Turns lists the most agent turns of each role one episode runs,
+	// in calling order.
+	Turns func(Config) []RoleTurns
+	// New starts the state of one episode.
+	New func(Config) Flow
+}
+
+// RoleTurns is a number of agent turns of one role in an episode. Revision
+// marks turns that revise the same agent role's earlier answer (eval-opt's
+// later generator turns), whose prompts are longer.
+type RoleTurns struct {
+	Role     string
+	Revision bool
+	N        int
+}
+
+var registry = map[string]Definition{}
+
+// register adds a workflow to the registry; each workflow's file calls it
+// from init.
+func register(d Definition) {
+	if _, dup := registry[d.Name]; dup {
+		panic("workflow: " + d.Name + " registered twice")
+	}
+	registry[d.Name] = d
+}
+
+// Lookup returns the definition of a workflow by name.
+func Lookup(workflow string) (Definition, error) {
+	d, ok := registry[workflow]
+	if !ok {
+		return Definition{}, fmt.Errorf("workflow: unknown workflow %q (want one of %v)", workflow, study.Workflows)
+	}
+	return d, nil
+}
+
+// Roles returns the role types of a workflow, sorted.
+func Roles(workflow string) ([]string, error) {
+	d, err := Lookup(workflow)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(d.Roles), nil
+}
+
+// MaxTurns returns the most agent turns one episode of a workflow runs,
+// per role in calling order, under the settings c (settings below 1 count
+// as 1).
+func MaxTurns(workflow string, c Config) ([]RoleTurns, error) {
+	d, err := Lookup(workflow)
+	if err != nil {
+		return nil, err
+	}
+	return d.Turns(c), nil
+}
+
+// atLeast1 reports a workflow setting below 1.
+func atLeast1(c Config, setting string, v int) error {
+	if v < 1 {
+		return fmt.Errorf("workflow %s: %s %d must be >= 1", c.Name, setting, v)
+	}
+	return nil
+}
+
+// gradeAnswer grades the turn of a role that answers the problem
+// (generator, worker, synthesizer) with the task's verifier.
+func gradeAnswer(ctx context.Context, env *Env, ep *Episode, t *Turn) {
+	v := env.Task.Verify(ctx, ep.Problem, t.Completion.Text)
+	t.Graded, t.Verdict, t.Parsed = true, v, v.Answer
+	t.Compliant = v.Answer != ""
+	t.Reason = "ok"
+	if !t.Compliant {
+		t.Reason = "no answer found: " + v.Reason
+	}
+}
+
+// finish makes turn i's answer the episode's final answer.
+func finish(ep *Episode, i int) {
+	t := ep.Turns[i]
+	ep.Final = t.Completion.Text
+	ep.FinalVerdict = t.Verdict
+}
+
+// texts returns the completions of the turns at idx.
+func texts(ep *Episode, idx []int) []string {
+	out := make([]string, len(idx))
+	for i, k := range idx {
+		out[i] = ep.Turns[k].Completion.Text
+	}
+	return out
+}
+
+// turnRange returns the indices first..first+n-1.
+func turnRange(first, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = first + i
+	}
+	return out
+}
