@@ -19,6 +19,7 @@ import (
 	"github.com/marlowlab/marlow/harness/engine/native"
 	"github.com/marlowlab/marlow/harness/engine/torch"
 	"github.com/marlowlab/marlow/harness/model"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Default tolerances, for fp32 on the CPU.
@@ -132,30 +133,17 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  torch checkpoint loaded by native:          %.3g\n", r.TorchToNative)
 }
 
-// stream is a splitmix64 sequence for the fixed test sequences.
-type stream uint64
-
-func (s *stream) next() uint64 {
-	*s += 0x9e3779b97f4a7c15
-	z := uint64(*s)
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}
-
-func (s *stream) uniform() float64 { return float64(s.next()>>11) / (1 << 53) }
-
 // Turns returns the fixed sequences: six turns of two roles and four agents
 // (two same-role agents share a role) with positive and negative
 // advantages, token ids below min(vocab, 2000) excluding the last three
 // ids.
 func Turns(vocab int) []engine.Turn {
-	s := stream(20260101)
+	s := keyed.Stream(20260101)
 	hi := min(vocab-3, 2000)
 	ids := func(n int) []int32 {
 		out := make([]int32, n)
 		for i := range out {
-			out[i] = int32(s.next() % uint64(hi))
+			out[i] = int32(s.Uint64() % uint64(hi))
 		}
 		return out
 	}
@@ -202,7 +190,7 @@ func WriteRandomAdapter(dir string, cfg model.Config) error {
 	if err != nil {
 		return err
 	}
-	s := stream(adapterSeed)
+	s := keyed.Stream(adapterSeed)
 	var ts, opt []model.Tensor
 	for _, sp := range specs {
 		n := sp.Shape[0] * sp.Shape[1]
@@ -213,7 +201,7 @@ func WriteRandomAdapter(dir string, cfg model.Config) error {
 		}
 		v := make([]float32, n)
 		for i := range v {
-			v[i] = float32(bound * (2*s.uniform() - 1))
+			v[i] = float32(bound * (2*s.Float64() - 1))
 		}
 		ts = append(ts, model.Tensor{Name: sp.Name, Shape: sp.Shape, Data: v})
 		opt = append(opt, model.Tensor{Name: sp.Name + ".exp_avg", Shape: sp.Shape, Data: make([]float32, n)},
@@ -368,11 +356,11 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 // (current) shifted per token, so the ratios spread over both sides of the
 // clip range.
 func compareStep(ctx context.Context, ne *native.Engine, te *torch.Engine, turns []engine.Turn, current [][]float32, r *Report) error {
-	s := stream(99)
+	s := keyed.Stream(99)
 	for i := range turns {
 		turns[i].OldLogProbs = make([]float32, len(current[i]))
 		for j, lp := range current[i] {
-			turns[i].OldLogProbs[j] = lp + float32(0.6*(s.uniform()-0.5))
+			turns[i].OldLogProbs[j] = lp + float32(0.6*(s.Float64()-0.5))
 		}
 	}
 	topt := TrainOptions()

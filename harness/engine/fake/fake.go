@@ -20,6 +20,7 @@ import (
 	"slices"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // EOT is the token id the fake appends when a completion stops.
@@ -138,12 +139,10 @@ func bytesToIDs(s string) []int32 {
 	return ids
 }
 
-// logProb is a fixed pseudo log-prob in [-2, -0.01).
+// logProb is a fixed pseudo log-prob in (-2, -0.01]: element j of the
+// request's counter stream.
 func logProb(seed uint64, j int) float32 {
-	x := seed ^ (uint64(j+1) * 0x9e3779b97f4a7c15)
-	x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9
-	x ^= x >> 29
-	return -float32(0.01 + 1.99*float64(x>>11)/float64(1<<53))
+	return -float32(0.01 + 1.99*keyed.Uniform01At(seed, uint64(j)))
 }
 
 // TrainStep implements engine.Engine: turns with zero advantage are skipped

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Adapter is a named LoRA adapter: for each targeted linear module,
@@ -94,10 +95,10 @@ func (a *Adapter) initA(d dims) {
 			}
 			in, _ := d.modShape(m)
 			bound := 1 / math.Sqrt(float64(in))
-			key := hashKey(a.Cfg.Seed, purposeLoRA, uint64(l), uint64(m))
+			key := keyed.HashKey(a.Cfg.Seed, keyed.PurposeLoRA, uint64(l), uint64(m))
 			v := a.A(l, m, d)
 			for i := range v {
-				v[i] = float32(bound * uniformAt(key, uint64(i)))
+				v[i] = float32(bound * keyed.UniformAt(key, uint64(i)))
 			}
 		}
 	}

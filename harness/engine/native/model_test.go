@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // testSeqs are three short supervised sequences of ids.
@@ -84,7 +85,7 @@ func grpoTestTurns(t *testing.T, e *Engine, adapter string) []engine.Turn {
 		}
 		old := make([]float32, len(c))
 		for j := range old {
-			old[j] = float32(-2 + 0.4*uniformAt(uint64(100+i), uint64(j)))
+			old[j] = float32(-2 + 0.4*keyed.UniformAt(uint64(100+i), uint64(j)))
 		}
 		turns = append(turns, engine.Turn{Adapter: adapter, Role: s.role, Agent: s.agent, PromptIDs: p,
 			CompletionIDs: c, OldLogProbs: old, Advantage: s.adv})
@@ -121,7 +122,7 @@ func TestGRPOGrad(t *testing.T) {
 			}
 			for i := range turns {
 				for j := range turns[i].OldLogProbs {
-					turns[i].OldLogProbs[j] = cur[i][j] + float32(0.4*uniformAt(uint64(200+i), uint64(j)))
+					turns[i].OldLogProbs[j] = cur[i][j] + float32(0.4*keyed.UniformAt(uint64(200+i), uint64(j)))
 				}
 			}
 			opt.LossAgg = agg

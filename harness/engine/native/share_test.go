@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // shareRequests are requests with identical prompts, prompts sharing a long
@@ -100,7 +101,7 @@ func shareTurns(t *testing.T, e *Engine) []engine.Turn {
 		old := make([]float32, n)
 		for j := range c {
 			c[j] = int32(3 + (k*7+j*5)%40)
-			old[j] = float32(-3 + 0.5*uniformAt(uint64(300+k), uint64(j)))
+			old[j] = float32(-3 + 0.5*keyed.UniformAt(uint64(300+k), uint64(j)))
 		}
 		turns = append(turns, engine.Turn{Adapter: "p", Role: role, Agent: agent, PromptIDs: p, CompletionIDs: c, OldLogProbs: old, Advantage: adv})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/internal/procstat"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // The shape of one mini step of voting-sp-l-synth-math: 8 problems, 8
@@ -39,7 +40,7 @@ func votingEngine(tb testing.TB, threads int) *Engine {
 	}
 	// A trained-looking adapter: B non-zero so that the policy differs from the base.
 	for i := range e.adapters["policy"].Data {
-		e.adapters["policy"].Data[i] += float32(0.02 * uniformAt(99, uint64(i)))
+		e.adapters["policy"].Data[i] += float32(0.02 * keyed.UniformAt(99, uint64(i)))
 	}
 	return e
 }
