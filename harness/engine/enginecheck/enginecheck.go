@@ -306,7 +306,7 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	}
 	temp := TrainOptions().Temperature
 	score := func(adapter string) ([][]float32, [][]float32, error) {
-		a, err := ne.LogProbs(adapter, turns, temp)
+		a, err := ne.LogProbs(ctx, adapter, turns, temp)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -318,17 +318,17 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 		return r, err
 	}
 	r.LogProbBase = maxAbs(a, b)
-	if r.FreshAdapter, r.FreshTensors, err = compareFresh(ne, te, cfg, work); err != nil {
+	if r.FreshAdapter, r.FreshTensors, err = compareFresh(ctx, ne, te, cfg, work); err != nil {
 		return r, err
 	}
 	seeded := filepath.Join(work, "seeded")
 	if err := WriteRandomAdapter(seeded, cfg); err != nil {
 		return r, fmt.Errorf("write seeded adapter: %w", err)
 	}
-	if err := ne.Load(seeded); err != nil {
+	if err := ne.Load(ctx, seeded); err != nil {
 		return r, err
 	}
-	if err := te.Load(seeded); err != nil {
+	if err := te.Load(ctx, seeded); err != nil {
 		return r, err
 	}
 	a, b, err = score(AdapterName)
@@ -344,7 +344,7 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 		return r, err
 	}
 	r.AfterStep = maxAbs(a, b)
-	if r.NativeToTorch, r.TorchToNative, err = compareCrossLoad(ne, te, work, a, b, score); err != nil {
+	if r.NativeToTorch, r.TorchToNative, err = compareCrossLoad(ctx, ne, te, work, a, b, score); err != nil {
 		return r, err
 	}
 	return r, nil
@@ -397,19 +397,19 @@ func compareStep(ctx context.Context, ne *native.Engine, te *torch.Engine, turns
 // largest log-prob differences of torch with native's checkpoint against
 // native before (nativeAfter), and of native with torch's against torch
 // before (torchAfter).
-func compareCrossLoad(ne *native.Engine, te *torch.Engine, work string, nativeAfter, torchAfter [][]float32,
+func compareCrossLoad(ctx context.Context, ne *native.Engine, te *torch.Engine, work string, nativeAfter, torchAfter [][]float32,
 	score func(adapter string) ([][]float32, [][]float32, error)) (nativeToTorch, torchToNative float64, err error) {
 	nd, td := filepath.Join(work, "native"), filepath.Join(work, "torch")
-	if err := ne.Save(nd); err != nil {
+	if err := ne.Save(ctx, nd); err != nil {
 		return 0, 0, err
 	}
-	if err := te.Save(td); err != nil {
+	if err := te.Save(ctx, td); err != nil {
 		return 0, 0, err
 	}
-	if err := te.Load(nd); err != nil {
+	if err := te.Load(ctx, nd); err != nil {
 		return 0, 0, fmt.Errorf("torch loading native's checkpoint: %w", err)
 	}
-	if err := ne.Load(td); err != nil {
+	if err := ne.Load(ctx, td); err != nil {
 		return 0, 0, fmt.Errorf("native loading torch's checkpoint: %w", err)
 	}
 	a, b, err := score(AdapterName)
@@ -422,20 +422,20 @@ func compareCrossLoad(ne *native.Engine, te *torch.Engine, work string, nativeAf
 // compareFresh creates the same new adapter in both engines (all seven
 // targets, A from the seeded stream, B = 0), saves both and compares the
 // saved tensors.
-func compareFresh(ne *native.Engine, te *torch.Engine, cfg model.Config, work string) (float64, int, error) {
+func compareFresh(ctx context.Context, ne *native.Engine, te *torch.Engine, cfg model.Config, work string) (float64, int, error) {
 	const name = "fresh"
 	ac := engine.AdapterConfig{Rank: adapterRank, Alpha: adapterAlpha, Seed: 12345}
-	if err := ne.NewAdapter(name, ac); err != nil {
+	if err := ne.NewAdapter(ctx, name, ac); err != nil {
 		return 0, 0, err
 	}
-	if err := te.NewAdapter(name, ac); err != nil {
+	if err := te.NewAdapter(ctx, name, ac); err != nil {
 		return 0, 0, err
 	}
 	nd, td := filepath.Join(work, "fresh-native"), filepath.Join(work, "fresh-torch")
-	if err := ne.Save(nd); err != nil {
+	if err := ne.Save(ctx, nd); err != nil {
 		return 0, 0, err
 	}
-	if err := te.Save(td); err != nil {
+	if err := te.Save(ctx, td); err != nil {
 		return 0, 0, err
 	}
 	_, nts, err := model.ReadAdapter(filepath.Join(nd, name), cfg)

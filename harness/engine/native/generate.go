@@ -43,19 +43,13 @@ func (e *Engine) Generate(ctx context.Context, reqs []engine.Request) ([]engine.
 	if err := e.check(); err != nil {
 		return nil, err
 	}
+	if err := engine.ValidateRequests(reqs, e.limits()); err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
 	seqs := make([]genSeq, len(reqs))
 	capLen := 1
 	for i, r := range reqs {
-		ad, err := e.adapter(r.Adapter)
-		if err != nil {
-			return nil, fmt.Errorf("native: request %d: %w", i, err)
-		}
-		if !(r.Temperature > 0) || math.IsInf(r.Temperature, 0) {
-			return nil, fmt.Errorf("native: request %d: temperature %v must be positive and finite", i, r.Temperature)
-		}
-		if r.MaxNewTokens < 0 {
-			return nil, fmt.Errorf("native: request %d: max new tokens %d is negative", i, r.MaxNewTokens)
-		}
+		ad := e.adapters[r.Adapter]
 		p, err := e.tok.EncodeChat(r.Messages, true)
 		if err != nil {
 			return nil, fmt.Errorf("native: request %d: %w", i, err)

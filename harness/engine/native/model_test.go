@@ -98,7 +98,7 @@ func grpoTestTurns(t *testing.T, e *Engine, adapter string) []engine.Turn {
 func grpoFixture(t *testing.T, threads int) (*Engine, *Adapter, []engine.Turn) {
 	t.Helper()
 	e := testEngine(t, true, threads)
-	if err := e.NewAdapter("p", adapterCfg(2)); err != nil {
+	if err := e.NewAdapter(context.Background(), "p", adapterCfg(2)); err != nil {
 		t.Fatal(err)
 	}
 	ad := e.adapters["p"]
@@ -116,7 +116,7 @@ func TestGRPOGrad(t *testing.T) {
 			opt := defaultTrainOptions()
 			// Old log-probs: current ones shifted, so ratios spread over and
 			// beyond the clip range.
-			cur, err := e.LogProbs("p", turns, opt.Temperature)
+			cur, err := e.LogProbs(context.Background(), "p", turns, opt.Temperature)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -39,7 +39,7 @@ func TestSharedPrefill(t *testing.T) {
 		for _, noShare := range []bool{true, false} {
 			e := testEngine(t, false, threads)
 			for i, name := range []string{"a", "b"} {
-				if err := e.NewAdapter(name, adapterCfg(4)); err != nil {
+				if err := e.NewAdapter(context.Background(), name, adapterCfg(4)); err != nil {
 					t.Fatal(err)
 				}
 				copy(e.adapters[name].Data, randVec(len(e.adapters[name].Data), uint64(40+i), 0.3))
@@ -54,7 +54,7 @@ func TestSharedPrefill(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					ad, _ := e.adapter(r.Adapter)
+					ad := e.adapters[r.Adapter]
 					seqs = append(seqs, genSeq{prompt: p, ad: ad})
 					order[i] = i
 				}
@@ -135,7 +135,7 @@ func TestSharedTrainStep(t *testing.T) {
 			noShare bool
 		}{{2, true}, {1, false}, {3, false}} {
 			e := testEngine(t, false, c.threads)
-			if err := e.NewAdapter("p", adapterCfg(4)); err != nil {
+			if err := e.NewAdapter(context.Background(), "p", adapterCfg(4)); err != nil {
 				t.Fatal(err)
 			}
 			copy(e.adapters["p"].Data, randVec(len(e.adapters["p"].Data), 21, 0.3))

@@ -86,7 +86,7 @@ func TestGRPOToyReward(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := e.NewAdapter("p", engine.AdapterConfig{Rank: 4, Alpha: 8, Seed: 1}); err != nil {
+	if err := e.NewAdapter(ctx, "p", engine.AdapterConfig{Rank: 4, Alpha: 8, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
 	x, _ := e.tok.Encode("x")

@@ -35,7 +35,7 @@ func votingEngine(tb testing.TB, threads int) *Engine {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := e.NewAdapter("policy", engine.AdapterConfig{Rank: 8, Alpha: 16, Seed: 1}); err != nil {
+	if err := e.NewAdapter(context.Background(), "policy", engine.AdapterConfig{Rank: 8, Alpha: 16, Seed: 1}); err != nil {
 		tb.Fatal(err)
 	}
 	// A trained-looking adapter: B non-zero so that the policy differs from the base.
