@@ -51,34 +51,37 @@ func words(ws []hex64) []uint64 {
 }
 
 type (
-	wordCase  struct{ In, Out hex64 }
+	wordCase struct {
+		In  hex64 `json:"in"`
+		Out hex64 `json:"out"`
+	}
 	wordsCase struct {
-		Words []hex64
-		Out   hex64
+		Words []hex64 `json:"words"`
+		Out   hex64   `json:"out"`
 	}
 	atCase struct {
-		Key hex64
-		I   uint64
-		Out hex64
+		Key hex64  `json:"key"`
+		I   uint64 `json:"i"`
+		Out hex64  `json:"out"`
 	}
 	sampleCase struct {
-		Seed     hex64
-		Position int
-		Out      hex64
+		Seed     hex64 `json:"seed"`
+		Position int   `json:"position"`
+		Out      hex64 `json:"out"`
 	}
 	stringCase struct {
-		In  string
-		Out hex64
+		In  string `json:"in"`
+		Out hex64  `json:"out"`
 	}
 	purposeCase struct {
-		Seed    hex64
-		Purpose string
-		Index   []hex64
-		Out     hex64
+		Seed    hex64   `json:"seed"`
+		Purpose string  `json:"purpose"`
+		Index   []hex64 `json:"index"`
+		Out     hex64   `json:"out"`
 	}
 	streamCase struct {
-		Key hex64
-		Out []hex64
+		Key hex64   `json:"key"`
+		Out []hex64 `json:"out"`
 	}
 )
 
@@ -96,60 +99,6 @@ type goldenTable struct {
 	FNV1a64       []stringCase  `json:"fnv1a64"`
 	PurposeKey    []purposeCase `json:"purpose_key"`
 	Stream        []streamCase  `json:"stream"`
-}
-
-// The JSON names of the cases' fields.
-func (c wordCase) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		In  hex64 `json:"in"`
-		Out hex64 `json:"out"`
-	}{c.In, c.Out})
-}
-
-func (c wordsCase) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Words []hex64 `json:"words"`
-		Out   hex64   `json:"out"`
-	}{c.Words, c.Out})
-}
-
-func (c atCase) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Key hex64  `json:"key"`
-		I   uint64 `json:"i"`
-		Out hex64  `json:"out"`
-	}{c.Key, c.I, c.Out})
-}
-
-func (c sampleCase) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Seed     hex64 `json:"seed"`
-		Position int   `json:"position"`
-		Out      hex64 `json:"out"`
-	}{c.Seed, c.Position, c.Out})
-}
-
-func (c stringCase) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		In  string `json:"in"`
-		Out hex64  `json:"out"`
-	}{c.In, c.Out})
-}
-
-func (c purposeCase) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Seed    hex64   `json:"seed"`
-		Purpose string  `json:"purpose"`
-		Index   []hex64 `json:"index"`
-		Out     hex64   `json:"out"`
-	}{c.Seed, c.Purpose, c.Index, c.Out})
-}
-
-func (c streamCase) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Key hex64   `json:"key"`
-		Out []hex64 `json:"out"`
-	}{c.Key, c.Out})
 }
 
 const goldenComment = "Golden values of package github.com/marlowlab/marlow/keyed, written by " +

@@ -116,21 +116,18 @@ const (
 )
 
 // FNV1a64 is the 64-bit FNV-1a hash of the bytes of s.
-func FNV1a64(s string) uint64 {
-	h := fnv64Offset
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= fnv64Prime
-	}
-	return h
-}
+func FNV1a64(s string) uint64 { return fnv1a(s, fnv64Offset, fnv64Prime) }
 
 // FNV1a32 is the 32-bit FNV-1a hash of the bytes of s.
-func FNV1a32(s string) uint32 {
-	h := fnv32Offset
+func FNV1a32(s string) uint32 { return fnv1a(s, fnv32Offset, fnv32Prime) }
+
+// fnv1a is FNV-1a at the width of T: from offset, xor each byte in, then
+// multiply by prime.
+func fnv1a[T uint32 | uint64](s string, offset, prime T) T {
+	h := offset
 	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= fnv32Prime
+		h ^= T(s[i])
+		h *= prime
 	}
 	return h
 }
