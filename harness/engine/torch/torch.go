@@ -488,8 +488,9 @@ func (e *Engine) TrainStep(ctx context.Context, name string, turns []engine.Turn
 	return st, nil
 }
 
-// LogProbs scores each turn's completion under adapter (or the base when
-// adapter is "") at temperature, as native.Engine.LogProbs does.
+// LogProbs implements engine.Engine: the server scores each turn's
+// completion under adapter (or the base when adapter is "") at
+// temperature, as the native engine does.
 func (e *Engine) LogProbs(ctx context.Context, adapter string, turns []engine.Turn, temperature float64) ([][]float32, error) {
 	if err := e.check(); err != nil {
 		return nil, err
