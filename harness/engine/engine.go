@@ -167,7 +167,7 @@ type StepStats struct {
 // Engine is a model engine. Every call that can take long or talk to
 // another process takes a context; a cancelled context makes the call
 // return an error wrapping ctx.Err(). Each call first checks its arguments
-// with this package's Validate functions (ValidateAdapterName,
+// with this package's Validate functions (ValidateAdapter,
 // ValidateRequests, ValidateLogProbs, ValidateTrainStep), so a bad call
 // fails the same way on every engine. Implementations are not required to
 // be safe for concurrent use.

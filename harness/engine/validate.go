@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // The checks below are the one definition of what an engine accepts from
@@ -47,6 +49,27 @@ func ValidateAdapterName(name string) error {
 	}
 	if name != filepath.Base(name) || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
 		return fmt.Errorf("adapter name %q must be usable as a folder name", name)
+	}
+	return nil
+}
+
+// ValidateAdapter checks a new or loaded adapter: its name
+// (ValidateAdapterName) and its configuration, a positive rank, a positive
+// finite alpha and targets among study.LoRATargets (none means all).
+func ValidateAdapter(name string, cfg AdapterConfig) error {
+	if err := ValidateAdapterName(name); err != nil {
+		return err
+	}
+	if cfg.Rank <= 0 {
+		return fmt.Errorf("adapter %q: rank %d must be positive", name, cfg.Rank)
+	}
+	if !(cfg.Alpha > 0) || math.IsInf(cfg.Alpha, 0) {
+		return fmt.Errorf("adapter %q: alpha %v must be positive and finite", name, cfg.Alpha)
+	}
+	for _, t := range cfg.Targets {
+		if !slices.Contains(study.LoRATargets, t) {
+			return fmt.Errorf("adapter %q: unknown LoRA target %q (want one of %v)", name, t, study.LoRATargets)
+		}
 	}
 	return nil
 }

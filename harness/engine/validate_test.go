@@ -107,3 +107,24 @@ func TestValidateAdapterName(t *testing.T) {
 		wantErr(t, name, ValidateAdapterName(name), want)
 	}
 }
+
+func TestValidateAdapter(t *testing.T) {
+	ok := AdapterConfig{Rank: 4, Alpha: 8, Targets: []string{"q_proj", "down_proj"}}
+	for _, tc := range []struct {
+		name string
+		edit func(c *AdapterConfig)
+		want string
+	}{
+		{"valid", func(*AdapterConfig) {}, ""},
+		{"all targets", func(c *AdapterConfig) { c.Targets = nil }, ""},
+		{"rank", func(c *AdapterConfig) { c.Rank = 0 }, `adapter "a": rank 0 must be positive`},
+		{"alpha", func(c *AdapterConfig) { c.Alpha = math.NaN() }, `adapter "a": alpha NaN must be positive and finite`},
+		{"infinite alpha", func(c *AdapterConfig) { c.Alpha = math.Inf(1) }, `alpha +Inf`},
+		{"target", func(c *AdapterConfig) { c.Targets = []string{"qproj"} }, `adapter "a": unknown LoRA target "qproj" (want one of [q_proj`},
+	} {
+		cfg := ok
+		tc.edit(&cfg)
+		wantErr(t, tc.name, ValidateAdapter("a", cfg), tc.want)
+	}
+	wantErr(t, "name", ValidateAdapter("a/b", ok), `adapter name "a/b" must be usable as a folder name`)
+}

@@ -76,7 +76,7 @@ func (e *Engine) NewAdapter(ctx context.Context, name string, cfg engine.Adapter
 	if err := e.check(ctx, "new adapter"); err != nil {
 		return err
 	}
-	if err := engine.ValidateAdapterName(name); err != nil {
+	if err := engine.ValidateAdapter(name, cfg); err != nil {
 		return fmt.Errorf("fake: %w", err)
 	}
 	if _, ok := e.adapters[name]; ok {

@@ -60,10 +60,10 @@ func TestGenerate(t *testing.T) {
 func TestTrainSaveLoad(t *testing.T) {
 	ctx := context.Background()
 	e := New(echo)
-	if err := e.NewAdapter(ctx, "a", engine.AdapterConfig{}); err != nil {
+	if err := e.NewAdapter(ctx, "a", engine.AdapterConfig{Rank: 1, Alpha: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.NewAdapter(ctx, "a", engine.AdapterConfig{}); err == nil {
+	if err := e.NewAdapter(ctx, "a", engine.AdapterConfig{Rank: 1, Alpha: 1}); err == nil {
 		t.Error("duplicate adapter accepted")
 	}
 	turn := func(agent string, adv float64) engine.Turn {
@@ -101,7 +101,7 @@ func TestTrainSaveLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := New(echo)
-	if err := f.NewAdapter(ctx, "a", engine.AdapterConfig{}); err != nil {
+	if err := f.NewAdapter(ctx, "a", engine.AdapterConfig{Rank: 1, Alpha: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Load(ctx, dir); err != nil {

@@ -42,13 +42,11 @@ func parseTargets(ts []string) ([numMods]bool, error) {
 	return mask, nil
 }
 
-// newAdapter lays out a zero adapter for d.
+// newAdapter lays out a zero adapter for d after checking its name and
+// configuration (engine.ValidateAdapter).
 func newAdapter(name string, d dims, cfg engine.AdapterConfig) (*Adapter, error) {
-	if cfg.Rank <= 0 {
-		return nil, fmt.Errorf("adapter %q: rank %d must be positive", name, cfg.Rank)
-	}
-	if cfg.Alpha <= 0 || math.IsNaN(cfg.Alpha) || math.IsInf(cfg.Alpha, 0) {
-		return nil, fmt.Errorf("adapter %q: alpha %v must be positive and finite", name, cfg.Alpha)
+	if err := engine.ValidateAdapter(name, cfg); err != nil {
+		return nil, err
 	}
 	mask, err := parseTargets(cfg.Targets)
 	if err != nil {

@@ -209,9 +209,6 @@ func (e *Engine) NewAdapter(ctx context.Context, name string, cfg engine.Adapter
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("native: new adapter %q: %w", name, err)
 	}
-	if err := engine.ValidateAdapterName(name); err != nil {
-		return fmt.Errorf("native: %w", err)
-	}
 	if _, ok := e.adapters[name]; ok {
 		return fmt.Errorf("native: adapter %q already exists", name)
 	}

@@ -307,7 +307,7 @@ func (e *Engine) NewAdapter(ctx context.Context, name string, cfg engine.Adapter
 	if err := e.check(); err != nil {
 		return err
 	}
-	if err := engine.ValidateAdapterName(name); err != nil {
+	if err := engine.ValidateAdapter(name, cfg); err != nil {
 		return fmt.Errorf("torch engine: %w", err)
 	}
 	args := map[string]any{"name": name, "rank": cfg.Rank, "alpha": cfg.Alpha, "targets": cfg.Targets, "seed": cfg.Seed}
