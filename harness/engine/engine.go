@@ -164,9 +164,9 @@ type StepStats struct {
 	SkippedTurns int         // turns with zero advantage, not trained on
 }
 
-// Engine is a model engine. Every call that can take long or talk to
-// another process takes a context; a cancelled context makes the call
-// return an error wrapping ctx.Err(). Each call first checks its arguments
+// Engine is a model engine. Every call but Close takes a context; a call
+// whose context is cancelled returns an error wrapping ctx.Err() (long
+// calls also check it while they run). Each call first checks its arguments
 // with this package's Validate functions (ValidateAdapter,
 // ValidateRequests, ValidateLogProbs, ValidateTrainStep), so a bad call
 // fails the same way on every engine. Implementations are not required to
