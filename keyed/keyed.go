@@ -11,10 +11,14 @@
 //
 //   - HashKey(words...): the engines' streams (weight and LoRA
 //     initialisation, token sampling), also implemented by the torch
-//     server's Python port and pinned by testdata/golden.json;
-//   - SeedKey(words...): the request seeds of workflow agent calls;
+//     server's Python port;
+//   - SeedKey(words...): the request seeds of workflow agent calls, with
+//     strings folded in as their FNV1a64;
 //   - Key(seed, purpose, index...): the data sets' streams, with the
 //     purpose a string.
+//
+// testdata/golden.json pins all three and the draws (the Go test writes
+// and checks it; the torch server's tests read it).
 //
 // Draws are either counter-based (Uniform01At, UniformAt, NormalAt and
 // SampleUniform compute element i of a stream directly) or sequential (RNG,
