@@ -1,9 +1,10 @@
 package analysis
 
 import (
-	"hash/fnv"
 	"math"
 	"math/rand/v2"
+
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Estimate is a point estimate with its confidence interval (see the
@@ -46,7 +47,5 @@ func noCI(v float64) Estimate {
 // the same number of seeds (or the same validation problems) get the same
 // resampled indices: the bootstrap of a gain is paired.
 func streamFor(seed uint64, key string) *rand.Rand {
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	return rand.New(rand.NewPCG(seed, h.Sum64()))
+	return rand.New(rand.NewPCG(seed, keyed.FNV1a64(key)))
 }

@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"sort"
 	"sync"
+
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Cursors. A train cursor is simply the int64 position in a source's train
@@ -57,7 +59,7 @@ func EpochIndex(n int, seed uint64, i int64) int {
 	}
 	half := uint(width / 2)
 	mask := uint64(1)<<half - 1
-	key := Key(seed, "datasets/epoch", epoch)
+	key := keyed.Key(seed, "datasets/epoch", epoch)
 	// Cycle walking: the Feistel network permutes [0, 4^half); iterating it
 	// from pos < n must return below n, since pos lies on its own cycle.
 	x := pos
@@ -73,7 +75,7 @@ func EpochIndex(n int, seed uint64, i int64) int {
 func feistel(x, key uint64, half uint, mask uint64) uint64 {
 	l, r := x>>half, x&mask
 	for round := uint64(0); round < 4; round++ {
-		f := mix64(key^(round*golden)^mix64(r+round)) & mask
+		f := keyed.Mix64(key^(round*keyed.Golden)^keyed.Mix64(r+round)) & mask
 		l, r = r, l^f
 	}
 	return l<<half | r
@@ -89,7 +91,7 @@ func Split(ids []string, seed uint64, valFrac float64) (train, val []int) {
 	train = []int{}
 	val = []int{}
 	for i, id := range ids {
-		u := float64(HashString(seed, "datasets/split", id)>>11) / (1 << 53)
+		u := keyed.Uniform01(keyed.HashString(seed, "datasets/split", id))
 		if u < valFrac {
 			val = append(val, i)
 		} else {
@@ -108,7 +110,7 @@ const HoldoutOneIn = 8
 // whose prompt is not held out and validation problems whose prompt is, so
 // no validation prompt ever equals a train prompt at any cursor position.
 func HeldOut(seed uint64, prompt string) bool {
-	return HashString(seed, "datasets/holdout", prompt)%HoldoutOneIn == 0
+	return keyed.HashString(seed, "datasets/holdout", prompt)%HoldoutOneIn == 0
 }
 
 // IsPrintable reports whether s holds only printable ASCII and newlines,
@@ -179,7 +181,7 @@ func SplitProblems(probs []Problem, seed uint64, valFrac float64, valSize int, c
 	trainIdx, valIdx := Split(prompts, seed, valFrac)
 	if valSize > 0 && len(valIdx) > valSize {
 		order := append([]int(nil), valIdx...)
-		key := func(i int) uint64 { return HashString(seed, capPurpose, capKey(probs[i])) }
+		key := func(i int) uint64 { return keyed.HashString(seed, capPurpose, capKey(probs[i])) }
 		sort.SliceStable(order, func(a, b int) bool { return key(order[a]) < key(order[b]) })
 		keep := make(map[int]bool, valSize)
 		for _, i := range order[:valSize] {
@@ -251,7 +253,7 @@ func CapProblems(probs []Problem, seed uint64, n int, purpose string, key func(P
 	for i := range order {
 		order[i] = i
 	}
-	h := func(i int) uint64 { return HashString(seed, purpose, key(probs[i])) }
+	h := func(i int) uint64 { return keyed.HashString(seed, purpose, key(probs[i])) }
 	sort.SliceStable(order, func(a, b int) bool { return h(order[a]) < h(order[b]) })
 	keep := make([]bool, len(probs))
 	for _, i := range order[:n] {

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"hash/fnv"
 	"image/color"
 	"math"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"github.com/marlowlab/marlow/analysis"
 	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/study"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // condRole names one line of a per-role figure.
@@ -97,9 +97,7 @@ func roleColor(role string) color.Color {
 			return plotutil.Color(i)
 		}
 	}
-	h := fnv.New32a()
-	h.Write([]byte(role))
-	return plotutil.Color(len(knownRoles) + int(h.Sum32()%3))
+	return plotutil.Color(len(knownRoles) + int(keyed.FNV1a32(role)%3))
 }
 
 func roleEvalFigure(runs []*analysis.RunResult, title, ylabel string, value func(runlog.EvalRow) float64) (*plot.Plot, *plot.Legend, int, error) {

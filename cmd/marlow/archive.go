@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/runner"
 	"github.com/spf13/cobra"
 )
 
@@ -25,11 +26,11 @@ func newArchiveCmd() *cobra.Command {
 			if !strings.HasSuffix(out, ".tar.zst") {
 				return fmt.Errorf("archive: output %q must end in .tar.zst", out)
 			}
-			src, _, err := runsSource(args[0], runsDir)
+			src, _, err := runner.Source(args[0], runsDir)
 			if err != nil {
 				return err
 			}
-			keep, err := runFilter(only)
+			keep, err := runner.RunFilter(only)
 			if err != nil {
 				return err
 			}

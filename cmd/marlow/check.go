@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/runner"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/spf13/cobra"
 )
@@ -24,14 +25,14 @@ func newCheckCmd() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src := args[0]
-			if isSpecFile(src) {
-				dir, _, err := runsSource(src, runsDir)
+			if runner.IsSpec(src) {
+				dir, _, err := runner.Source(src, runsDir)
 				if err != nil {
 					return &exitError{code: 1, err: err}
 				}
 				src = dir
 			}
-			keep, err := runFilter(only)
+			keep, err := runner.RunFilter(only)
 			if err != nil {
 				return err
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
@@ -19,7 +18,7 @@ import (
 // say done.
 func incompleteRuns(arg, runsDir, only string, st *analysis.Study) ([]string, error) {
 	var out []string
-	if isSpecArg(arg) {
+	if runner.IsSpec(arg) {
 		s, err := spec.Load(arg)
 		if err != nil {
 			return nil, err
@@ -57,11 +56,6 @@ func incompleteRuns(arg, runsDir, only string, st *analysis.Study) ([]string, er
 	return out, nil
 }
 
-func isSpecArg(arg string) bool {
-	fi, err := os.Stat(arg)
-	return err == nil && !fi.IsDir() && (strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml"))
-}
-
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
@@ -91,7 +85,7 @@ func incompleteRunsOf(args []string, runsDir, only string, st *analysis.Study) (
 		}
 	}
 	for _, a := range args {
-		if isSpecArg(a) {
+		if runner.IsSpec(a) {
 			lines, err := incompleteRuns(a, runsDir, only, st)
 			if err != nil {
 				return nil, err

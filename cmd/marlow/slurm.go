@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/marlowlab/marlow/harness/runner"
@@ -119,25 +118,14 @@ state next to its manifest state.`,
 	return cmd
 }
 
-// waitSubmission blocks until both jobs leave the queue, then checks that
-// every submitted run is done and that the report job completed.
+// waitSubmission blocks until both jobs leave the queue, printing the
+// array's progress, then prints how the submission ended and fails unless
+// every submitted run is done and the report job completed.
 func waitSubmission(cmd *cobra.Command, s *spec.Spec, opt slurm.Options, b *slurm.Batch, rec *slurm.Record, poll time.Duration) error {
 	errOut := cmd.ErrOrStderr()
 	last := ""
 	err := slurm.Wait(cmd.Context(), rec, poll, func(jobs []slurm.Job) {
-		counts := map[string]int{}
-		for _, j := range jobs {
-			if j.ArrayJob == rec.ArrayJob {
-				counts[j.Label()]++
-			}
-		}
-		var parts []string
-		for _, k := range []string{"pending", "running", "requeued", "completing"} {
-			if counts[k] > 0 {
-				parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
-			}
-		}
-		line := strings.Join(parts, ", ")
+		line := slurm.Progress(jobs, rec.ArrayJob)
 		if line != last && line != "" {
 			fmt.Fprintf(errOut, "marlow slurm: array %s: %s\n", rec.ArrayJob, line)
 		}
@@ -146,39 +134,16 @@ func waitSubmission(cmd *cobra.Command, s *spec.Spec, opt slurm.Options, b *slur
 	if err != nil {
 		return err
 	}
-	sts, err := runner.Status(s, b.Script.RunsRoot, opt.Runner.Only)
+	o, reportErr, err := slurm.Ended(cmd.Context(), s, opt.Runner.Only, b, rec)
 	if err != nil {
 		return err
 	}
-	submitted := map[string]bool{}
-	for _, t := range b.Tasks {
-		submitted[t.ID] = true
+	if reportErr != nil {
+		fmt.Fprintf(errOut, "marlow slurm: %v\n", reportErr)
 	}
-	var notDone []string
-	for _, st := range sts {
-		if submitted[st.ID] && st.State != runner.StateDone {
-			notDone = append(notDone, st.ID+" ("+st.State+")")
-		}
-	}
-	reportState, rerr := slurm.JobState(cmd.Context(), rec.ReportJob)
-	if rerr != nil {
-		fmt.Fprintf(errOut, "marlow slurm: report job %s: %v\n", rec.ReportJob, rerr)
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "array %s ended: %d of %d runs done; report job %s: %s\n",
-		rec.ArrayJob, len(b.Tasks)-len(notDone), len(b.Tasks), rec.ReportJob, strings.ToLower(orUnknown(reportState)))
-	if len(notDone) > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("slurm: %d runs did not finish: %s (see each run's job.log; marlow slurm again resubmits them)",
-			len(notDone), strings.Join(notDone, ", "))}
-	}
-	if reportState != "" && reportState != "COMPLETED" {
-		return &exitError{code: 1, err: fmt.Errorf("slurm: report job %s ended %s (see %s)", rec.ReportJob, reportState, b.Report.Output)}
+	fmt.Fprintln(cmd.OutOrStdout(), o)
+	if err := o.Err(); err != nil {
+		return &exitError{code: 1, err: err}
 	}
 	return nil
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown (no longer known to slurmctld)"
-	}
-	return s
 }

@@ -32,7 +32,7 @@ state (pending, running, requeued, ...), read from squeue alone (no
 accounting database).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src, s, err := runsSourceOrPlan(args[0], runsDir)
+			src, s, err := runner.SourceOrPlan(args[0], runsDir)
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // generated is one drawn problem before it gets an id.
@@ -30,7 +31,7 @@ func (g generated) problem(id string) datasets.Problem {
 // draw generates one candidate problem; ok is false when the draw is
 // rejected (see the package doc), and the caller draws again from the same
 // stream.
-func (t *Task) draw(rng *datasets.RNG) (generated, bool) {
+func (t *Task) draw(rng *keyed.RNG) (generated, bool) {
 	c := t.cfg
 	prog := t.drawProgram(rng)
 	inputs := make([][]int64, c.Examples+c.Hidden)
@@ -88,7 +89,7 @@ func (t *Task) draw(rng *datasets.RNG) (generated, bool) {
 	return g, true
 }
 
-func (t *Task) drawProgram(rng *datasets.RNG) Program {
+func (t *Task) drawProgram(rng *keyed.RNG) Program {
 	c := t.cfg
 	n := rng.Range(c.StagesMin, c.StagesMax)
 	reduce := n >= 2 && rng.Bernoulli(c.ReduceProb)
@@ -111,7 +112,7 @@ var reducerNames = []string{"sum", "max", "min", "len", "first", "last"}
 
 // drawTransform draws a list-to-list stage; map and filter are drawn three
 // times as often as the others.
-func drawTransform(rng *datasets.RNG, valueMax int) Stage {
+func drawTransform(rng *keyed.RNG, valueMax int) Stage {
 	switch r := rng.Intn(10); {
 	case r < 3:
 		switch rng.Intn(3) {
@@ -366,7 +367,7 @@ func nearMisses(prog Program) []Program {
 // trace line recomputed for it. It fails when p's reference program does
 // not parse or no near miss fails a hidden test (generated problems always
 // have one).
-func Perturb(p datasets.Problem, rng *datasets.RNG) (string, error) {
+func Perturb(p datasets.Problem, rng *keyed.RNG) (string, error) {
 	src, ok := ExtractProgram(p.Solution)
 	if !ok {
 		src = p.Truth

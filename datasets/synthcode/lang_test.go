@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 func TestRun(t *testing.T) {
@@ -156,7 +156,7 @@ func TestParseList(t *testing.T) {
 func TestRandomPrograms(t *testing.T) {
 	tokens := []string{"map", "filter", "sort", "rev", "take", "drop", "sum", "max", "min", "len", "first", "last",
 		"|", "+", "-", "*", ">", "<", "even", "odd", "0", "3", "999999999", "x", " ", "\n", "```", "=", "-7"}
-	rng := datasets.NewRNG(1, "fuzz")
+	rng := keyed.NewRNG(1, "fuzz")
 	lim := Limits{MaxSource: 200, MaxStages: 16, MaxLen: 64, MaxSteps: 500, MaxAbs: 1 << 40}
 	parsed := 0
 	for i := 0; i < 20000; i++ {

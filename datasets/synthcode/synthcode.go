@@ -38,6 +38,7 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Name is the task's source name.
@@ -127,7 +128,7 @@ func (t *Task) Train(i int64) (datasets.Problem, error) {
 	if i < 0 {
 		return datasets.Problem{}, fmt.Errorf("synthcode: negative train cursor %d", i)
 	}
-	rng := datasets.NewRNG(t.cfg.Seed, "synthcode/train", uint64(i))
+	rng := keyed.NewRNG(t.cfg.Seed, "synthcode/train", uint64(i))
 	for d := 0; d < maxDraws; d++ {
 		g, ok := t.draw(rng)
 		if !ok || datasets.HeldOut(t.cfg.Seed, g.prompt) {
@@ -146,7 +147,7 @@ func (t *Task) Validation() ([]datasets.Problem, error) {
 
 func (t *Task) buildValidation() ([]datasets.Problem, error) {
 	draw := func(j uint64) (generated, string, bool) {
-		g, ok := t.draw(datasets.NewRNG(t.cfg.Seed, "synthcode/val", j))
+		g, ok := t.draw(keyed.NewRNG(t.cfg.Seed, "synthcode/val", j))
 		return g, g.prompt, ok
 	}
 	return datasets.HeldOutValidation("synthcode", t.cfg.Seed, t.cfg.ValSize, draw, func(k int, g generated) datasets.Problem {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/datasets/datasetstest"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 func mustNew(t testing.TB, cfg Config) *Task {
@@ -124,7 +125,7 @@ func TestPerturbRejected(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := Perturb(p, datasets.NewRNG(4, "perturb", uint64(i)))
+		out, err := Perturb(p, keyed.NewRNG(4, "perturb", uint64(i)))
 		if err != nil {
 			t.Fatalf("%s: %v", p.ID, err)
 		}
@@ -151,7 +152,7 @@ func TestPerturbRejected(t *testing.T) {
 		}
 	}
 	bad := datasets.Problem{ID: "bad", Solution: "```\nfold\n```"}
-	if _, err := Perturb(bad, datasets.NewRNG(1, "p")); err == nil {
+	if _, err := Perturb(bad, keyed.NewRNG(1, "p")); err == nil {
 		t.Fatal("Perturb of an unparsable reference succeeded")
 	}
 }
@@ -222,7 +223,7 @@ func TestVerifyRandomOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := datasets.NewRNG(2, "noise")
+	rng := keyed.NewRNG(2, "noise")
 	alphabet := "```map filter|sum+-*<>0123456789 \n"
 	for i := 0; i < 5000; i++ {
 		b := make([]byte, rng.Range(0, 80))

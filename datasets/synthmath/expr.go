@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Expr is an arithmetic expression: Operands[0] Ops[0] Operands[1] ...
@@ -171,7 +172,7 @@ var slipDeltas = []int64{-10, -2, -1, 1, 2, 10}
 // answer. Because operands are nonzero, every later step keeps the error,
 // so the final answer always differs from p.Truth. The error names the
 // problem when its prompt cannot be parsed.
-func Perturb(p datasets.Problem, rng *datasets.RNG) (string, error) {
+func Perturb(p datasets.Problem, rng *keyed.RNG) (string, error) {
 	e, err := Parse(p.Prompt)
 	if err != nil {
 		return "", fmt.Errorf("synthmath: perturb %s: %w", p.ID, err)

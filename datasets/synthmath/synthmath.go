@@ -29,6 +29,7 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Name is the task's source name.
@@ -130,7 +131,7 @@ func (t *Task) Train(i int64) (datasets.Problem, error) {
 	if i < 0 {
 		return datasets.Problem{}, fmt.Errorf("synthmath: negative train cursor %d", i)
 	}
-	rng := datasets.NewRNG(t.cfg.Seed, "synthmath/train", uint64(i))
+	rng := keyed.NewRNG(t.cfg.Seed, "synthmath/train", uint64(i))
 	for d := 0; d < maxDraws; d++ {
 		e := t.draw(rng)
 		prompt := e.Prompt()
@@ -151,7 +152,7 @@ func (t *Task) Validation() ([]datasets.Problem, error) {
 
 func (t *Task) buildValidation() ([]datasets.Problem, error) {
 	draw := func(j uint64) (Expr, string, bool) {
-		e := t.draw(datasets.NewRNG(t.cfg.Seed, "synthmath/val", j))
+		e := t.draw(keyed.NewRNG(t.cfg.Seed, "synthmath/val", j))
 		return e, e.Prompt(), true
 	}
 	return datasets.HeldOutValidation("synthmath", t.cfg.Seed, t.cfg.ValSize, draw, func(k int, e Expr) datasets.Problem {
@@ -160,7 +161,7 @@ func (t *Task) buildValidation() ([]datasets.Problem, error) {
 }
 
 // draw generates one expression from rng.
-func (t *Task) draw(rng *datasets.RNG) Expr {
+func (t *Task) draw(rng *keyed.RNG) Expr {
 	n := rng.Range(t.cfg.OperandsMin, t.cfg.OperandsMax)
 	e := Expr{Operands: make([]int64, n), Ops: make([]byte, n-1)}
 	for k := range e.Operands {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/datasets/datasetstest"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 func mustNew(t testing.TB, cfg Config) *Task {
@@ -198,7 +199,7 @@ func TestPerturbRejected(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := Perturb(p, datasets.NewRNG(9, "perturb", uint64(i)))
+		out, err := Perturb(p, keyed.NewRNG(9, "perturb", uint64(i)))
 		if err != nil {
 			t.Fatalf("%s: %v", p.ID, err)
 		}
@@ -218,7 +219,7 @@ func TestPerturbRejected(t *testing.T) {
 			t.Fatalf("%s: perturbed solution has %d steps, want %d", p.ID, n, m)
 		}
 	}
-	if _, err := Perturb(datasets.Problem{ID: "bad", Prompt: "hello"}, datasets.NewRNG(1, "p")); err == nil {
+	if _, err := Perturb(datasets.Problem{ID: "bad", Prompt: "hello"}, keyed.NewRNG(1, "p")); err == nil {
 		t.Fatal("Perturb of an unparsable prompt succeeded")
 	}
 }

@@ -187,7 +187,7 @@ func openRandom(ctx context.Context, reg *engine.Registry, name string, cfg mode
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: %w", err)
 	}
-	if err := e.NewAdapter("bench", engine.AdapterConfig{Rank: 8, Alpha: 16, Seed: 1}); err != nil {
+	if err := e.NewAdapter(ctx, "bench", engine.AdapterConfig{Rank: 8, Alpha: 16, Seed: 1}); err != nil {
 		e.Close()
 		return nil, nil, fmt.Errorf("bench: %w", err)
 	}

@@ -17,7 +17,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/marlowlab/marlow/harness/study"
 )
@@ -98,23 +100,28 @@ type TrainOptions struct {
 }
 
 // Validate checks the settings every engine's train step relies on: a
-// known loss aggregation, a positive finite temperature, a clip range and
-// optimizer settings in range. The error names the setting; engines prefix
-// their own name.
+// known loss aggregation, a positive finite temperature, a clip range,
+// optimizer settings in range and finite KL coefficients. The error names
+// the setting; engines prefix their own name.
 func (o TrainOptions) Validate() error {
 	switch o.LossAgg {
 	case TokenMean, SeqMeanTokenMean, SeqMeanTokenSum:
 	default:
 		return fmt.Errorf("unknown loss aggregation %q (want %s, %s or %s)", o.LossAgg, TokenMean, SeqMeanTokenMean, SeqMeanTokenSum)
 	}
-	if !(o.Temperature > 0) || math.IsInf(o.Temperature, 0) {
-		return fmt.Errorf("temperature %v must be positive and finite", o.Temperature)
+	if err := ValidateTemperature(o.Temperature); err != nil {
+		return err
 	}
 	if o.ClipLow < 0 || o.ClipLow >= 1 || o.ClipHigh < 0 {
 		return fmt.Errorf("clip range low %v high %v is invalid (want 0 <= low < 1, high >= 0)", o.ClipLow, o.ClipHigh)
 	}
 	if o.LR < 0 || o.Beta1 < 0 || o.Beta1 >= 1 || o.Beta2 < 0 || o.Beta2 >= 1 || o.Eps <= 0 || o.WeightDecay < 0 || o.GradClip < 0 {
 		return fmt.Errorf("invalid optimizer settings lr %v betas (%v, %v) eps %v weight decay %v grad clip %v", o.LR, o.Beta1, o.Beta2, o.Eps, o.WeightDecay, o.GradClip)
+	}
+	for _, role := range slices.Sorted(maps.Keys(o.KLCoef)) {
+		if c := o.KLCoef[role]; math.IsNaN(c) || math.IsInf(c, 0) {
+			return fmt.Errorf("KL coefficient of role %q is %v (want a finite number)", role, c)
+		}
 	}
 	return nil
 }
@@ -157,21 +164,31 @@ type StepStats struct {
 	SkippedTurns int         // turns with zero advantage, not trained on
 }
 
-// Engine is a model engine. Implementations are not required to be safe for
-// concurrent use.
+// Engine is a model engine. Every call but Close takes a context; a call
+// whose context is cancelled returns an error wrapping ctx.Err() (long
+// calls also check it while they run). Each call first checks its arguments
+// with this package's Validate functions (ValidateAdapter,
+// ValidateRequests, ValidateLogProbs, ValidateTrainStep), so a bad call
+// fails the same way on every engine. Implementations are not required to
+// be safe for concurrent use.
 type Engine interface {
 	// NewAdapter creates a named adapter over the base checkpoint, with its
 	// own optimizer state.
-	NewAdapter(name string, cfg AdapterConfig) error
+	NewAdapter(ctx context.Context, name string, cfg AdapterConfig) error
 	// Generate samples one completion per request.
 	Generate(ctx context.Context, reqs []Request) ([]Completion, error)
+	// LogProbs scores each turn's completion under adapter (or the base
+	// when adapter is "") at temperature: the log-prob of CompletionIDs[j]
+	// under softmax(logits / temperature) given the prompt and the
+	// completion before it. Only PromptIDs and CompletionIDs are used.
+	LogProbs(ctx context.Context, adapter string, turns []Turn, temperature float64) ([][]float32, error)
 	// TrainStep takes one optimizer step of one adapter on the turns
 	// (all turns must name that adapter).
 	TrainStep(ctx context.Context, adapter string, turns []Turn, opt TrainOptions) (StepStats, error)
 	// Save writes every adapter and its optimizer state under dir.
-	Save(dir string) error
+	Save(ctx context.Context, dir string) error
 	// Load restores what Save wrote, replacing adapters of the same name.
-	Load(dir string) error
+	Load(ctx context.Context, dir string) error
 	// Close releases the engine's resources.
 	Close() error
 }

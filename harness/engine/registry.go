@@ -58,15 +58,21 @@ type Driver struct {
 var ErrUnavailable = errors.New("engine unavailable")
 
 // Registry maps engine names to drivers. The zero value is empty and ready
-// to use; it is safe for concurrent use.
+// to use, and a nil *Registry is an empty registry for reading (Names,
+// Driver, Open, Check), so an option left nil refuses every engine by
+// name; it is safe for concurrent use. The program builds its own registry
+// and passes it down (there is no global one).
 type Registry struct {
 	mu      sync.RWMutex
 	drivers map[string]Driver
 }
 
-// Register adds d. A driver without a name or an Open function, or a name
-// registered twice, is an error.
+// Register adds d. A driver without a name or an Open function, a name
+// registered twice, or a nil registry is an error.
 func (r *Registry) Register(d Driver) error {
+	if r == nil {
+		return fmt.Errorf("engine: register %q: nil registry", d.Name)
+	}
 	if d.Name == "" {
 		return errors.New("engine: register: driver has no name")
 	}
@@ -87,6 +93,9 @@ func (r *Registry) Register(d Driver) error {
 
 // Names returns the registered engine names, sorted.
 func (r *Registry) Names() []string {
+	if r == nil {
+		return nil
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	names := make([]string, 0, len(r.drivers))
@@ -99,9 +108,13 @@ func (r *Registry) Names() []string {
 
 // Driver returns the driver registered as name.
 func (r *Registry) Driver(name string) (Driver, error) {
-	r.mu.RLock()
-	d, ok := r.drivers[name]
-	r.mu.RUnlock()
+	var d Driver
+	ok := false
+	if r != nil {
+		r.mu.RLock()
+		d, ok = r.drivers[name]
+		r.mu.RUnlock()
+	}
 	if !ok {
 		return Driver{}, fmt.Errorf("engine %q is not registered in this program (have %s): %w", name, r.have(), ErrUnavailable)
 	}
@@ -165,16 +178,4 @@ func (r *Registry) Check(ctx context.Context, opt Options, names ...string) erro
 		return nil
 	}
 	return fmt.Errorf("%w:\n  %s", ErrUnavailable, strings.Join(probs, "\n  "))
-}
-
-// Default is the registry of the program; the CLI registers its engines
-// here.
-var Default = &Registry{}
-
-// Register adds d to the Default registry.
-func Register(d Driver) error { return Default.Register(d) }
-
-// Open opens an engine of the Default registry (see Registry.Open).
-func Open(ctx context.Context, name, checkpointDir string, opt Options) (Engine, string, error) {
-	return Default.Open(ctx, name, checkpointDir, opt)
 }

@@ -55,3 +55,27 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("open unregistered: %v", err)
 	}
 }
+
+// TestNilRegistry: a nil registry is empty for reading, so an option left
+// nil refuses every engine by name, and refuses registrations.
+func TestNilRegistry(t *testing.T) {
+	var reg *Registry
+	if n := reg.Names(); len(n) != 0 {
+		t.Errorf("names %v", n)
+	}
+	if _, err := reg.Driver("native"); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), `engine "native" is not registered in this program (have none)`) {
+		t.Errorf("driver: %v", err)
+	}
+	if _, _, err := reg.Open(context.Background(), "native", "dir", Options{}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("open: %v", err)
+	}
+	if err := reg.Check(context.Background(), Options{}, "native"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("check: %v", err)
+	}
+	if err := reg.Check(context.Background(), Options{}); err != nil {
+		t.Errorf("check of no engines: %v", err)
+	}
+	if err := reg.Register(Driver{Name: "x", Open: func(context.Context, string, Options) (Engine, error) { return nil, nil }}); err == nil {
+		t.Error("a nil registry accepted a driver")
+	}
+}

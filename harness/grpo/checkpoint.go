@@ -1,6 +1,7 @@
 package grpo
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +70,7 @@ func CheckpointPath(dir string, step int64) string {
 }
 
 // checkpoint saves the engine and the state of step, then commits the log.
-func (t *Trainer) checkpoint(step int64) error {
+func (t *Trainer) checkpoint(ctx context.Context, step int64) error {
 	id := t.Config.RunID
 	final := CheckpointPath(t.CkptDir, step)
 	tmp := final + ".tmp"
@@ -82,7 +83,7 @@ func (t *Trainer) checkpoint(step int64) error {
 	if err := os.MkdirAll(filepath.Join(tmp, engineDir), 0o755); err != nil {
 		return fmt.Errorf("grpo: run %s: checkpoint %d: %w", id, step, err)
 	}
-	if err := t.Engine.Save(filepath.Join(tmp, engineDir)); err != nil {
+	if err := t.Engine.Save(ctx, filepath.Join(tmp, engineDir)); err != nil {
 		return fmt.Errorf("grpo: run %s: checkpoint %d: save engine: %w", id, step, err)
 	}
 	st := t.st
@@ -139,7 +140,7 @@ func prune(dir string, keep int64) error {
 }
 
 // restore loads the checkpoint of step into the engine and returns its state.
-func (t *Trainer) restore(step int64) (State, error) {
+func (t *Trainer) restore(ctx context.Context, step int64) (State, error) {
 	path := CheckpointPath(t.CkptDir, step)
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && !info.IsDir()) {
@@ -168,7 +169,7 @@ func (t *Trainer) restore(step int64) (State, error) {
 	case st.NextCursor != step*int64(t.Config.ProblemsPerStep) && step > 0:
 		return State{}, fmt.Errorf("%w: %s has cursor %d at step %d", ErrCheckpointCorrupt, path, st.NextCursor, step)
 	}
-	if err := t.Engine.Load(filepath.Join(path, engineDir)); err != nil {
+	if err := t.Engine.Load(ctx, filepath.Join(path, engineDir)); err != nil {
 		return State{}, fmt.Errorf("%w: load engine from %s: %w", ErrCheckpointCorrupt, path, err)
 	}
 	if err := prune(t.CkptDir, step); err != nil {

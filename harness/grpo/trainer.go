@@ -82,6 +82,8 @@ func (t *Trainer) Run(ctx context.Context, lastStep int64) error {
 	if t.Engine == nil || t.Task == nil || t.Log == nil || t.CkptDir == "" {
 		return fmt.Errorf("grpo: run %s: trainer needs an engine, a task, a log and a checkpoint folder", cfg.RunID)
 	}
+	// Engine calls are never cancelled: a step in progress always finishes.
+	ectx := context.WithoutCancel(ctx)
 	route, _ := Router(cfg.Condition)
 	t.route = route
 	var err error
@@ -92,7 +94,7 @@ func (t *Trainer) Run(ctx context.Context, lastStep int64) error {
 	for _, a := range t.adapters {
 		ac := cfg.Adapter
 		ac.Seed = workflow.SeedKey{RunSeed: cfg.Seed, Purpose: "adapter", Agent: a}.Seed()
-		if err := t.Engine.NewAdapter(a, ac); err != nil {
+		if err := t.Engine.NewAdapter(ectx, a, ac); err != nil {
 			return fmt.Errorf("grpo: run %s: create adapter %s: %w", cfg.RunID, a, err)
 		}
 	}
@@ -107,8 +109,6 @@ func (t *Trainer) Run(ctx context.Context, lastStep int64) error {
 		val = val[:cfg.ValSize]
 	}
 	t.val = val
-	// Engine calls are never cancelled: a step in progress always finishes.
-	ectx := context.WithoutCancel(ctx)
 	steps := cfg.steps()
 	committed := lastStep
 	if lastStep < 0 {
@@ -119,12 +119,12 @@ func (t *Trainer) Run(ctx context.Context, lastStep int64) error {
 			}
 		}
 		t.report(0, math.NaN())
-		if err := t.checkpoint(0); err != nil {
+		if err := t.checkpoint(ectx, 0); err != nil {
 			return err
 		}
 		committed = 0
 	} else {
-		st, err := t.restore(lastStep)
+		st, err := t.restore(ectx, lastStep)
 		if err != nil {
 			return fmt.Errorf("grpo: run %s: resume at step %d: %w", cfg.RunID, lastStep, err)
 		}
@@ -133,7 +133,7 @@ func (t *Trainer) Run(ctx context.Context, lastStep int64) error {
 	for step := committed + 1; step <= int64(steps); step++ {
 		if ctx.Err() != nil {
 			if committed < step-1 {
-				if err := t.checkpoint(step - 1); err != nil {
+				if err := t.checkpoint(ectx, step-1); err != nil {
 					return err
 				}
 			}
@@ -143,7 +143,7 @@ func (t *Trainer) Run(ctx context.Context, lastStep int64) error {
 			return err
 		}
 		if step == int64(steps) || (cfg.SaveEvery > 0 && step%int64(cfg.SaveEvery) == 0) {
-			if err := t.checkpoint(step); err != nil {
+			if err := t.checkpoint(ectx, step); err != nil {
 				return err
 			}
 			committed = step

@@ -7,9 +7,10 @@ import (
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
+	"github.com/marlowlab/marlow/keyed"
 )
 
-func (t *Teacher) render(src source, p datasets.Problem, role string, rng *datasets.RNG) (Transcript, error) {
+func (t *Teacher) render(src source, p datasets.Problem, role string, rng *keyed.RNG) (Transcript, error) {
 	r := &rendering{t: t, src: src, p: p, rng: rng, instr: src.task.Instructions(), nz: t.cfg.Noise}
 	r.malformed = rng.Bernoulli(r.nz.Malformed)
 	var err error
@@ -53,7 +54,7 @@ type rendering struct {
 	t         *Teacher
 	src       source
 	p         datasets.Problem
-	rng       *datasets.RNG
+	rng       *keyed.RNG
 	instr     string
 	nz        Noise
 	malformed bool

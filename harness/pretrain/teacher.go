@@ -11,6 +11,7 @@ import (
 	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Noise kinds recorded on a Transcript.
@@ -54,7 +55,7 @@ func (t Transcript) HasNoise(kind string) bool {
 // source is one task the teacher writes transcripts for.
 type source struct {
 	task       datasets.Task
-	perturb    func(datasets.Problem, *datasets.RNG) (string, error)
+	perturb    func(datasets.Problem, *keyed.RNG) (string, error)
 	strategies []string
 }
 
@@ -149,7 +150,7 @@ func (t *Teacher) Transcript(i int64) (Transcript, error) {
 	if err != nil {
 		return Transcript{}, fmt.Errorf("pretrain: transcript %d: %w", i, err)
 	}
-	rng := datasets.NewRNG(t.cfg.Seed, "pretrain/transcript", uint64(i))
+	rng := keyed.NewRNG(t.cfg.Seed, "pretrain/transcript", uint64(i))
 	u := rng.Float64()
 	role := TeacherRoles[len(TeacherRoles)-1]
 	for k, c := range t.cum {
@@ -174,7 +175,7 @@ func (t *Teacher) RenderRole(task, role string, p datasets.Problem, key uint64) 
 		if src.task.Name() != task {
 			continue
 		}
-		tr, err := t.render(src, p, role, datasets.NewRNG(t.cfg.Seed, "pretrain/role", key))
+		tr, err := t.render(src, p, role, keyed.NewRNG(t.cfg.Seed, "pretrain/role", key))
 		if err != nil {
 			return Transcript{}, fmt.Errorf("pretrain: %s transcript of %s: %w", role, p.ID, err)
 		}
@@ -186,7 +187,7 @@ func (t *Teacher) RenderRole(task, role string, p datasets.Problem, key uint64) 
 
 // solution returns a worked solution of p: the teacher's own, or with
 // probability pSlip a perturbed one; correct says which.
-func (t *Teacher) solution(src source, p datasets.Problem, rng *datasets.RNG, pSlip float64) (text string, correct bool, err error) {
+func (t *Teacher) solution(src source, p datasets.Problem, rng *keyed.RNG, pSlip float64) (text string, correct bool, err error) {
 	if rng.Bernoulli(pSlip) {
 		s, err := src.perturb(p, rng)
 		if err != nil {
@@ -217,7 +218,7 @@ func (s source) tidy(solution string) string {
 
 // pickStrategies draws n distinct strategies from pool; beyond the pool's
 // size it adds numbered variants, which are distinct too.
-func pickStrategies(pool []string, n int, rng *datasets.RNG) []string {
+func pickStrategies(pool []string, n int, rng *keyed.RNG) []string {
 	perm := rng.Perm(len(pool))
 	out := make([]string, n)
 	for k := range out {

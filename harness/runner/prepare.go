@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 
-	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/pin"
 	"github.com/marlowlab/marlow/harness/spec"
 )
@@ -49,9 +48,6 @@ func prepare(ctx context.Context, s *spec.Spec, opt Options, checkDir bool) ([]j
 	runs, err := Select(planned, opt.Only)
 	if err != nil {
 		return nil, pin.Provenance{}, err
-	}
-	if opt.Engines == nil {
-		opt.Engines = engine.Default
 	}
 	if err := checkNeeds(ctx, opt.Engines, runs); err != nil {
 		return nil, pin.Provenance{}, err

@@ -58,7 +58,7 @@ type Options struct {
 	// checkpoint folder; tiny models need a BaseModel (the CLI passes the
 	// pretrain package's).
 	BaseModel BaseModelFunc
-	// Engines opens the engines runs name (engine.Default when nil). Every
+	// Engines opens the engines runs name (nil is an empty registry). Every
 	// engine the selected runs name must be registered there with its
 	// prerequisites met, or Run refuses before any run folder exists.
 	Engines *engine.Registry
@@ -126,9 +126,6 @@ func (s *Summary) Failed() []Outcome {
 // folder gets a .gitignore of everything (see IgnoreRuns) before the tree
 // is checked, so run folders never make the repository dirty.
 func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
-	if opt.Engines == nil {
-		opt.Engines = engine.Default
-	}
 	jobs, prov, err := prepare(ctx, s, opt, true)
 	if err != nil {
 		return nil, err

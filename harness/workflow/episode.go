@@ -1,11 +1,11 @@
 package workflow
 
 import (
-	"hash/fnv"
 	"sort"
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Turn is one agent call of an episode.
@@ -101,34 +101,15 @@ type SeedKey struct {
 }
 
 // Seed derives the request seed of a call. The hash is documented so that
-// other tools can reproduce it: with splitmix64(x) the finaliser of
-// SplitMix64 (x += 0x9e3779b97f4a7c15; x = (x ^ x>>30) * 0xbf58476d1ce4e5b9;
-// x = (x ^ x>>27) * 0x94d049bb133111eb; x ^= x>>31) and fnv(s) the 64-bit
-// FNV-1a hash of a string's bytes, the seed is
+// other tools can reproduce it: it is keyed.SeedKey (h = 0x6d61726c6f77
+// ("marlow"), then h = splitmix64(h ^ w) per word, with splitmix64 the
+// SplitMix64 output function keyed.SplitMix64) of the words
 //
-//	h = 0x6d61726c6f77 ("marlow")
-//	for w in [RunSeed, fnv(Purpose), Step, Problem, Rollout, fnv(Agent), Iteration]:
-//	    h = splitmix64(h ^ w)
+//	[RunSeed, fnv(Purpose), Step, Problem, Rollout, fnv(Agent), Iteration]
 //
-// with integers taken as their two's-complement uint64.
+// with fnv(s) the 64-bit FNV-1a hash of a string's bytes (keyed.FNV1a64)
+// and integers taken as their two's-complement uint64.
 func (k SeedKey) Seed() uint64 {
-	h := uint64(0x6d61726c6f77)
-	for _, w := range []uint64{k.RunSeed, fnv64(k.Purpose), uint64(k.Step), uint64(k.Problem), uint64(int64(k.Rollout)), fnv64(k.Agent), uint64(int64(k.Iteration))} {
-		h = SplitMix64(h ^ w)
-	}
-	return h
-}
-
-// SplitMix64 is the SplitMix64 output function applied to x.
-func SplitMix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
-func fnv64(s string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	return h.Sum64()
+	return keyed.SeedKey(k.RunSeed, keyed.FNV1a64(k.Purpose), uint64(k.Step), uint64(k.Problem),
+		uint64(int64(k.Rollout)), keyed.FNV1a64(k.Agent), uint64(int64(k.Iteration)))
 }

@@ -241,7 +241,7 @@ func TestSeedsRoutingAndDeterminism(t *testing.T) {
 	mk := func() ([]*wf.Episode, *fake.Engine) {
 		eng := fake.New(a.Respond)
 		for _, n := range []string{"generator", "aggregator"} {
-			if err := eng.NewAdapter(n, engine.AdapterConfig{}); err != nil {
+			if err := eng.NewAdapter(context.Background(), n, engine.AdapterConfig{Rank: 1, Alpha: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/marlowlab/marlow/harness/engine/native"
 	"github.com/marlowlab/marlow/harness/engine/torch"
 	"github.com/marlowlab/marlow/harness/model"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Default tolerances, for fp32 on the CPU.
@@ -132,30 +133,17 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  torch checkpoint loaded by native:          %.3g\n", r.TorchToNative)
 }
 
-// stream is a splitmix64 sequence for the fixed test sequences.
-type stream uint64
-
-func (s *stream) next() uint64 {
-	*s += 0x9e3779b97f4a7c15
-	z := uint64(*s)
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}
-
-func (s *stream) uniform() float64 { return float64(s.next()>>11) / (1 << 53) }
-
 // Turns returns the fixed sequences: six turns of two roles and four agents
 // (two same-role agents share a role) with positive and negative
 // advantages, token ids below min(vocab, 2000) excluding the last three
 // ids.
 func Turns(vocab int) []engine.Turn {
-	s := stream(20260101)
+	s := keyed.Stream(20260101)
 	hi := min(vocab-3, 2000)
 	ids := func(n int) []int32 {
 		out := make([]int32, n)
 		for i := range out {
-			out[i] = int32(s.next() % uint64(hi))
+			out[i] = int32(s.Uint64() % uint64(hi))
 		}
 		return out
 	}
@@ -202,7 +190,7 @@ func WriteRandomAdapter(dir string, cfg model.Config) error {
 	if err != nil {
 		return err
 	}
-	s := stream(adapterSeed)
+	s := keyed.Stream(adapterSeed)
 	var ts, opt []model.Tensor
 	for _, sp := range specs {
 		n := sp.Shape[0] * sp.Shape[1]
@@ -213,7 +201,7 @@ func WriteRandomAdapter(dir string, cfg model.Config) error {
 		}
 		v := make([]float32, n)
 		for i := range v {
-			v[i] = float32(bound * (2*s.uniform() - 1))
+			v[i] = float32(bound * (2*s.Float64() - 1))
 		}
 		ts = append(ts, model.Tensor{Name: sp.Name, Shape: sp.Shape, Data: v})
 		opt = append(opt, model.Tensor{Name: sp.Name + ".exp_avg", Shape: sp.Shape, Data: make([]float32, n)},
@@ -318,7 +306,7 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	}
 	temp := TrainOptions().Temperature
 	score := func(adapter string) ([][]float32, [][]float32, error) {
-		a, err := ne.LogProbs(adapter, turns, temp)
+		a, err := ne.LogProbs(ctx, adapter, turns, temp)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -330,17 +318,17 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 		return r, err
 	}
 	r.LogProbBase = maxAbs(a, b)
-	if r.FreshAdapter, r.FreshTensors, err = compareFresh(ne, te, cfg, work); err != nil {
+	if r.FreshAdapter, r.FreshTensors, err = compareFresh(ctx, ne, te, cfg, work); err != nil {
 		return r, err
 	}
 	seeded := filepath.Join(work, "seeded")
 	if err := WriteRandomAdapter(seeded, cfg); err != nil {
 		return r, fmt.Errorf("write seeded adapter: %w", err)
 	}
-	if err := ne.Load(seeded); err != nil {
+	if err := ne.Load(ctx, seeded); err != nil {
 		return r, err
 	}
-	if err := te.Load(seeded); err != nil {
+	if err := te.Load(ctx, seeded); err != nil {
 		return r, err
 	}
 	a, b, err = score(AdapterName)
@@ -356,7 +344,7 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 		return r, err
 	}
 	r.AfterStep = maxAbs(a, b)
-	if r.NativeToTorch, r.TorchToNative, err = compareCrossLoad(ne, te, work, a, b, score); err != nil {
+	if r.NativeToTorch, r.TorchToNative, err = compareCrossLoad(ctx, ne, te, work, a, b, score); err != nil {
 		return r, err
 	}
 	return r, nil
@@ -368,11 +356,11 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 // (current) shifted per token, so the ratios spread over both sides of the
 // clip range.
 func compareStep(ctx context.Context, ne *native.Engine, te *torch.Engine, turns []engine.Turn, current [][]float32, r *Report) error {
-	s := stream(99)
+	s := keyed.Stream(99)
 	for i := range turns {
 		turns[i].OldLogProbs = make([]float32, len(current[i]))
 		for j, lp := range current[i] {
-			turns[i].OldLogProbs[j] = lp + float32(0.6*(s.uniform()-0.5))
+			turns[i].OldLogProbs[j] = lp + float32(0.6*(s.Float64()-0.5))
 		}
 	}
 	topt := TrainOptions()
@@ -409,19 +397,19 @@ func compareStep(ctx context.Context, ne *native.Engine, te *torch.Engine, turns
 // largest log-prob differences of torch with native's checkpoint against
 // native before (nativeAfter), and of native with torch's against torch
 // before (torchAfter).
-func compareCrossLoad(ne *native.Engine, te *torch.Engine, work string, nativeAfter, torchAfter [][]float32,
+func compareCrossLoad(ctx context.Context, ne *native.Engine, te *torch.Engine, work string, nativeAfter, torchAfter [][]float32,
 	score func(adapter string) ([][]float32, [][]float32, error)) (nativeToTorch, torchToNative float64, err error) {
 	nd, td := filepath.Join(work, "native"), filepath.Join(work, "torch")
-	if err := ne.Save(nd); err != nil {
+	if err := ne.Save(ctx, nd); err != nil {
 		return 0, 0, err
 	}
-	if err := te.Save(td); err != nil {
+	if err := te.Save(ctx, td); err != nil {
 		return 0, 0, err
 	}
-	if err := te.Load(nd); err != nil {
+	if err := te.Load(ctx, nd); err != nil {
 		return 0, 0, fmt.Errorf("torch loading native's checkpoint: %w", err)
 	}
-	if err := ne.Load(td); err != nil {
+	if err := ne.Load(ctx, td); err != nil {
 		return 0, 0, fmt.Errorf("native loading torch's checkpoint: %w", err)
 	}
 	a, b, err := score(AdapterName)
@@ -434,20 +422,20 @@ func compareCrossLoad(ne *native.Engine, te *torch.Engine, work string, nativeAf
 // compareFresh creates the same new adapter in both engines (all seven
 // targets, A from the seeded stream, B = 0), saves both and compares the
 // saved tensors.
-func compareFresh(ne *native.Engine, te *torch.Engine, cfg model.Config, work string) (float64, int, error) {
+func compareFresh(ctx context.Context, ne *native.Engine, te *torch.Engine, cfg model.Config, work string) (float64, int, error) {
 	const name = "fresh"
 	ac := engine.AdapterConfig{Rank: adapterRank, Alpha: adapterAlpha, Seed: 12345}
-	if err := ne.NewAdapter(name, ac); err != nil {
+	if err := ne.NewAdapter(ctx, name, ac); err != nil {
 		return 0, 0, err
 	}
-	if err := te.NewAdapter(name, ac); err != nil {
+	if err := te.NewAdapter(ctx, name, ac); err != nil {
 		return 0, 0, err
 	}
 	nd, td := filepath.Join(work, "fresh-native"), filepath.Join(work, "fresh-torch")
-	if err := ne.Save(nd); err != nil {
+	if err := ne.Save(ctx, nd); err != nil {
 		return 0, 0, err
 	}
-	if err := te.Save(td); err != nil {
+	if err := te.Save(ctx, td); err != nil {
 		return 0, 0, err
 	}
 	_, nts, err := model.ReadAdapter(filepath.Join(nd, name), cfg)

@@ -20,6 +20,7 @@ import (
 	"slices"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // EOT is the token id the fake appends when a completion stops.
@@ -71,9 +72,12 @@ func (e *Engine) Skill(name string) float64 {
 }
 
 // NewAdapter implements engine.Engine.
-func (e *Engine) NewAdapter(name string, cfg engine.AdapterConfig) error {
-	if name == "" {
-		return errors.New("fake: adapter name is empty")
+func (e *Engine) NewAdapter(ctx context.Context, name string, cfg engine.AdapterConfig) error {
+	if err := e.check(ctx, "new adapter"); err != nil {
+		return err
+	}
+	if err := engine.ValidateAdapter(name, cfg); err != nil {
+		return fmt.Errorf("fake: %w", err)
 	}
 	if _, ok := e.adapters[name]; ok {
 		return fmt.Errorf("fake: adapter %q already exists", name)
@@ -84,29 +88,16 @@ func (e *Engine) NewAdapter(name string, cfg engine.AdapterConfig) error {
 
 // Generate implements engine.Engine.
 func (e *Engine) Generate(ctx context.Context, reqs []engine.Request) ([]engine.Completion, error) {
-	if e.closed {
-		return nil, errors.New("fake: engine is closed")
+	if err := e.check(ctx, "generate"); err != nil {
+		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("fake: generate: %w", err)
+	if err := engine.ValidateRequests(reqs, e.limits()); err != nil {
+		return nil, fmt.Errorf("fake: %w", err)
 	}
 	e.Batches = append(e.Batches, len(reqs))
 	out := make([]engine.Completion, len(reqs))
 	for i, r := range reqs {
-		if r.Temperature <= 0 {
-			return nil, fmt.Errorf("fake: request %d: temperature %v must be > 0", i, r.Temperature)
-		}
-		if r.MaxNewTokens <= 0 {
-			return nil, fmt.Errorf("fake: request %d: max new tokens %d must be > 0", i, r.MaxNewTokens)
-		}
-		skill := 0.0
-		if r.Adapter != "" {
-			a := e.adapters[r.Adapter]
-			if a == nil {
-				return nil, fmt.Errorf("fake: request %d: unknown adapter %q", i, r.Adapter)
-			}
-			skill = a.Skill
-		}
+		skill := e.Skill(r.Adapter)
 		text := e.respond(r, skill)
 		c := engine.Completion{Finish: engine.FinishStop}
 		for _, m := range r.Messages {
@@ -138,36 +129,28 @@ func bytesToIDs(s string) []int32 {
 	return ids
 }
 
-// logProb is a fixed pseudo log-prob in [-2, -0.01).
+// logProb is a fixed pseudo log-prob in (-2, -0.01]: element j of the
+// request's counter stream.
 func logProb(seed uint64, j int) float32 {
-	x := seed ^ (uint64(j+1) * 0x9e3779b97f4a7c15)
-	x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9
-	x ^= x >> 29
-	return -float32(0.01 + 1.99*float64(x>>11)/float64(1<<53))
+	return -float32(0.01 + 1.99*keyed.Uniform01At(seed, uint64(j)))
 }
 
 // TrainStep implements engine.Engine: turns with zero advantage are skipped
 // and counted; the adapter's skill rises by LR x the mean of max(advantage,
 // 0) over the rest.
 func (e *Engine) TrainStep(ctx context.Context, adapter string, turns []engine.Turn, opt engine.TrainOptions) (engine.StepStats, error) {
-	if err := ctx.Err(); err != nil {
-		return engine.StepStats{}, fmt.Errorf("fake: train step: %w", err)
+	if err := e.check(ctx, "train step"); err != nil {
+		return engine.StepStats{}, err
+	}
+	if err := engine.ValidateTrainStep(adapter, turns, opt, e.limits()); err != nil {
+		return engine.StepStats{}, fmt.Errorf("fake: %w", err)
 	}
 	a := e.adapters[adapter]
-	if a == nil {
-		return engine.StepStats{}, fmt.Errorf("fake: train step: unknown adapter %q", adapter)
-	}
 	e.Trained = append(e.Trained, TrainRecord{Adapter: adapter, Turns: len(turns), LR: opt.LR})
 	st := engine.StepStats{Adapter: adapter}
 	byRole := map[string][]engine.Turn{}
 	var all []engine.Turn
-	for i, t := range turns {
-		if t.Adapter != adapter {
-			return engine.StepStats{}, fmt.Errorf("fake: train step %s: turn %d names adapter %q", adapter, i, t.Adapter)
-		}
-		if len(t.CompletionIDs) != len(t.OldLogProbs) {
-			return engine.StepStats{}, fmt.Errorf("fake: train step %s: turn %d has %d ids but %d log-probs", adapter, i, len(t.CompletionIDs), len(t.OldLogProbs))
-		}
+	for _, t := range turns {
 		if t.Advantage == 0 {
 			st.SkippedTurns++
 			continue
@@ -298,8 +281,40 @@ func cosine(a, b []float64) float64 {
 	return dot(a, b) / (na * nb)
 }
 
+// LogProbs implements engine.Engine: token j of turn i scores the fixed
+// pseudo log-prob of element j of the stream keyed by the turn's token ids
+// (the fake has no model, so it does not reproduce Generate's log-probs).
+func (e *Engine) LogProbs(ctx context.Context, adapter string, turns []engine.Turn, temperature float64) ([][]float32, error) {
+	if err := e.check(ctx, "logprobs"); err != nil {
+		return nil, err
+	}
+	if err := engine.ValidateLogProbs(adapter, turns, temperature, e.limits()); err != nil {
+		return nil, fmt.Errorf("fake: logprobs: %w", err)
+	}
+	out := make([][]float32, len(turns))
+	for i, t := range turns {
+		words := make([]uint64, 0, len(t.PromptIDs)+len(t.CompletionIDs)+1)
+		for _, id := range t.PromptIDs {
+			words = append(words, uint64(id))
+		}
+		words = append(words, uint64(len(t.PromptIDs)))
+		for _, id := range t.CompletionIDs {
+			words = append(words, uint64(id))
+		}
+		key := keyed.HashKey(words...)
+		out[i] = make([]float32, len(t.CompletionIDs))
+		for j := range out[i] {
+			out[i][j] = logProb(key, j)
+		}
+	}
+	return out, nil
+}
+
 // Save implements engine.Engine: every adapter's state as JSON.
-func (e *Engine) Save(dir string) error {
+func (e *Engine) Save(ctx context.Context, dir string) error {
+	if err := e.check(ctx, "save"); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("fake: save: %w", err)
 	}
@@ -314,7 +329,10 @@ func (e *Engine) Save(dir string) error {
 }
 
 // Load implements engine.Engine.
-func (e *Engine) Load(dir string) error {
+func (e *Engine) Load(ctx context.Context, dir string) error {
+	if err := e.check(ctx, "load"); err != nil {
+		return err
+	}
 	path := filepath.Join(dir, StateFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -325,10 +343,30 @@ func (e *Engine) Load(dir string) error {
 		return fmt.Errorf("fake: load %s: %w", path, err)
 	}
 	for name, a := range m {
+		if err := engine.ValidateAdapterName(name); err != nil {
+			return fmt.Errorf("fake: load %s: %w", path, err)
+		}
 		if a == nil {
 			return fmt.Errorf("fake: load %s: adapter %q has no state", path, name)
 		}
 		e.adapters[name] = a
+	}
+	return nil
+}
+
+// limits are what engine's checks know of the fake: its adapters (it has
+// no vocabulary or context bound).
+func (e *Engine) limits() engine.Limits {
+	return engine.Limits{Adapters: slices.Sorted(maps.Keys(e.adapters))}
+}
+
+// check refuses calls after Close or with a cancelled context.
+func (e *Engine) check(ctx context.Context, call string) error {
+	if e.closed {
+		return errors.New("fake: engine is closed")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fake: %s: %w", call, err)
 	}
 	return nil
 }

@@ -60,17 +60,18 @@ func TestGenerate(t *testing.T) {
 func TestTrainSaveLoad(t *testing.T) {
 	ctx := context.Background()
 	e := New(echo)
-	if err := e.NewAdapter("a", engine.AdapterConfig{}); err != nil {
+	if err := e.NewAdapter(ctx, "a", engine.AdapterConfig{Rank: 1, Alpha: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.NewAdapter("a", engine.AdapterConfig{}); err == nil {
+	if err := e.NewAdapter(ctx, "a", engine.AdapterConfig{Rank: 1, Alpha: 1}); err == nil {
 		t.Error("duplicate adapter accepted")
 	}
 	turn := func(agent string, adv float64) engine.Turn {
 		return engine.Turn{Adapter: "a", Role: "generator", Agent: agent, PromptIDs: []int32{1, 2},
 			CompletionIDs: []int32{3, 4, 5}, OldLogProbs: []float32{-1, -1, -1}, Advantage: adv}
 	}
-	st, err := e.TrainStep(ctx, "a", []engine.Turn{turn("generator0", 1), turn("generator1", -1), turn("generator2", 0)}, engine.TrainOptions{LR: 0.5})
+	opt := engine.TrainOptions{LossAgg: engine.TokenMean, Temperature: 1, LR: 0.5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	st, err := e.TrainStep(ctx, "a", []engine.Turn{turn("generator0", 1), turn("generator1", -1), turn("generator2", 0)}, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,18 +81,30 @@ func TestTrainSaveLoad(t *testing.T) {
 	if got := e.Skill("a"); got != 0.25 {
 		t.Errorf("skill %v, want 0.5 x mean(max(adv,0)) = 0.25", got)
 	}
-	if _, err := e.TrainStep(ctx, "a", []engine.Turn{{Adapter: "b", Advantage: 1}}, engine.TrainOptions{}); err == nil {
-		t.Error("turn of another adapter accepted")
+	other := turn("generator0", 1)
+	other.Adapter = "b"
+	if _, err := e.TrainStep(ctx, "a", []engine.Turn{other}, opt); err == nil || !strings.Contains(err.Error(), `turn 0 (agent "generator0") names adapter "b", not "a"`) {
+		t.Errorf("turn of another adapter: %v", err)
+	}
+	if _, err := e.TrainStep(ctx, "a", []engine.Turn{turn("generator0", 1)}, engine.TrainOptions{LR: 0.5}); err == nil || !strings.Contains(err.Error(), "loss aggregation") {
+		t.Errorf("invalid options: %v", err)
+	}
+	lps, err := e.LogProbs(ctx, "a", []engine.Turn{turn("generator0", 1), turn("generator1", 1)}, 1)
+	if err != nil || len(lps) != 2 || len(lps[0]) != 3 || lps[0][0] != lps[1][0] || !(lps[0][0] < 0) {
+		t.Errorf("log-probs of two turns with the same tokens: %v %v", lps, err)
+	}
+	if _, err := e.LogProbs(ctx, "b", nil, 1); err == nil || !strings.Contains(err.Error(), `unknown adapter "b"`) {
+		t.Errorf("log-probs under an unknown adapter: %v", err)
 	}
 	dir := t.TempDir()
-	if err := e.Save(dir); err != nil {
+	if err := e.Save(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
 	f := New(echo)
-	if err := f.NewAdapter("a", engine.AdapterConfig{}); err != nil {
+	if err := f.NewAdapter(ctx, "a", engine.AdapterConfig{Rank: 1, Alpha: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Load(dir); err != nil {
+	if err := f.Load(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
 	if f.Skill("a") != 0.25 {
@@ -101,7 +114,7 @@ func TestTrainSaveLoad(t *testing.T) {
 	if err != nil || out[0].Text != "trained" {
 		t.Errorf("responder did not see the loaded skill: %v %v", out, err)
 	}
-	if err := f.Load(t.TempDir()); err == nil {
+	if err := f.Load(ctx, t.TempDir()); err == nil {
 		t.Error("load of an empty folder succeeded")
 	}
 }

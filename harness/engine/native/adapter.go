@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Adapter is a named LoRA adapter: for each targeted linear module,
@@ -41,13 +42,11 @@ func parseTargets(ts []string) ([numMods]bool, error) {
 	return mask, nil
 }
 
-// newAdapter lays out a zero adapter for d.
+// newAdapter lays out a zero adapter for d after checking its name and
+// configuration (engine.ValidateAdapter).
 func newAdapter(name string, d dims, cfg engine.AdapterConfig) (*Adapter, error) {
-	if cfg.Rank <= 0 {
-		return nil, fmt.Errorf("adapter %q: rank %d must be positive", name, cfg.Rank)
-	}
-	if cfg.Alpha <= 0 || math.IsNaN(cfg.Alpha) || math.IsInf(cfg.Alpha, 0) {
-		return nil, fmt.Errorf("adapter %q: alpha %v must be positive and finite", name, cfg.Alpha)
+	if err := engine.ValidateAdapter(name, cfg); err != nil {
+		return nil, err
 	}
 	mask, err := parseTargets(cfg.Targets)
 	if err != nil {
@@ -94,10 +93,10 @@ func (a *Adapter) initA(d dims) {
 			}
 			in, _ := d.modShape(m)
 			bound := 1 / math.Sqrt(float64(in))
-			key := hashKey(a.Cfg.Seed, purposeLoRA, uint64(l), uint64(m))
+			key := keyed.HashKey(a.Cfg.Seed, keyed.PurposeLoRA, uint64(l), uint64(m))
 			v := a.A(l, m, d)
 			for i := range v {
-				v[i] = float32(bound * uniformAt(key, uint64(i)))
+				v[i] = float32(bound * keyed.UniformAt(key, uint64(i)))
 			}
 		}
 	}

@@ -21,7 +21,7 @@ func chat(s string) []engine.Message { return []engine.Message{{Role: "user", Co
 func TestKVCacheMatchesFullForward(t *testing.T) {
 	for _, adapter := range []string{"", "a"} {
 		e := testEngine(t, false, 2)
-		if err := e.NewAdapter("a", adapterCfg(4)); err != nil {
+		if err := e.NewAdapter(context.Background(), "a", adapterCfg(4)); err != nil {
 			t.Fatal(err)
 		}
 		copy(e.adapters["a"].Data, randVec(len(e.adapters["a"].Data), 31, 0.3))
@@ -35,7 +35,7 @@ func TestKVCacheMatchesFullForward(t *testing.T) {
 		}
 		for i, c := range comps {
 			turn := engine.Turn{PromptIDs: c.PromptIDs, CompletionIDs: c.IDs}
-			lps, err := e.LogProbs(adapter, []engine.Turn{turn}, reqs[i].Temperature)
+			lps, err := e.LogProbs(context.Background(), adapter, []engine.Turn{turn}, reqs[i].Temperature)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +50,7 @@ func TestKVCacheMatchesFullForward(t *testing.T) {
 // policy's tokens and log-probs.
 func TestFreshAdapterIsBase(t *testing.T) {
 	e := testEngine(t, true, 2)
-	if err := e.NewAdapter("fresh", adapterCfg(8)); err != nil {
+	if err := e.NewAdapter(context.Background(), "fresh", adapterCfg(8)); err != nil {
 		t.Fatal(err)
 	}
 	var reqs []engine.Request
@@ -72,7 +72,7 @@ func TestFreshAdapterIsBase(t *testing.T) {
 // batch, in another order, mixed with other adapters, and for any Threads.
 func TestBatchIndependence(t *testing.T) {
 	e := testEngine(t, true, 1)
-	if err := e.NewAdapter("x", adapterCfg(2)); err != nil {
+	if err := e.NewAdapter(context.Background(), "x", adapterCfg(2)); err != nil {
 		t.Fatal(err)
 	}
 	copy(e.adapters["x"].Data, randVec(len(e.adapters["x"].Data), 41, 0.3))
@@ -105,7 +105,7 @@ func TestBatchIndependence(t *testing.T) {
 // returns everything observable, for determinism checks.
 func runScenario(t *testing.T, threads int) (comps []engine.Completion, stats []engine.StepStats, sup SupervisedStats, w []float32, ad []float32) {
 	e := testEngine(t, true, threads)
-	if err := e.NewAdapter("p", adapterCfg(4)); err != nil {
+	if err := e.NewAdapter(context.Background(), "p", adapterCfg(4)); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -197,10 +197,10 @@ func TestSaveLoad(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	e := testEngine(t, false, 2)
-	if err := e.NewAdapter("gen", engine.AdapterConfig{Rank: 3, Alpha: 6, Targets: []string{"v_proj", "q_proj", "down_proj"}, Seed: 8}); err != nil {
+	if err := e.NewAdapter(ctx, "gen", engine.AdapterConfig{Rank: 3, Alpha: 6, Targets: []string{"v_proj", "q_proj", "down_proj"}, Seed: 8}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.NewAdapter("agg", adapterCfg(2)); err != nil {
+	if err := e.NewAdapter(ctx, "agg", adapterCfg(2)); err != nil {
 		t.Fatal(err)
 	}
 	turns := grpoTestTurns(t, e, "gen")
@@ -211,24 +211,24 @@ func TestSaveLoad(t *testing.T) {
 	if err := e.SaveBase(filepath.Join(dir, "base")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Save(filepath.Join(dir, "ckpt")); err != nil {
+	if err := e.Save(ctx, filepath.Join(dir, "ckpt")); err != nil {
 		t.Fatal(err)
 	}
 	e2, err := Open(filepath.Join(dir, "base"), Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e2.Load(filepath.Join(dir, "ckpt")); err != nil {
+	if err := e2.Load(ctx, filepath.Join(dir, "ckpt")); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(e2.Adapters(), []string{"agg", "gen"}) {
 		t.Fatalf("loaded adapters %v", e2.Adapters())
 	}
-	lp1, err := e.LogProbs("gen", turns, 0.7)
+	lp1, err := e.LogProbs(ctx, "gen", turns, 0.7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lp2, err := e2.LogProbs("gen", turns, 0.7)
+	lp2, err := e2.LogProbs(ctx, "gen", turns, 0.7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,17 +327,17 @@ func TestCheckpointErrors(t *testing.T) {
 		t.Error("truncated safetensors: no error")
 	}
 	// An adapter checkpoint with a wrong-shaped factor.
-	if err := e.NewAdapter("a", adapterCfg(2)); err != nil {
+	if err := e.NewAdapter(context.Background(), "a", adapterCfg(2)); err != nil {
 		t.Fatal(err)
 	}
 	ad := t.TempDir()
-	if err := e.Save(ad); err != nil {
+	if err := e.Save(context.Background(), ad); err != nil {
 		t.Fatal(err)
 	}
 	other := testEngine(t, true, 1)
 	other.d.L = 1 // a model with fewer layers expects fewer tensors
 	other.cfg.NumHiddenLayers = 1
-	if err := other.Load(ad); err == nil || !strings.Contains(err.Error(), "layers.1") {
+	if err := other.Load(context.Background(), ad); err == nil || !strings.Contains(err.Error(), "layers.1") {
 		t.Errorf("adapter for a different model: %v", err)
 	}
 }
@@ -360,10 +360,10 @@ func TestRequestErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want mention of %q", tc.name, err, tc.want)
 		}
 	}
-	if err := e.NewAdapter("a", engine.AdapterConfig{Rank: 2, Alpha: 4, Targets: []string{"qproj"}}); err == nil || !strings.Contains(err.Error(), "qproj") {
+	if err := e.NewAdapter(ctx, "a", engine.AdapterConfig{Rank: 2, Alpha: 4, Targets: []string{"qproj"}}); err == nil || !strings.Contains(err.Error(), "qproj") {
 		t.Errorf("bad target: %v", err)
 	}
-	if err := e.NewAdapter("a", adapterCfg(2)); err != nil {
+	if err := e.NewAdapter(ctx, "a", adapterCfg(2)); err != nil {
 		t.Fatal(err)
 	}
 	turns := grpoTestTurns(t, e, "a")
@@ -402,7 +402,7 @@ func TestGenerateEdgeCases(t *testing.T) {
 	if comps[1].Finish == engine.FinishStop && comps[1].Text != "" {
 		t.Errorf("stop token leaked into text %q", comps[1].Text)
 	}
-	if err := e.NewAdapter("../x", adapterCfg(2)); err == nil {
+	if err := e.NewAdapter(ctx, "../x", adapterCfg(2)); err == nil {
 		t.Error("adapter name with a path separator accepted")
 	}
 	// Close makes later calls fail instead of panicking.

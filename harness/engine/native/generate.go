@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // workspace holds buffers reused across calls.
@@ -42,19 +43,13 @@ func (e *Engine) Generate(ctx context.Context, reqs []engine.Request) ([]engine.
 	if err := e.check(); err != nil {
 		return nil, err
 	}
+	if err := engine.ValidateRequests(reqs, e.limits()); err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
 	seqs := make([]genSeq, len(reqs))
 	capLen := 1
 	for i, r := range reqs {
-		ad, err := e.adapter(r.Adapter)
-		if err != nil {
-			return nil, fmt.Errorf("native: request %d: %w", i, err)
-		}
-		if !(r.Temperature > 0) || math.IsInf(r.Temperature, 0) {
-			return nil, fmt.Errorf("native: request %d: temperature %v must be positive and finite", i, r.Temperature)
-		}
-		if r.MaxNewTokens < 0 {
-			return nil, fmt.Errorf("native: request %d: max new tokens %d is negative", i, r.MaxNewTokens)
-		}
+		ad := e.adapters[r.Adapter]
 		p, err := e.tok.EncodeChat(r.Messages, true)
 		if err != nil {
 			return nil, fmt.Errorf("native: request %d: %w", i, err)
@@ -147,7 +142,7 @@ func (e *Engine) generate(ctx context.Context, reqs []engine.Request, seqs []gen
 		for r, si := range active {
 			s := &seqs[si]
 			req := &reqs[s.req]
-			tok, lp := sampleRow(logits[r*d.V:(r+1)*d.V], req.Temperature, hashKey(req.Seed, purposeSample, uint64(len(s.ids))))
+			tok, lp := sampleRow(logits[r*d.V:(r+1)*d.V], req.Temperature, keyed.SampleUniform(req.Seed, len(s.ids)))
 			s.ids = append(s.ids, tok)
 			s.lps = append(s.lps, lp)
 			switch {
@@ -326,9 +321,10 @@ func (e *Engine) inferRows(b *rowBatch, rank int, sel []int32) []float32 {
 }
 
 // sampleRow draws a token from softmax(logits / temp) by inverting the CDF
-// at one uniform draw of key, summing in float64 in id order, and returns it
+// at the uniform u in [0, 1) (keyed.SampleUniform of the request's seed and
+// the token's position), summing in float64 in id order, and returns it
 // with its log-probability.
-func sampleRow(logits []float32, temp float64, key uint64) (int32, float32) {
+func sampleRow(logits []float32, temp float64, u float64) (int32, float32) {
 	mx := math.Inf(-1)
 	for _, v := range logits {
 		mx = math.Max(mx, float64(v)/temp)
@@ -337,7 +333,7 @@ func sampleRow(logits []float32, temp float64, key uint64) (int32, float32) {
 	for _, v := range logits {
 		sum += math.Exp(float64(v)/temp - mx)
 	}
-	u := uniform01(mix64(key)) * sum
+	u *= sum
 	tok := len(logits) - 1
 	var c float64
 	for j, v := range logits {

@@ -68,11 +68,7 @@ type grpoBatch struct {
 // clips and applies them.
 func (e *Engine) grpoStep(ctx context.Context, name string, turns []engine.Turn, opt engine.TrainOptions, apply bool) (engine.StepStats, *grpoGrads, error) {
 	st := engine.StepStats{Adapter: name}
-	ad, err := e.trainedAdapter(name, opt)
-	if err != nil {
-		return st, nil, err
-	}
-	kept, err := e.checkGRPOTurns(name, turns)
+	ad, kept, err := e.trainedAdapter(name, turns, opt)
 	if err != nil {
 		return st, nil, err
 	}
@@ -105,68 +101,23 @@ func (e *Engine) grpoStep(ctx context.Context, name string, turns []engine.Turn,
 	return st, gg, nil
 }
 
-// trainedAdapter returns the adapter a train step updates, after checking
-// the engine, the adapter and the options.
-func (e *Engine) trainedAdapter(name string, opt engine.TrainOptions) (*Adapter, error) {
+// trainedAdapter checks the engine and the arguments of a train step on
+// adapter name (engine.ValidateTrainStep) and returns the adapter it
+// updates and the indices of the turns with a non-zero advantage.
+func (e *Engine) trainedAdapter(name string, turns []engine.Turn, opt engine.TrainOptions) (*Adapter, []int, error) {
 	if err := e.check(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ad, err := e.adapter(name)
-	if err != nil {
-		return nil, err
+	if err := engine.ValidateTrainStep(name, turns, opt, e.limits()); err != nil {
+		return nil, nil, fmt.Errorf("native: %w", err)
 	}
-	if ad == nil {
-		return nil, fmt.Errorf("native: train step needs an adapter (the base policy is frozen)")
-	}
-	return ad, checkTrainOptions(opt)
-}
-
-// checkTurnTokens checks the tokens of turn i: a prompt and a completion
-// of vocabulary ids that fit in max_position_embeddings together.
-func (e *Engine) checkTurnTokens(i int, t *engine.Turn) error {
-	if len(t.CompletionIDs) == 0 {
-		return fmt.Errorf("native: turn %d (agent %q) has an empty completion", i, t.Agent)
-	}
-	if len(t.PromptIDs) == 0 {
-		return fmt.Errorf("native: turn %d (agent %q) has an empty prompt", i, t.Agent)
-	}
-	if n := len(t.PromptIDs) + len(t.CompletionIDs) - 1; n > e.d.MaxPos {
-		return fmt.Errorf("native: turn %d (agent %q) has %d input tokens, more than max_position_embeddings %d", i, t.Agent, n, e.d.MaxPos)
-	}
-	if err := e.checkIDs(fmt.Sprintf("native: turn %d prompt", i), t.PromptIDs); err != nil {
-		return err
-	}
-	return e.checkIDs(fmt.Sprintf("native: turn %d completion", i), t.CompletionIDs)
-}
-
-// checkGRPOTurns checks every turn of a train step on adapter name and
-// returns the indices of those with a non-zero advantage.
-func (e *Engine) checkGRPOTurns(name string, turns []engine.Turn) ([]int, error) {
 	var kept []int
 	for i := range turns {
-		t := &turns[i]
-		if t.Adapter != name {
-			return nil, fmt.Errorf("native: turn %d names adapter %q, not %q", i, t.Adapter, name)
-		}
-		if err := e.checkTurnTokens(i, t); err != nil {
-			return nil, err
-		}
-		if len(t.OldLogProbs) != len(t.CompletionIDs) {
-			return nil, fmt.Errorf("native: turn %d (agent %q) has %d old log-probs for %d completion tokens", i, t.Agent, len(t.OldLogProbs), len(t.CompletionIDs))
-		}
-		for j, lp := range t.OldLogProbs {
-			if math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 0) {
-				return nil, fmt.Errorf("native: turn %d (agent %q) has old log-prob %v at token %d", i, t.Agent, lp, j)
-			}
-		}
-		if math.IsNaN(t.Advantage) || math.IsInf(t.Advantage, 0) {
-			return nil, fmt.Errorf("native: turn %d (agent %q) has advantage %v", i, t.Agent, t.Advantage)
-		}
-		if t.Advantage != 0 {
+		if turns[i].Advantage != 0 {
 			kept = append(kept, i)
 		}
 	}
-	return kept, nil
+	return e.adapters[name], kept, nil
 }
 
 // turnInput is the training input of a turn: the prompt and the completion
@@ -408,26 +359,22 @@ func checkTrainOptions(opt engine.TrainOptions) error {
 	return nil
 }
 
-// LogProbs scores each turn's completion under adapter (or the base when
-// adapter is "") at temperature: the log-prob of CompletionIDs[j] under
-// softmax(logits / temperature) given the prompt and the completion before
-// it. Only PromptIDs and CompletionIDs of the turns are used.
-func (e *Engine) LogProbs(adapter string, turns []engine.Turn, temperature float64) ([][]float32, error) {
+// LogProbs implements engine.Engine: it scores each turn's completion
+// under adapter (or the base when adapter is "") at temperature, in one
+// batch.
+func (e *Engine) LogProbs(ctx context.Context, adapter string, turns []engine.Turn, temperature float64) ([][]float32, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
-	ad, err := e.adapter(adapter)
-	if err != nil {
-		return nil, err
+	if err := engine.ValidateLogProbs(adapter, turns, temperature, e.limits()); err != nil {
+		return nil, fmt.Errorf("native: logprobs: %w", err)
 	}
-	if !(temperature > 0) || math.IsInf(temperature, 0) {
-		return nil, fmt.Errorf("native: temperature %v must be positive and finite", temperature)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("native: logprobs: %w", err)
 	}
+	ad := e.adapters[adapter]
 	seqs := make([]seqInput, len(turns))
 	for i := range turns {
-		if err := e.checkTurnTokens(i, &turns[i]); err != nil {
-			return nil, err
-		}
 		seqs[i] = turnInput(&turns[i])
 	}
 	sel, tgt := e.buildTrainBatch(seqs, nil, ad)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/model"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // testConfig is a tiny Qwen3 over the default character alphabet.
@@ -35,12 +36,12 @@ func testEngine(t testing.TB, tied bool, threads int) *Engine {
 	for _, lw := range w.Layers {
 		for _, v := range [][]float32{lw.AttnNorm, lw.MLPNorm, lw.QNorm, lw.KNorm} {
 			for j := range v {
-				v[j] = 1 + 0.1*float32(uniformAt(11, uint64(j)))
+				v[j] = 1 + 0.1*float32(keyed.UniformAt(11, uint64(j)))
 			}
 		}
 	}
 	for j := range w.Norm {
-		w.Norm[j] = 1 + 0.1*float32(uniformAt(12, uint64(j)))
+		w.Norm[j] = 1 + 0.1*float32(keyed.UniformAt(12, uint64(j)))
 	}
 	e, err := New(cfg, tok, w, Options{Threads: threads})
 	if err != nil {
@@ -53,7 +54,7 @@ func testEngine(t testing.TB, tied bool, threads int) *Engine {
 func randVec(n int, key uint64, s float64) []float32 {
 	v := make([]float32, n)
 	for i := range v {
-		v[i] = float32(s * uniformAt(key, uint64(i)))
+		v[i] = float32(s * keyed.UniformAt(key, uint64(i)))
 	}
 	return v
 }

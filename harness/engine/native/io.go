@@ -1,6 +1,7 @@
 package native
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -76,9 +77,12 @@ func (a *Adapter) fillFrom(d dims, buf []float32, ts []model.Tensor, suffix, wha
 
 // Save writes every adapter, its optimizer state and step count under dir.
 // The same state always gives the same bytes.
-func (e *Engine) Save(dir string) error {
+func (e *Engine) Save(ctx context.Context, dir string) error {
 	if err := e.check(); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("native: save %s: %w", dir, err)
 	}
 	names := e.Adapters()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -114,9 +118,12 @@ func (e *Engine) saveAdapter(dir string, a *Adapter) error {
 
 // Load restores what Save wrote under dir, replacing adapters of the same
 // name. Nothing is replaced unless every adapter loads.
-func (e *Engine) Load(dir string) error {
+func (e *Engine) Load(ctx context.Context, dir string) error {
 	if err := e.check(); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("native: load %s: %w", dir, err)
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, indexFile))
 	if err != nil {
@@ -130,8 +137,8 @@ func (e *Engine) Load(dir string) error {
 	}
 	loaded := map[string]*Adapter{}
 	for _, n := range idx.Adapters {
-		if n == "" || n != filepath.Base(n) || n == "." || n == ".." {
-			return fmt.Errorf("native: load %s: invalid adapter name %q", dir, n)
+		if err := engine.ValidateAdapterName(n); err != nil {
+			return fmt.Errorf("native: load %s: %w", filepath.Join(dir, indexFile), err)
 		}
 		a, err := e.loadAdapter(filepath.Join(dir, n), n)
 		if err != nil {

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"context"
 	"math"
 	"testing"
 )
@@ -191,7 +192,7 @@ func TestLogSoftmaxGrad(t *testing.T) {
 // and dB, with the adapter gradients split over two row ranges (agents).
 func TestLinearLoRAGrad(t *testing.T) {
 	e := testEngine(t, true, 2)
-	if err := e.NewAdapter("a", adapterCfg(3)); err != nil {
+	if err := e.NewAdapter(context.Background(), "a", adapterCfg(3)); err != nil {
 		t.Fatal(err)
 	}
 	ad := e.adapters["a"]

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // testSeqs are three short supervised sequences of ids.
@@ -84,7 +85,7 @@ func grpoTestTurns(t *testing.T, e *Engine, adapter string) []engine.Turn {
 		}
 		old := make([]float32, len(c))
 		for j := range old {
-			old[j] = float32(-2 + 0.4*uniformAt(uint64(100+i), uint64(j)))
+			old[j] = float32(-2 + 0.4*keyed.UniformAt(uint64(100+i), uint64(j)))
 		}
 		turns = append(turns, engine.Turn{Adapter: adapter, Role: s.role, Agent: s.agent, PromptIDs: p,
 			CompletionIDs: c, OldLogProbs: old, Advantage: s.adv})
@@ -97,7 +98,7 @@ func grpoTestTurns(t *testing.T, e *Engine, adapter string) []engine.Turn {
 func grpoFixture(t *testing.T, threads int) (*Engine, *Adapter, []engine.Turn) {
 	t.Helper()
 	e := testEngine(t, true, threads)
-	if err := e.NewAdapter("p", adapterCfg(2)); err != nil {
+	if err := e.NewAdapter(context.Background(), "p", adapterCfg(2)); err != nil {
 		t.Fatal(err)
 	}
 	ad := e.adapters["p"]
@@ -115,13 +116,13 @@ func TestGRPOGrad(t *testing.T) {
 			opt := defaultTrainOptions()
 			// Old log-probs: current ones shifted, so ratios spread over and
 			// beyond the clip range.
-			cur, err := e.LogProbs("p", turns, opt.Temperature)
+			cur, err := e.LogProbs(context.Background(), "p", turns, opt.Temperature)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i := range turns {
 				for j := range turns[i].OldLogProbs {
-					turns[i].OldLogProbs[j] = cur[i][j] + float32(0.4*uniformAt(uint64(200+i), uint64(j)))
+					turns[i].OldLogProbs[j] = cur[i][j] + float32(0.4*keyed.UniformAt(uint64(200+i), uint64(j)))
 				}
 			}
 			opt.LossAgg = agg

@@ -50,7 +50,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/model"
@@ -203,15 +202,12 @@ func (e *Engine) SaveBase(dir string) error {
 
 // NewAdapter creates a named adapter over the base: B = 0 (so it is exactly
 // the base policy) and A drawn from the stream keyed by cfg.Seed.
-func (e *Engine) NewAdapter(name string, cfg engine.AdapterConfig) error {
+func (e *Engine) NewAdapter(ctx context.Context, name string, cfg engine.AdapterConfig) error {
 	if err := e.check(); err != nil {
 		return err
 	}
-	if name == "" {
-		return errors.New("native: adapter name is empty (\"\" is the base policy)")
-	}
-	if name != filepath.Base(name) || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
-		return fmt.Errorf("native: adapter name %q must be usable as a folder name", name)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("native: new adapter %q: %w", name, err)
 	}
 	if _, ok := e.adapters[name]; ok {
 		return fmt.Errorf("native: adapter %q already exists", name)
@@ -243,22 +239,16 @@ func (e *Engine) Close() error {
 	return nil
 }
 
+// limits are what engine's checks need to know of the engine.
+func (e *Engine) limits() engine.Limits {
+	return engine.Limits{Adapters: e.Adapters(), VocabSize: e.d.V, MaxPositions: e.d.MaxPos}
+}
+
 func (e *Engine) check() error {
 	if e.closed {
 		return errors.New("native: engine is closed")
 	}
 	return nil
-}
-
-func (e *Engine) adapter(name string) (*Adapter, error) {
-	if name == "" {
-		return nil, nil
-	}
-	a, ok := e.adapters[name]
-	if !ok {
-		return nil, fmt.Errorf("native: unknown adapter %q (have %v)", name, e.Adapters())
-	}
-	return a, nil
 }
 
 // Linear computes y[n, out] = x[n, in] · w[out, in]ᵀ with the engine's

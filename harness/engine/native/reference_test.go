@@ -1,6 +1,7 @@
 package native
 
 import (
+	"context"
 	"math"
 	"testing"
 )
@@ -145,7 +146,7 @@ func refForward(e *Engine, ad *Adapter, ids []int32) [][]float64 {
 func TestForwardMatchesReference(t *testing.T) {
 	for _, tied := range []bool{true, false} {
 		e := testEngine(t, tied, 2)
-		if err := e.NewAdapter("a", adapterCfg(3)); err != nil {
+		if err := e.NewAdapter(context.Background(), "a", adapterCfg(3)); err != nil {
 			t.Fatal(err)
 		}
 		ad := e.adapters["a"]

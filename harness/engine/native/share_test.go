@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // shareRequests are requests with identical prompts, prompts sharing a long
@@ -38,7 +39,7 @@ func TestSharedPrefill(t *testing.T) {
 		for _, noShare := range []bool{true, false} {
 			e := testEngine(t, false, threads)
 			for i, name := range []string{"a", "b"} {
-				if err := e.NewAdapter(name, adapterCfg(4)); err != nil {
+				if err := e.NewAdapter(context.Background(), name, adapterCfg(4)); err != nil {
 					t.Fatal(err)
 				}
 				copy(e.adapters[name].Data, randVec(len(e.adapters[name].Data), uint64(40+i), 0.3))
@@ -53,7 +54,7 @@ func TestSharedPrefill(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					ad, _ := e.adapter(r.Adapter)
+					ad := e.adapters[r.Adapter]
 					seqs = append(seqs, genSeq{prompt: p, ad: ad})
 					order[i] = i
 				}
@@ -100,7 +101,7 @@ func shareTurns(t *testing.T, e *Engine) []engine.Turn {
 		old := make([]float32, n)
 		for j := range c {
 			c[j] = int32(3 + (k*7+j*5)%40)
-			old[j] = float32(-3 + 0.5*uniformAt(uint64(300+k), uint64(j)))
+			old[j] = float32(-3 + 0.5*keyed.UniformAt(uint64(300+k), uint64(j)))
 		}
 		turns = append(turns, engine.Turn{Adapter: "p", Role: role, Agent: agent, PromptIDs: p, CompletionIDs: c, OldLogProbs: old, Advantage: adv})
 	}
@@ -134,7 +135,7 @@ func TestSharedTrainStep(t *testing.T) {
 			noShare bool
 		}{{2, true}, {1, false}, {3, false}} {
 			e := testEngine(t, false, c.threads)
-			if err := e.NewAdapter("p", adapterCfg(4)); err != nil {
+			if err := e.NewAdapter(context.Background(), "p", adapterCfg(4)); err != nil {
 				t.Fatal(err)
 			}
 			copy(e.adapters["p"].Data, randVec(len(e.adapters["p"].Data), 21, 0.3))

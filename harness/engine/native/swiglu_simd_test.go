@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/harness/internal/procstat"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // sameBits says whether a and b have the same bits, or are both NaN: x86
@@ -47,17 +48,10 @@ func elemInputs(n int, key uint64, s float64) []float32 {
 		case i%5 == 2:
 			v[i] = edge[(i/5+int(key))%len(edge)]
 		case i%7 == 3:
-			v[i] = math.Float32frombits(uint32(splitmix(key<<32 | uint64(i))))
+			v[i] = math.Float32frombits(uint32(keyed.SplitMix64(key<<32 | uint64(i))))
 		}
 	}
 	return v
-}
-
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 // TestExpf8MatchesExpf: the 8- and 16-wide exponentials give expf's bits for
@@ -171,7 +165,7 @@ func TestElem8MatchesScalar(t *testing.T) {
 		d := n
 		x, w := elemInputs(rows*d, key+4, 2), elemInputs(d, key+5, 1)
 		for i := 0; i < len(x); i += 4 {
-			x[i] = float32(uniformAt(key+6, uint64(i))) // fewer Inf and NaN rows
+			x[i] = float32(keyed.UniformAt(key+6, uint64(i))) // fewer Inf and NaN rows
 		}
 		dy, dx0 := elemInputs(rows*d, key+7, 1), elemInputs(rows*d, key+8, 1)
 		dw0 := elemInputs(d, key+9, 1)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/marlowlab/marlow/harness/engine/torch"
 	"github.com/marlowlab/marlow/harness/engine/torch/torchtest"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // TestSamplingMatchesTorchServer feeds the same logits to this engine's
@@ -53,7 +54,7 @@ func TestSamplingMatchesTorchServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range logits {
-		tok, lp := sampleRow(logits[i], temps[i], hashKey(seeds[i], purposeSample, uint64(pos[i])))
+		tok, lp := sampleRow(logits[i], temps[i], keyed.SampleUniform(seeds[i], pos[i]))
 		if tok != toks[i] || math.Float32bits(lp) != math.Float32bits(lps[i]) {
 			t.Errorf("row %d (vocab %d, T %v): native picks %d (log-prob %v), torch server %d (%v)", i, len(logits[i]), temps[i], tok, lp, toks[i], lps[i])
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/model"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 func toyEngine(t *testing.T) *Engine {
@@ -70,7 +71,7 @@ func TestGRPOToyReward(t *testing.T) {
 		var b strings.Builder
 		b.WriteString("<|im_start|>user\n" + string(rune('a'+i%4)) + "<|im_end|>\n<|im_start|>assistant\n")
 		for j := 0; j < 12; j++ {
-			b.WriteByte("abcdx"[mix64(uint64(i*100+j))%5])
+			b.WriteByte("abcdx"[keyed.Mix64(uint64(i*100+j))%5])
 		}
 		ids, err := e.tok.Encode(b.String())
 		if err != nil {
@@ -85,7 +86,7 @@ func TestGRPOToyReward(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := e.NewAdapter("p", engine.AdapterConfig{Rank: 4, Alpha: 8, Seed: 1}); err != nil {
+	if err := e.NewAdapter(ctx, "p", engine.AdapterConfig{Rank: 4, Alpha: 8, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
 	x, _ := e.tok.Encode("x")

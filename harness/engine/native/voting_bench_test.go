@@ -9,6 +9,7 @@ import (
 
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/internal/procstat"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // The shape of one mini step of voting-sp-l-synth-math: 8 problems, 8
@@ -34,12 +35,12 @@ func votingEngine(tb testing.TB, threads int) *Engine {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := e.NewAdapter("policy", engine.AdapterConfig{Rank: 8, Alpha: 16, Seed: 1}); err != nil {
+	if err := e.NewAdapter(context.Background(), "policy", engine.AdapterConfig{Rank: 8, Alpha: 16, Seed: 1}); err != nil {
 		tb.Fatal(err)
 	}
 	// A trained-looking adapter: B non-zero so that the policy differs from the base.
 	for i := range e.adapters["policy"].Data {
-		e.adapters["policy"].Data[i] += float32(0.02 * uniformAt(99, uint64(i)))
+		e.adapters["policy"].Data[i] += float32(0.02 * keyed.UniformAt(99, uint64(i)))
 	}
 	return e
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/marlowlab/marlow/harness/model"
 	"github.com/marlowlab/marlow/harness/study"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // dims are the derived sizes of a Qwen3 configuration.
@@ -177,9 +178,9 @@ func InitWeights(cfg model.Config, seed uint64) *Weights {
 		if hasSuffix(s.Name, "o_proj.weight") || hasSuffix(s.Name, "down_proj.weight") {
 			std /= math.Sqrt(2 * float64(nl))
 		}
-		key := hashKey(seed, purposeInit, uint64(i))
+		key := keyed.HashKey(seed, keyed.PurposeInit, uint64(i))
 		for j := range v {
-			v[j] = float32(std * normalAt(key, uint64(j)))
+			v[j] = float32(std * keyed.NormalAt(key, uint64(j)))
 		}
 	}
 	return w

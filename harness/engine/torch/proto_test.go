@@ -213,7 +213,7 @@ func TestFakeServerCalls(t *testing.T) {
 	if e.Hello().Versions["torch"] != "fake" || e.Info().Device != "cpu" {
 		t.Fatalf("hello %+v info %+v", e.Hello(), e.Info())
 	}
-	if err := e.NewAdapter("gen", engine.AdapterConfig{Rank: 2, Alpha: 4}); err != nil {
+	if err := e.NewAdapter(context.Background(), "gen", engine.AdapterConfig{Rank: 2, Alpha: 4}); err != nil {
 		t.Fatal(err)
 	}
 	comps, err := e.Generate(context.Background(), []engine.Request{{Adapter: "gen", Temperature: 0.7, MaxNewTokens: 4}})
@@ -338,8 +338,8 @@ func TestProtocolViolations(t *testing.T) {
 func TestClientSideValidation(t *testing.T) {
 	e := fakeOpen(t, "ok", Options{})
 	for name, err := range map[string]error{
-		"empty adapter name": e.NewAdapter("", engine.AdapterConfig{Rank: 1, Alpha: 1}),
-		"adapter path name":  e.NewAdapter("a/b", engine.AdapterConfig{Rank: 1, Alpha: 1}),
+		"empty adapter name": e.NewAdapter(context.Background(), "", engine.AdapterConfig{Rank: 1, Alpha: 1}),
+		"adapter path name":  e.NewAdapter(context.Background(), "a/b", engine.AdapterConfig{Rank: 1, Alpha: 1}),
 	} {
 		if err == nil {
 			t.Errorf("%s accepted", name)
@@ -353,6 +353,13 @@ func TestClientSideValidation(t *testing.T) {
 	}
 	if _, err := e.TrainStep(context.Background(), "nope", nil, engine.TrainOptions{}); err == nil {
 		t.Error("train step on unknown adapter accepted")
+	}
+	turn := engine.Turn{Agent: "generator1", PromptIDs: []int32{1}}
+	if _, err := e.LogProbs(context.Background(), "", []engine.Turn{turn}, 1); err == nil || !strings.Contains(err.Error(), `turn 0 (agent "generator1") has an empty completion`) {
+		t.Errorf("turn without a completion: %v", err)
+	}
+	if _, err := e.LogProbs(context.Background(), "", nil, 0); err == nil || !strings.Contains(err.Error(), "temperature 0") {
+		t.Errorf("scoring temperature 0: %v", err)
 	}
 }
 

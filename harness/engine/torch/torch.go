@@ -23,11 +23,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/marlowlab/marlow/harness/engine"
@@ -289,6 +287,12 @@ func (e *Engine) Version() string {
 // PID is the server's process id.
 func (e *Engine) PID() int { return e.hello.PID }
 
+// limits are what engine's checks know of the engine: its adapters and,
+// once a checkpoint is loaded, the model's bounds.
+func (e *Engine) limits() engine.Limits {
+	return engine.Limits{Adapters: e.Adapters(), VocabSize: e.info.VocabSize, MaxPositions: e.info.MaxPositions}
+}
+
 func (e *Engine) check() error {
 	if e.closed {
 		return errors.New("torch engine: engine is closed")
@@ -299,18 +303,15 @@ func (e *Engine) check() error {
 // NewAdapter creates a named adapter over the base: B = 0 and A drawn from
 // the same stream as the native engine's, so both engines start from the
 // same weights.
-func (e *Engine) NewAdapter(name string, cfg engine.AdapterConfig) error {
+func (e *Engine) NewAdapter(ctx context.Context, name string, cfg engine.AdapterConfig) error {
 	if err := e.check(); err != nil {
 		return err
 	}
-	if name == "" {
-		return errors.New("torch engine: adapter name is empty (\"\" is the base policy)")
-	}
-	if name != filepath.Base(name) || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
-		return fmt.Errorf("torch engine: adapter name %q must be usable as a folder name", name)
+	if err := engine.ValidateAdapter(name, cfg); err != nil {
+		return fmt.Errorf("torch engine: %w", err)
 	}
 	args := map[string]any{"name": name, "rank": cfg.Rank, "alpha": cfg.Alpha, "targets": cfg.Targets, "seed": cfg.Seed}
-	if err := e.c.call(context.Background(), "add_adapter", args, nil); err != nil {
+	if err := e.c.call(ctx, "add_adapter", args, nil); err != nil {
 		return err
 	}
 	e.adapters[name] = true
@@ -342,17 +343,11 @@ func (e *Engine) Generate(ctx context.Context, reqs []engine.Request) ([]engine.
 	if err := e.check(); err != nil {
 		return nil, err
 	}
+	if err := engine.ValidateRequests(reqs, e.limits()); err != nil {
+		return nil, fmt.Errorf("torch engine: %w", err)
+	}
 	wr := make([]wireRequest, len(reqs))
 	for i, r := range reqs {
-		if !(r.Temperature > 0) || math.IsInf(r.Temperature, 0) {
-			return nil, fmt.Errorf("torch engine: request %d: temperature %v must be positive and finite", i, r.Temperature)
-		}
-		if r.MaxNewTokens < 0 {
-			return nil, fmt.Errorf("torch engine: request %d: max new tokens %d is negative", i, r.MaxNewTokens)
-		}
-		if r.Adapter != "" && !e.adapters[r.Adapter] {
-			return nil, fmt.Errorf("torch engine: request %d: unknown adapter %q (have %v)", i, r.Adapter, e.Adapters())
-		}
 		wr[i] = wireRequest{Adapter: r.Adapter, Messages: r.Messages, MaxNewTokens: r.MaxNewTokens, Temperature: r.Temperature, Seed: r.Seed, NoStop: r.IgnoreEndOfTurn}
 	}
 	var res struct {
@@ -446,12 +441,6 @@ func (w wireStats) stats() engine.RoleStats {
 	return s
 }
 
-func nanStats(role string) engine.RoleStats {
-	n := math.NaN()
-	return engine.RoleStats{Role: role, Loss: n, GradNorm: n, GradShare: n, AgentCosMean: n, AgentCosMin: n,
-		MeanLen: n, Entropy: n, Perplexity: n, RatioMean: n, RatioMax: n, ClipFrac: n, KL: n}
-}
-
 func wireTurns(turns []engine.Turn, old bool) []wireTurn {
 	wt := make([]wireTurn, len(turns))
 	for i, t := range turns {
@@ -471,33 +460,8 @@ func (e *Engine) TrainStep(ctx context.Context, name string, turns []engine.Turn
 	if err := e.check(); err != nil {
 		return st, err
 	}
-	if name == "" {
-		return st, errors.New("torch engine: train step needs an adapter (the base policy is frozen)")
-	}
-	if !e.adapters[name] {
-		return st, fmt.Errorf("torch engine: unknown adapter %q (have %v)", name, e.Adapters())
-	}
-	if err := checkTrainOptions(opt); err != nil {
-		return st, err
-	}
-	for i, t := range turns {
-		if t.Adapter != name {
-			return st, fmt.Errorf("torch engine: turn %d names adapter %q, not %q", i, t.Adapter, name)
-		}
-		if len(t.CompletionIDs) == 0 || len(t.PromptIDs) == 0 {
-			return st, fmt.Errorf("torch engine: turn %d (agent %q) has an empty prompt or completion", i, t.Agent)
-		}
-		if len(t.OldLogProbs) != len(t.CompletionIDs) {
-			return st, fmt.Errorf("torch engine: turn %d (agent %q) has %d old log-probs for %d completion tokens", i, t.Agent, len(t.OldLogProbs), len(t.CompletionIDs))
-		}
-		for j, lp := range t.OldLogProbs {
-			if math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 0) {
-				return st, fmt.Errorf("torch engine: turn %d (agent %q) has old log-prob %v at token %d", i, t.Agent, lp, j)
-			}
-		}
-		if math.IsNaN(t.Advantage) || math.IsInf(t.Advantage, 0) {
-			return st, fmt.Errorf("torch engine: turn %d (agent %q) has advantage %v", i, t.Agent, t.Advantage)
-		}
+	if err := engine.ValidateTrainStep(name, turns, opt, e.limits()); err != nil {
+		return st, fmt.Errorf("torch engine: %w", err)
 	}
 	wo := wireOptions{ClipLow: opt.ClipLow, ClipHigh: opt.ClipHigh, LossAgg: opt.LossAgg, Temperature: opt.Temperature,
 		LR: opt.LR, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WeightDecay: opt.WeightDecay, GradClip: opt.GradClip, KLCoef: opt.KLCoef}
@@ -513,7 +477,7 @@ func (e *Engine) TrainStep(ctx context.Context, name string, turns []engine.Turn
 	st.SkippedTurns = res.Skipped
 	st.GradNormPre = float64(res.GradNormPre)
 	if res.Total == nil {
-		st.Total = nanStats("*")
+		st.Total = engine.UndefinedStats("*")
 		st.Total.GradNorm = 0
 		return st, nil
 	}
@@ -524,23 +488,15 @@ func (e *Engine) TrainStep(ctx context.Context, name string, turns []engine.Turn
 	return st, nil
 }
 
-func checkTrainOptions(opt engine.TrainOptions) error {
-	if err := opt.Validate(); err != nil {
-		return fmt.Errorf("torch engine: %w", err)
-	}
-	for role, c := range opt.KLCoef {
-		if math.IsNaN(c) || math.IsInf(c, 0) {
-			return fmt.Errorf("torch engine: KL coefficient of role %q is %v", role, c)
-		}
-	}
-	return nil
-}
-
-// LogProbs scores each turn's completion under adapter (or the base when
-// adapter is "") at temperature, as native.Engine.LogProbs does.
+// LogProbs implements engine.Engine: the server scores each turn's
+// completion under adapter (or the base when adapter is "") at
+// temperature, as the native engine does.
 func (e *Engine) LogProbs(ctx context.Context, adapter string, turns []engine.Turn, temperature float64) ([][]float32, error) {
 	if err := e.check(); err != nil {
 		return nil, err
+	}
+	if err := engine.ValidateLogProbs(adapter, turns, temperature, e.limits()); err != nil {
+		return nil, fmt.Errorf("torch engine: logprobs: %w", err)
 	}
 	var res struct {
 		LogProbs []string `json:"logprobs"`
@@ -568,7 +524,7 @@ func (e *Engine) LogProbs(ctx context.Context, adapter string, turns []engine.Tu
 
 // Save writes every adapter, its optimizer state and step count under dir,
 // in the native engine's layout.
-func (e *Engine) Save(dir string) error {
+func (e *Engine) Save(ctx context.Context, dir string) error {
 	if err := e.check(); err != nil {
 		return err
 	}
@@ -576,12 +532,12 @@ func (e *Engine) Save(dir string) error {
 	if err != nil {
 		return fmt.Errorf("torch engine: save %s: %w", dir, err)
 	}
-	return e.c.call(context.Background(), "save", map[string]any{"dir": abs}, nil)
+	return e.c.call(ctx, "save", map[string]any{"dir": abs}, nil)
 }
 
 // Load restores what Save (of either engine) wrote under dir, replacing
 // adapters of the same name.
-func (e *Engine) Load(dir string) error {
+func (e *Engine) Load(ctx context.Context, dir string) error {
 	if err := e.check(); err != nil {
 		return err
 	}
@@ -592,7 +548,7 @@ func (e *Engine) Load(dir string) error {
 	var res struct {
 		Adapters []string `json:"adapters"`
 	}
-	if err := e.c.call(context.Background(), "load", map[string]any{"dir": abs}, &res); err != nil {
+	if err := e.c.call(ctx, "load", map[string]any{"dir": abs}, &res); err != nil {
 		return err
 	}
 	for _, n := range res.Adapters {

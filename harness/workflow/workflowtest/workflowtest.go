@@ -16,6 +16,7 @@ import (
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
+	"github.com/marlowlab/marlow/keyed"
 )
 
 // Task is a tiny math task: "Compute A + B." with small integers.
@@ -33,7 +34,7 @@ func (Task) Kind() string { return datasets.KindMath }
 func (Task) Instructions() string { return "End with a line `Answer: N`." }
 
 func problem(id string, key uint64) datasets.Problem {
-	h := workflow.SplitMix64(key)
+	h := keyed.SplitMix64(key)
 	a, b := int(h%50), int((h>>20)%50)
 	s := a + b
 	return datasets.Problem{
@@ -115,7 +116,7 @@ type Agents struct {
 
 // uniform returns the n-th uniform draw in [0, 1) of a request.
 func uniform(seed uint64, n int) float64 {
-	return float64(workflow.SplitMix64(seed+uint64(n)*0x632be59bd9b4e019)>>11) / float64(1<<53)
+	return float64(keyed.SplitMix64(seed+uint64(n)*0x632be59bd9b4e019)>>11) / float64(1<<53)
 }
 
 // truth computes the sum in the problem line of a user message.
