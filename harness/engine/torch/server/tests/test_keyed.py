@@ -91,7 +91,9 @@ def test_uniform_at_array_is_the_same_stream(golden: dict[str, Any]) -> None:
     """The vectorised form LoRA initialisation uses, element by element."""
     by_key: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for c in golden["uniform_at"]:
-        by_key[u64(c["key"])].append(c)
+        if int(c["i"]) < 1 << 22:  # the array starts at element 0: keep it small
+            by_key[u64(c["key"])].append(c)
+    assert by_key, "no uniform_at case with a small index"
     for key, cases in by_key.items():
         n = max(int(c["i"]) for c in cases) + 1
         arr = keyed.uniform_at_array(key, n)
