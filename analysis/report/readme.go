@@ -72,6 +72,9 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	w("## Summary\n\n")
 	w("The answer first: the verdict on each of the paper's claims, judged from the logs, and the findings computed from them. " +
 		"The figure index, the matrix of every cell, each claim's rule, counts and per-cell evidence, and the figures follow.\n\n")
+	if warn := fewSeedsWarning(st); warn != "" {
+		w("%s\n", warn)
+	}
 	writeClaimsTable(w, cl)
 	w("\n### Findings\n\n")
 	for _, s := range findings(st) {
@@ -98,8 +101,8 @@ func writeMatrix(w md, st *analysis.Study) {
 	ciPct := fmt.Sprintf("%g%%", st.Params.CI*100)
 	w("## Matrix\n\n")
 	w("Validation accuracy of the workflow's final answer. Cells show the mean over seeds with the %s interval in brackets (see *Definitions*); *seeds* and *problems* are what each number rests on (problems: validation problems per seed that the interval resampled). Gains are on final accuracy.\n\n", ciPct)
-	if warn := fewSeedsWarning(st); warn != "" {
-		w("%s\n", warn)
+	if fewSeedsWarning(st) != "" {
+		w("The cell conditions with fewer than %d seeds are named in the warning of the summary, with what that does to their intervals.\n\n", analysis.MinSeeds)
 	}
 	w("| task | workflow | scale | condition | seeds | problems | base | ceiling | ceiling step | final | floor | drop | AUC | cliffs | gain vs base | gain vs SA-RL | CI |\n")
 	w("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")

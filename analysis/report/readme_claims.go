@@ -154,7 +154,7 @@ func writeSARLGains(w md, cl *analysis.Claims, ciPct string) {
 			}
 		}
 		if few {
-			w("\nSome rows rest on fewer than %d seeds per condition: as the warning above the matrix says, their intervals leave out or barely estimate the seed-to-seed spread.\n", analysis.MinSeeds)
+			w("\nSome rows rest on fewer than %d seeds per condition: as the warning in the summary says, their intervals leave out or barely estimate the seed-to-seed spread.\n", analysis.MinSeeds)
 		}
 		if len(sig) == 0 {
 			w("\nNo cell's SP or IP differs from SA-RL at the %s level.\n", ciPct)

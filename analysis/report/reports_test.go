@@ -258,7 +258,8 @@ func TestWriteRefusesCodeFolders(t *testing.T) {
 }
 
 // TestReadmeAnswerFirst checks the README's order: the summary (the
-// verdicts on the paper's claims and the findings) first, then the figure
+// warning about few seeds, the verdicts on the paper's claims and the
+// findings) first, then the figure
 // index, then the matrix, the claims' evidence and the figures; the index
 // links every figure once and the figures section shows each.
 func TestReadmeAnswerFirst(t *testing.T) {
@@ -276,6 +277,9 @@ func TestReadmeAnswerFirst(t *testing.T) {
 		if at[i] < 0 || i > 0 && at[i] < at[i-1] {
 			t.Fatalf("%q at %d, want it after %q (at %d)", strings.TrimSpace(h), at[i], strings.TrimSpace(heads[max(0, i-1)]), at[max(0, i-1)])
 		}
+	}
+	if !strings.Contains(text[at[0]:at[1]], fewSeedsWarning(st)) || fewSeedsWarning(st) == "" {
+		t.Errorf("summary lacks the warning about the fixture's one- and two-seed cell conditions")
 	}
 	if f := findings(st); !strings.Contains(text[at[2]:at[3]], "- "+f[0]+"\n") {
 		t.Errorf("summary lacks the first finding %q", f[0])
