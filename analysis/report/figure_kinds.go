@@ -54,7 +54,7 @@ func (d roleSeries) keys() []condRole {
 // roleStepFigure draws a per-step quantity per (condition, role), mean over
 // seeds: the per-step mean as a faint line and, over it, the same curve
 // smoothed over a centred window of the returned number of logged steps
-// (smoothCurve; geometric means on a log axis).
+// (smoothCurve; geometric means on a log axis); IP's lines are dashed.
 func roleStepFigure(cell *analysis.CellResult, runs []*analysis.RunResult, title, ylabel string, value func(runlog.StepRow) float64, logY bool) (*plot.Plot, *legend, int, int, error) {
 	data := roleSeries{}
 	for _, r := range runs {
@@ -91,6 +91,9 @@ func roleStepFigure(cell *analysis.CellResult, runs []*analysis.RunResult, title
 			return nil, nil, 0, 0, fmt.Errorf("line %s %s: %w", k.cond, k.role, err)
 		}
 		l.Color, l.Width = withAlpha(roleColor(k.role), 80), vg.Points(0.7)
+		if k.cond == study.IP {
+			l.Dashes = []vg.Length{vg.Points(3), vg.Points(1.5)}
+		}
 		p.Add(l)
 	}
 	for i, k := range keys {

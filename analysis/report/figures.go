@@ -327,7 +327,7 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 				"L2 norm of each role's share of the loss gradient per step (SP solid, IP dashed), mean over seeds: faint lines per step, bold lines smoothed by the geometric mean over a centred window of %d logged steps (fewer at both ends).",
 				func(s runlog.StepRow) float64 { return s.GradNorm }, true},
 			{"cosine_", kindCosine, "Same-role gradient cosine", "mean pairwise cosine",
-				"Mean pairwise cosine between the gradients of agents of the same role (e.g. generator0 vs generator1), mean over seeds: faint lines per step, bold lines smoothed by the mean over a centred window of %d logged steps (fewer at both ends); roles with one agent have none.",
+				"Mean pairwise cosine between the gradients of agents of the same role (e.g. generator0 vs generator1; SP solid, IP dashed), mean over seeds: faint lines per step, bold lines smoothed by the mean over a centred window of %d logged steps (fewer at both ends); roles with one agent have none.",
 				func(s runlog.StepRow) float64 { return s.AgentCosMean }, false},
 		} {
 			p, leg, n, window, err := roleStepFigure(cell, runs, sf.title+", "+cell.Key.String(), sf.ylabel, sf.value, sf.log)
