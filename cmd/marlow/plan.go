@@ -68,7 +68,7 @@ checkpoint model whose config.json cannot be read).`,
 					return err
 				}
 			}
-			for _, w := range runner.PlanWarnings(runs) {
+			for _, w := range append(runner.OnlyWarnings(planned, only), runner.PlanWarnings(runs)...) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "marlow: warning: %s\n", w)
 			}
 			info := runner.PlanInfo{}

@@ -73,6 +73,11 @@ any run starts.`,
 				return nil
 			}
 			errOut := cmd.ErrOrStderr()
+			if planned, err := spec.Plan(s); err == nil {
+				for _, w := range runner.OnlyWarnings(planned, opt.Only) {
+					fmt.Fprintf(errOut, "marlow: warning: %s\n", w)
+				}
+			}
 			rep, err := newReporter(progress, errOut, every)
 			if err != nil {
 				return err

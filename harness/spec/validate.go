@@ -154,6 +154,9 @@ func validate(s *Spec, root *yaml.Node, errs *errList) {
 			g, w, gc, wc := s.cell(task, scale, t, m, errs)
 			validateGRPO(g, gc, s.roleSet())
 			validateWorkflow(w, wc)
+			if mix := s.Pretrain.NVotesMix; len(mix) > 0 && m.Tiny != nil && !slices.Contains(mix, w.NVotes) {
+				wc.errf("n_votes", "%d is not in pretrain.n_votes_mix %v: the base model of scale %s would never see that many candidates (add it to the mix)", w.NVotes, mix, scale)
+			}
 			if t.ValSize > 0 && s.Eval.ValSize > t.ValSize {
 				c.errf("eval.val_size", "%d exceeds the validation split of task %s (tasks.%s.val_size = %d)",
 					s.Eval.ValSize, task, task, t.ValSize)
