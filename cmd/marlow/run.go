@@ -32,6 +32,7 @@ func newRunCmd() *cobra.Command {
 		progress  string
 		preflight bool
 		every     time.Duration
+		tbDir     string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
@@ -83,6 +84,9 @@ any run starts.`,
 				return err
 			}
 			opt.Reporter = rep
+			if tbDir != "" {
+				opt.Reporter = newTBReporter(rep, tbDir, func(id string) string { return runner.RunDir(opt.RunsDir, s.Experiment, id) })
+			}
 			if opt.Threads, err = runThreads(s, opt); err != nil {
 				return err
 			}
@@ -113,6 +117,7 @@ any run starts.`,
 	f.StringVar(&opt.Redo, "redo", "", "discard the runs whose id matches this glob and run them again from the start")
 	f.StringVar(&progress, "progress", "auto", "progress display: auto (bars on a terminal, else lines), bars, lines or none")
 	f.DurationVar(&every, "log-every", 30*time.Second, "period of a run's progress line in lines mode")
+	f.StringVar(&tbDir, "tensorboard", "", "also write each run's scalars as TensorBoard event files under this folder (one per run), appended at every commit")
 	f.BoolVar(&preflight, "preflight", false, "only check that the checkpoints, data and engines the runs need are present (writes nothing)")
 	return cmd
 }
