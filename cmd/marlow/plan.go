@@ -85,6 +85,7 @@ checkpoint model whose config.json cannot be read).`,
 					return err
 				}
 				info.Estimate = &est
+				info.GPU = runner.EstimateGPU(runs)
 			}
 			return runner.WritePlan(out, s, runs, prov, info, asJSON)
 		},

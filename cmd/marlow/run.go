@@ -67,10 +67,10 @@ any run starts.`,
 				return err
 			}
 			if preflight {
-				if err := runner.Preflight(cmd.Context(), s, opt.Only, opt.Engines); err != nil {
+				if err := runner.PreflightIn(cmd.Context(), s, opt.Only, opt.RunsDir, opt.Engines); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "preflight %s: checkpoints, data and engines are all present\n", args[0])
+				fmt.Fprintf(cmd.OutOrStdout(), "preflight %s: checkpoints, data and engines are all present, and %s has room for the estimated footprint\n", args[0], opt.RunsDir)
 				return nil
 			}
 			errOut := cmd.ErrOrStderr()

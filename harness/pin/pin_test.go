@@ -72,7 +72,9 @@ func TestResolve(t *testing.T) {
 		{name: "untracked file is dirty", wantErr: ErrDirty,
 			setup: func(t *testing.T, dir string, _ plumbing.Hash) { write(t, filepath.Join(dir, "new.go"), "package x") }},
 		{name: "another untracked spec keeps the tree clean", wantBranch: "master",
-			setup: func(t *testing.T, dir string, _ plumbing.Hash) { write(t, filepath.Join(dir, "mine.yaml"), "experiment: mine\n") }},
+			setup: func(t *testing.T, dir string, _ plumbing.Hash) {
+				write(t, filepath.Join(dir, "mine.yaml"), "experiment: mine\n")
+			}},
 		{name: "a tracked spec changed is dirty", wantErr: ErrDirty,
 			setup: func(t *testing.T, dir string, _ plumbing.Hash) {
 				write(t, filepath.Join(dir, "seeds", "spec.yaml"), "experiment: y\n")
