@@ -41,3 +41,20 @@ func TestEstimateGPUPaper(t *testing.T) {
 		t.Error("a tiny-model plan has a GPU cost")
 	}
 }
+
+// What the preflight lists as missing for the paper study comes with the
+// command that fetches it.
+func TestNeedsSayHowToFetch(t *testing.T) {
+	t.Setenv("MARLOW_MODELS", t.TempDir())
+	t.Setenv("MARLOW_DATA", t.TempDir())
+	_, runs := planOf(t, filepath.Join("..", "..", "seeds", "paper.yaml"))
+	lines := Needs(t.Context(), runs)
+	if len(lines) != 5 {
+		t.Fatalf("%d missing, want 3 checkpoints and 2 data sets: %q", len(lines), lines)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, "; download it: huggingface-cli download ") || !strings.Contains(l, "--local-dir ") {
+			t.Errorf("no download command: %s", l)
+		}
+	}
+}
