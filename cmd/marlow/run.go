@@ -47,8 +47,11 @@ last checkpoint; a folder written by another config is refused (the
 differing keys are listed) before anything runs; --redo GLOB discards the
 matching runs and runs them again. A run another marlow process holds is
 left to it (its pid and host are named). The runs folder must be a writable
-folder, else nothing runs. A dirty work tree is refused unless
---allow-dirty (then recorded).
+folder with free space for the estimated footprint of the runs still to
+write, else nothing runs. A dirty work tree is refused unless --allow-dirty
+(then recorded): results are pinned to a commit, and uncommitted changes
+would make them irreproducible. --tensorboard DIR writes each run's
+scalars as TensorBoard event files under DIR, appended at every commit.
 
 Progress: one bar per active run on a terminal, plain lines otherwise.
 SIGINT/SIGTERM: runs finish their current step, commit it and are marked
