@@ -251,45 +251,20 @@ var samplesDef = &tableDef[SampleRow]{
 	versions: []int{2},
 }
 
-// samplesV1Def is samples/ as schema version 1 wrote it: the prompt text
-// in every row. The readers read it; nothing writes it.
-var samplesV1Def = &tableDef[SampleRow]{
-	name: TableSamples,
-	doc: "One row per agent turn kept: a subset of the training rollouts every step and all " +
-		"validation rollouts at eval steps. Rows of one rollout keep their turn order. Every " +
-		"validation episode ends with a row of the pseudo-role `final` (agent `final`), which " +
-		"holds the workflow's final answer: `completion` is its text, `parsed` the extracted " +
-		"answer, `correct` its grade and `compliant` whether an answer was found; its `prompt`, " +
-		"`policy` and `finish` are empty and `tokens` is 0. Accuracy per problem is read from " +
-		"these rows.",
-	cols: []column[SampleRow]{
-		{"run_id", kString, "run id, as in the manifest", func(r *SampleRow) any { return &r.RunID }},
-		{"step", kInt64, "training step: for `train` rows the step they were rolled out for (from 1), for `val` rows the step the policy had reached (0: before training)", func(r *SampleRow) any { return &r.Step }},
-		{"workflow", kString, "workflow the rollout ran in", func(r *SampleRow) any { return &r.Workflow }},
-		{"split", kString, "`train` or `val`", func(r *SampleRow) any { return &r.Split }},
-		{"problem_id", kString, "problem id from the task source", func(r *SampleRow) any { return &r.ProblemID }},
-		{"rollout", kInt64, "rollout index within the problem's group (0..G-1)", func(r *SampleRow) any { return &r.Rollout }},
-		{"agent", kString, "agent name, e.g. `generator1`", func(r *SampleRow) any { return &r.Agent }},
-		{"role", kString, "role type of the agent, or `final` (see above)", func(r *SampleRow) any { return &r.Role }},
-		{"policy", kString, "adapter that produced the turn, named as in `steps/`; empty for the base model and for `final` rows", func(r *SampleRow) any { return &r.Policy }},
-		{"prompt", kString, "prompt text as given to the engine", func(r *SampleRow) any { return &r.Prompt }},
-		{"completion", kString, "completion text", func(r *SampleRow) any { return &r.Completion }},
-		{"parsed", kString, "parsed answer, verdict, selection or strategy list", func(r *SampleRow) any { return &r.Parsed }},
-		{"compliant", kBool, "the output followed the role's format", func(r *SampleRow) any { return &r.Compliant }},
-		{"correct", kBool, "regraded correctness of the agent's own answer", func(r *SampleRow) any { return &r.Correct }},
-		{"reward", kFloat64, "outcome reward given to the turn", func(r *SampleRow) any { return &r.Reward }},
-		{"advantage", kFloat64, "`train` rows: GRPO advantage of the turn (0 in a group whose rewards are all equal: not trained on); `val` rows: 0, since validation turns are not trained on", func(r *SampleRow) any { return &r.Advantage }},
-		{"tokens", kInt64, "completion tokens", func(r *SampleRow) any { return &r.Tokens }},
-		{"finish", kString, "finish reason reported by the engine (e.g. `stop`, `length`)", func(r *SampleRow) any { return &r.Finish }},
-	},
-	order: func(a, b *SampleRow) int {
-		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Split, b.Split), cmp.Compare(a.Workflow, b.Workflow),
-			cmp.Compare(a.ProblemID, b.ProblemID), cmp.Compare(a.Rollout, b.Rollout))
-	},
-	step:     func(r *SampleRow) int64 { return r.Step },
-	run:      func(r *SampleRow) *string { return &r.RunID },
-	versions: []int{1},
-}
+// samplesV1Def is samples/ as schema version 1 wrote it: samplesDef with
+// the prompt text in every row where version 2 has prompt_id. The readers
+// read it; nothing writes it.
+var samplesV1Def = func() *tableDef[SampleRow] {
+	d := *samplesDef
+	d.cols = slices.Clone(samplesDef.cols)
+	for i, c := range d.cols {
+		if c.name == "prompt_id" {
+			d.cols[i] = column[SampleRow]{"prompt", kString, "prompt text as given to the engine", func(r *SampleRow) any { return &r.Prompt }}
+		}
+	}
+	d.versions = []int{1}
+	return &d
+}()
 
 var promptsDef = &tableDef[PromptRow]{
 	name: TablePrompts,
