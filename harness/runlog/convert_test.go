@@ -1,6 +1,7 @@
 package runlog
 
 import (
+	"errors"
 	"os"
 	"path"
 	"path/filepath"
@@ -131,5 +132,27 @@ func TestRewriteV1Logs(t *testing.T) {
 		before, v2[TableSamples], v2[TablePrompts], after, SchemaVersion, 100*float64(after-before)/float64(before))
 	if float64(after) > 1.02*float64(before) {
 		t.Errorf("samples/ and prompts/ take %d bytes, more than 2%% over version 1's samples/ %d", after, before)
+	}
+}
+
+// A run written with schema version 1 is read, never resumed: Open refuses
+// it, saying how to go on.
+func TestOpenRefusesV1Run(t *testing.T) {
+	unpacked := t.TempDir()
+	arch, err := readArchive(realLogs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(unpacked, arch); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := ReadRuns(unpacked)
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("%d runs, err %v", len(runs), err)
+	}
+	r := runs[0]
+	_, _, err = Open(r.Dir, r.Manifest)
+	if !errors.Is(err, ErrSchemaVersion) || !strings.Contains(err.Error(), "--redo") {
+		t.Errorf("Open of a version 1 run: %v, want %v suggesting --redo", err, ErrSchemaVersion)
 	}
 }
