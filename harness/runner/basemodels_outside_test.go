@@ -61,6 +61,7 @@ func TestOnlyWarnings(t *testing.T) {
 		{"*-s-synth-math-seed1", ""},
 		{"voting-base-*", ""},
 		{"sa-rl-*", ""},
+		{"voting-sp-s-synth-math-seed1", ""}, // one run named exactly, as marlow slurm's tasks do
 	}
 	for _, tc := range cases {
 		got := OnlyWarnings(runs, tc.only)

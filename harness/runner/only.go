@@ -16,9 +16,11 @@ import (
 // report read the same set, and `marlow slurm` runs one `--only <run-id>`
 // per task), so the runs are not added; the warning names them and the
 // globs that keep them, since the report compares SP and IP with SA-RL
-// only where SA-RL ran. It returns nil when only is "" or matches nothing.
+// only where SA-RL ran. It returns nil when only is "", names one run
+// exactly (no wildcard: a deliberate choice, and what each `marlow slurm`
+// task runs) or matches nothing.
 func OnlyWarnings(planned []spec.Run, only string) []string {
-	if only == "" {
+	if !strings.ContainsAny(only, "*?[") {
 		return nil
 	}
 	kept := map[string]bool{}
