@@ -10,7 +10,9 @@ from tensorboard.backend.event_processing import event_accumulator
 def main(dirs: list[str]) -> None:
     out: dict[str, dict[str, list[list[float]]]] = {}
     for d in dirs:
-        acc = event_accumulator.EventAccumulator(d, size_guidance={event_accumulator.SCALARS: 0})
+        acc = event_accumulator.EventAccumulator(
+            d, size_guidance={event_accumulator.SCALARS: 0}
+        )
         acc.Reload()
         out[d] = {
             tag: [[e.step, e.value, e.wall_time] for e in acc.Scalars(tag)]
