@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -51,7 +52,13 @@ func writerProps(cols []colInfo) *parquet.WriterProperties {
 	for _, c := range cols {
 		switch c.kind {
 		case kString:
-			opts = append(opts, parquet.WithDictionaryFor(c.name, true))
+			if !c.distinct {
+				opts = append(opts, parquet.WithDictionaryFor(c.name, true))
+			}
+		case kInt64:
+			if c.dict {
+				opts = append(opts, parquet.WithDictionaryFor(c.name, true))
+			}
 		case kFloatMap:
 			opts = append(opts, parquet.WithDictionaryFor(c.name+".key_value.key", true))
 		}
@@ -176,8 +183,8 @@ func openTable(t tableInfo, data []byte) (tbl arrow.Table, err error) {
 	if ver == nil {
 		return nil, fmt.Errorf("%w: no %s metadata (not written by marlow runlog)", ErrForeignSchema, MetaSchemaVersion)
 	}
-	if *ver != strconv.Itoa(SchemaVersion) {
-		return nil, fmt.Errorf("%w: file has version %s, this build reads %d", ErrSchemaVersion, *ver, SchemaVersion)
+	if v, err := strconv.Atoi(*ver); err != nil || !t.reads(v) {
+		return nil, fmt.Errorf("%w: %s file has version %s, this build reads %s", ErrSchemaVersion, t.name, *ver, readVersions(t))
 	}
 	if name := kv.FindValue(MetaTable); name == nil || *name != t.name {
 		got := "none"
@@ -198,6 +205,17 @@ func openTable(t tableInfo, data []byte) (tbl arrow.Table, err error) {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return tbl, nil
+}
+
+// readVersions names the schema versions a table definition reads.
+func readVersions(t tableInfo) string {
+	var vs []string
+	for v := MinReadVersion; v <= SchemaVersion; v++ {
+		if t.reads(v) {
+			vs = append(vs, strconv.Itoa(v))
+		}
+	}
+	return strings.Join(vs, " and ")
 }
 
 func checkSchema(t tableInfo, fr *pqarrow.FileReader) error {

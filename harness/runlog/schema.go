@@ -2,7 +2,9 @@ package runlog
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,7 +15,13 @@ import (
 // layout. It is stored in every Parquet file's key-value metadata (key
 // MetaSchemaVersion) and in manifest.json, and readers refuse other versions.
 // Bump it whenever a column is added, removed, renamed or changes meaning.
-const SchemaVersion = 1
+// Version 2 moved the prompt text of samples/ into prompts/ (each distinct
+// prompt once per run, by hash); the readers still read version 1 logs.
+const SchemaVersion = 2
+
+// MinReadVersion is the oldest schema version the readers accept. Runs of
+// an older version than SchemaVersion are read, never resumed.
+const MinReadVersion = 1
 
 // Key-value metadata keys written into every segment file.
 const (
@@ -27,11 +35,13 @@ const (
 	TableSteps   = "steps"
 	TableEvals   = "evals"
 	TableSamples = "samples"
+	TablePrompts = "prompts"
 	TableTiming  = "timing"
 )
 
 // Tables lists the run tables in the order they are written and documented.
-var Tables = []string{TableSteps, TableEvals, TableSamples, TableTiming}
+// Runs of schema version 1 have no prompts/ folder.
+var Tables = []string{TableSteps, TableEvals, TableSamples, TablePrompts, TableTiming}
 
 // kind is the logical type of a column.
 type kind int
@@ -103,6 +113,18 @@ type tableDef[R any] struct {
 	key  func(*R) string
 	step func(*R) int64
 	run  func(*R) *string
+	// versions are the schema versions whose files this definition reads
+	// (nil: every version from MinReadVersion to SchemaVersion); its files
+	// are written as the newest of them (SchemaVersion when nil).
+	versions []int
+}
+
+// reads reports whether the definition reads files of schema version v.
+func (t *tableDef[R]) reads(v int) bool {
+	if t.versions == nil {
+		return v >= MinReadVersion && v <= SchemaVersion
+	}
+	return slices.Contains(t.versions, v)
 }
 
 // schema returns the table's Arrow schema with the version metadata.
@@ -111,9 +133,13 @@ func (t *tableDef[R]) schema() *arrow.Schema {
 	for i, c := range t.cols {
 		fields[i] = arrow.Field{Name: c.name, Type: c.kind.arrowType(), Nullable: c.kind.nullable()}
 	}
+	v := SchemaVersion
+	if t.versions != nil {
+		v = slices.Max(t.versions)
+	}
 	md := arrow.NewMetadata(
 		[]string{MetaSchemaVersion, MetaTable},
-		[]string{strconv.Itoa(SchemaVersion), t.name},
+		[]string{strconv.Itoa(v), t.name},
 	)
 	return arrow.NewSchema(fields, &md)
 }
@@ -192,9 +218,10 @@ var samplesDef = &tableDef[SampleRow]{
 		"validation rollouts at eval steps. Rows of one rollout keep their turn order. Every " +
 		"validation episode ends with a row of the pseudo-role `final` (agent `final`), which " +
 		"holds the workflow's final answer: `completion` is its text, `parsed` the extracted " +
-		"answer, `correct` its grade and `compliant` whether an answer was found; its `prompt`, " +
+		"answer, `correct` its grade and `compliant` whether an answer was found; its `prompt_id` is 0, its " +
 		"`policy` and `finish` are empty and `tokens` is 0. Accuracy per problem is read from " +
-		"these rows.",
+		"these rows. The prompt text is in `prompts/`, once per run (schema version 2; version 1 " +
+		"logs have a `prompt` column here instead of `prompt_id`, and the readers read both).",
 	cols: []column[SampleRow]{
 		{"run_id", kString, "run id, as in the manifest", func(r *SampleRow) any { return &r.RunID }},
 		{"step", kInt64, "training step: for `train` rows the step they were rolled out for (from 1), for `val` rows the step the policy had reached (0: before training)", func(r *SampleRow) any { return &r.Step }},
@@ -205,7 +232,7 @@ var samplesDef = &tableDef[SampleRow]{
 		{"agent", kString, "agent name, e.g. `generator1`", func(r *SampleRow) any { return &r.Agent }},
 		{"role", kString, "role type of the agent, or `final` (see above)", func(r *SampleRow) any { return &r.Role }},
 		{"policy", kString, "adapter that produced the turn, named as in `steps/`; empty for the base model and for `final` rows", func(r *SampleRow) any { return &r.Policy }},
-		{"prompt", kString, "prompt text as given to the engine", func(r *SampleRow) any { return &r.Prompt }},
+		{"prompt_id", kInt64, "the turn's prompt: the `prompt_id` of its row in `prompts/` (0 for `final` rows, whose prompt is empty)", func(r *SampleRow) any { return &r.promptID }},
 		{"completion", kString, "completion text", func(r *SampleRow) any { return &r.Completion }},
 		{"parsed", kString, "parsed answer, verdict, selection or strategy list", func(r *SampleRow) any { return &r.Parsed }},
 		{"compliant", kBool, "the output followed the role's format", func(r *SampleRow) any { return &r.Compliant }},
@@ -219,8 +246,57 @@ var samplesDef = &tableDef[SampleRow]{
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Split, b.Split), cmp.Compare(a.Workflow, b.Workflow),
 			cmp.Compare(a.ProblemID, b.ProblemID), cmp.Compare(a.Rollout, b.Rollout))
 	},
-	step: func(r *SampleRow) int64 { return r.Step },
-	run:  func(r *SampleRow) *string { return &r.RunID },
+	step:     func(r *SampleRow) int64 { return r.Step },
+	run:      func(r *SampleRow) *string { return &r.RunID },
+	versions: []int{2},
+}
+
+// samplesV1Def is samples/ as schema version 1 wrote it: samplesDef with
+// the prompt text in every row where version 2 has prompt_id. The readers
+// read it; nothing writes it.
+var samplesV1Def = func() *tableDef[SampleRow] {
+	d := *samplesDef
+	d.cols = slices.Clone(samplesDef.cols)
+	for i, c := range d.cols {
+		if c.name == "prompt_id" {
+			d.cols[i] = column[SampleRow]{"prompt", kString, "prompt text as given to the engine", func(r *SampleRow) any { return &r.Prompt }}
+		}
+	}
+	d.versions = []int{1}
+	return &d
+}()
+
+var promptsDef = &tableDef[PromptRow]{
+	name: TablePrompts,
+	doc: "One row per distinct prompt of a run (distinct by the SHA-256 of its text), written with the " +
+		"commit of the first `samples/` row that uses it; `samples/` names it by `prompt_id`, so a prompt " +
+		"the run gives again (the same validation problem at every evaluation, the rollouts of one group, " +
+		"voting's generators) is stored once. Join on (`run_id`, `prompt_id`); the `samples` view below " +
+		"does. Runs of schema version 1 have no `prompts/` folder: their `samples/` hold the `prompt` text " +
+		"in every row.",
+	cols: []column[PromptRow]{
+		{"run_id", kString, "run id, as in the manifest", func(r *PromptRow) any { return &r.RunID }},
+		{"step", kInt64, "step of the first `samples/` row with this prompt", func(r *PromptRow) any { return &r.Step }},
+		{"prompt_id", kInt64, "the prompt's number in the run, 1 for the first distinct prompt, in the order of first use (distinct by SHA-256 of the text)", func(r *PromptRow) any { return &r.ID }},
+		{"prompt", kString, "prompt text as given to the engine", func(r *PromptRow) any { return &r.Prompt }},
+	},
+	order:    func(a, b *PromptRow) int { return cmp.Compare(a.Step, b.Step) },
+	key:      func(r *PromptRow) string { return strconv.FormatInt(r.ID, 10) },
+	step:     func(r *PromptRow) int64 { return r.Step },
+	run:      func(r *PromptRow) *string { return &r.RunID },
+	versions: []int{2},
+}
+
+// promptKey is what the Writer tells prompts apart by: the SHA-256 of
+// the text.
+func promptKey(prompt string) [sha256.Size]byte { return sha256.Sum256([]byte(prompt)) }
+
+// samplesFor is the samples definition of a run of schema version v.
+func samplesFor(v int) *tableDef[SampleRow] {
+	if v < 2 {
+		return samplesV1Def
+	}
+	return samplesDef
 }
 
 var timingDef = &tableDef[TimingRow]{
@@ -257,28 +333,39 @@ type tableInfo struct {
 	name, doc string
 	schema    *arrow.Schema
 	cols      []colInfo
+	reads     func(version int) bool
 }
 
 type colInfo struct {
 	name string
 	kind kind
 	doc  string
+	// dict turns dictionary encoding on for an INT64 column whose values
+	// repeat; distinct turns it off for a STRING column whose values never
+	// repeat (on for every other STRING column).
+	dict, distinct bool
 }
 
 func (t *tableDef[R]) info() tableInfo {
-	ti := tableInfo{name: t.name, doc: t.doc, schema: t.schema()}
+	ti := tableInfo{name: t.name, doc: t.doc, schema: t.schema(), reads: t.reads}
 	for _, c := range t.cols {
-		ti.cols = append(ti.cols, colInfo{c.name, c.kind, c.doc})
+		ti.cols = append(ti.cols, colInfo{name: c.name, kind: c.kind, doc: c.doc,
+			dict: c.name == "prompt_id" && t.name == TableSamples, distinct: c.name == "prompt" && t.name == TablePrompts})
 	}
 	return ti
 }
 
 // tableInfos returns the definitions of all tables in Tables order.
 func tableInfos() []tableInfo {
-	return []tableInfo{stepsDef.info(), evalsDef.info(), samplesDef.info(), timingDef.info()}
+	return []tableInfo{stepsDef.info(), evalsDef.info(), samplesDef.info(), promptsDef.info(), timingDef.info()}
 }
 
-func tableInfoByName(name string) (tableInfo, bool) {
+// tableInfoByName returns a table's definition for runs of schema version
+// v (samples/ changed between versions 1 and 2).
+func tableInfoByName(name string, v int) (tableInfo, bool) {
+	if name == TableSamples {
+		return samplesFor(v).info(), true
+	}
 	for _, t := range tableInfos() {
 		if t.name == name {
 			return t, true
@@ -314,7 +401,7 @@ func SchemaMarkdown() string {
 		"nullable. `STRING` is BYTE_ARRAY with the STRING logical type (DuckDB `VARCHAR`), `INT64` is DuckDB " +
 		"`BIGINT`, and `MAP<STRING, DOUBLE>` is the standard Parquet MAP (DuckDB `MAP(VARCHAR, DOUBLE)`, " +
 		"pyarrow `map<string, double>`, which pandas shows as a list of (key, value) tuples).\n\n")
-	b.WriteString("Determinism: for the same commit, spec and seed, `steps/`, `evals/` and `samples/` are " +
+	b.WriteString("Determinism: for the same commit, spec and seed, `steps/`, `evals/`, `samples/` and `prompts/` are " +
 		"byte-identical, also after a crash and resume. Wall-clock seconds live in `timing/` alone " +
 		"because they are not.\n")
 	for _, t := range tableInfos() {
@@ -329,7 +416,9 @@ func SchemaMarkdown() string {
 		"These DuckDB views join them for the runs of one experiment folder (replace `runs/demo` with yours; " +
 		"the same SQL is run by the duckdb-tagged test of this package). The manifest's `workflow` is the one the " +
 		"run trained in (`single` for sa-rl) and is called `run_workflow`; `evals/` and `samples/` keep their own " +
-		"`workflow`, the one evaluated.\n\n```sql\n")
+		"`workflow`, the one evaluated. The `samples` view joins each row's prompt text back from `prompts/`, so " +
+		"queries written for schema version 1 (`WHERE prompt = ...`) keep working; for a folder of version 1 logs " +
+		"(no `prompts/`), read `samples/*.parquet` directly, since they hold `prompt` themselves.\n\n```sql\n")
 	b.WriteString(DuckDBViews)
 	b.WriteString("```\n")
 	b.WriteString("\n## `manifest.json`\n\n")
@@ -354,9 +443,12 @@ CREATE VIEW steps AS
 CREATE VIEW evals AS
   SELECT r.experiment, r.run_workflow, r.task, r.scale, r.condition, r.seed_index, t.*
   FROM read_parquet('runs/demo/*/evals/*.parquet') t JOIN runs r USING (run_id);
+CREATE VIEW prompts AS
+  SELECT * FROM read_parquet('runs/demo/*/prompts/*.parquet');
 CREATE VIEW samples AS
-  SELECT r.experiment, r.run_workflow, r.task, r.scale, r.condition, r.seed_index, t.*
-  FROM read_parquet('runs/demo/*/samples/*.parquet') t JOIN runs r USING (run_id);
+  SELECT r.experiment, r.run_workflow, r.task, r.scale, r.condition, r.seed_index, t.*, coalesce(p.prompt, '') AS prompt
+  FROM read_parquet('runs/demo/*/samples/*.parquet') t JOIN runs r USING (run_id)
+  LEFT JOIN prompts p ON p.run_id = t.run_id AND p.prompt_id = t.prompt_id;
 -- e.g. final validation accuracy per condition:
 -- SELECT condition, workflow, step, avg(accuracy) FROM evals WHERE role = '*' GROUP BY ALL ORDER BY ALL;
 `
