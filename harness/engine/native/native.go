@@ -117,6 +117,9 @@ func New(cfg model.Config, tok *model.Tokenizer, w *Weights, opt Options) (*Engi
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
+	if err := selectKernels(); err != nil {
+		return nil, err
+	}
 	if tok == nil {
 		return nil, errors.New("native: nil tokenizer")
 	}
