@@ -78,6 +78,7 @@ type Engine struct {
 	baseOpt   *adamState // optimizer state of Supervised, created on first use
 	scores    [][]float32
 	ws        workspace
+	dws       []workspace // per-goroutine buffers of a split decode (decodeSplit)
 	closed    bool
 	// noShare turns off the computing of shared prompt prefixes once (in
 	// prefill and in train steps), so that tests can compare both paths.
