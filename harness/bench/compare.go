@@ -45,24 +45,25 @@ func (c Comparison) String() string {
 	var b strings.Builder
 	a, r := c.Engine, c.Reference
 	fmt.Fprintf(&b, "size %s, threads %d, CPU %s\n", a.Size, a.Threads, c.CPU)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "\t%s\t%s\t%s/%s\t\n", a.Engine, r.Engine, a.Engine, r.Engine)
-	row := func(name string, x, y float64, prec int) {
+	line := func(name, x, y, ratio string) { fmt.Fprintf(&b, "%-34s %13s %13s %13s\n", name, x, y, ratio) }
+	line("", a.Engine, r.Engine, a.Engine+"/"+r.Engine)
+	row := func(name string, x, y float64) {
 		ratio := "-"
 		if y > 0 {
 			ratio = fmt.Sprintf("%.2fx", x/y)
 		}
-		fmt.Fprintf(tw, "%s\t%.*f\t%.*f\t%s\t\n", name, prec, x, prec, y, ratio)
+		line(name, fmt.Sprintf("%.0f", x), fmt.Sprintf("%.0f", y), ratio)
 	}
-	row("train tok/s (LoRA GRPO, 32 x 128)", a.TrainTokS, r.TrainTokS, 0)
-	row("generate tok/s (64 x 96 new)", a.GenTokS, r.GenTokS, 0)
-	row("train tok/s per busy core", perCore(a.TrainTokS, a.TrainCores), perCore(r.TrainTokS, r.TrainCores), 0)
-	row("generate tok/s per busy core", perCore(a.GenTokS, a.GenCores), perCore(r.GenTokS, r.GenCores), 0)
-	fmt.Fprintf(tw, "cores busy train / generate\t%.2f / %.2f\t%.2f / %.2f\t\t\n", a.TrainCores, a.GenCores, r.TrainCores, r.GenCores)
-	mb := func(x Result) float64 { return float64(x.PeakRSSBytes+x.ServerPeakRSSBytes) / (1 << 20) }
-	fmt.Fprintf(tw, "peak RSS MB (process + server)\t%.0f\t%.0f\t\t\n", mb(a), mb(r))
-	tw.Flush()
-	fmt.Fprintf(&b, "(the peak RSS of this process covers both runs: it is the larger of the two at most)\n")
+	row("train tok/s (LoRA GRPO, 32 x 128)", a.TrainTokS, r.TrainTokS)
+	row("generate tok/s (64 x 96 new)", a.GenTokS, r.GenTokS)
+	row("train tok/s per busy core", perCore(a.TrainTokS, a.TrainCores), perCore(r.TrainTokS, r.TrainCores))
+	row("generate tok/s per busy core", perCore(a.GenTokS, a.GenCores), perCore(r.GenTokS, r.GenCores))
+	line("cores busy, train / generate", fmt.Sprintf("%.2f / %.2f", a.TrainCores, a.GenCores), fmt.Sprintf("%.2f / %.2f", r.TrainCores, r.GenCores), "")
+	mb := func(x Result) string {
+		return fmt.Sprintf("%.0f", float64(x.PeakRSSBytes+x.ServerPeakRSSBytes)/(1<<20))
+	}
+	line("peak RSS MB (process + server)", mb(a), mb(r), "")
+	fmt.Fprintf(&b, "(this process's peak RSS covers both runs; busy cores count the engine's server process too)\n")
 	return b.String()
 }
 
