@@ -6,37 +6,121 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/engine/native"
+	"github.com/marlowlab/marlow/harness/internal/procstat"
+	"github.com/marlowlab/marlow/harness/model"
 )
 
-// Comparison is Engine run on two engines in one process, one after the
-// other, at the same size, batch and threads: the engine under test and a
-// reference (the torch engine on the CPU is one every user has).
+// Comparison is Engine's measurement of two engines in one process at the
+// same size, batch and threads: the engine under test and a reference (the
+// torch engine on the CPU is one every user has).
 type Comparison struct {
 	CPU       string // the CPU both ran on
+	Rounds    int    // measurements per engine and phase, alternating
 	Engine    Result
 	Reference Result
 }
 
-// Compare measures opt.Engine and then reference with Engine at size, with
-// the same options.
+// compareRounds is how many times Compare measures each engine in each
+// phase, alternating, so that a machine whose speed drifts (other jobs)
+// slows both alike; it reports the medians.
+const compareRounds = 3
+
+// Compare opens opt.Engine and reference over the same random-weight
+// checkpoint and measures training and then generation on both, in
+// compareRounds rounds of opt.MinTime/compareRounds each, alternating
+// engine and reference, and reports the median of each rate; the GEMM is
+// measured on the engine under test (and on the reference where it
+// exposes one).
 func Compare(ctx context.Context, reg *engine.Registry, size string, opt Options, reference string) (Comparison, error) {
-	c := Comparison{CPU: CPUModel()}
-	var err error
-	if c.Engine, err = Engine(ctx, reg, size, opt); err != nil {
-		return c, err
+	c := Comparison{CPU: CPUModel(), Rounds: compareRounds}
+	cfg, ok := Sizes[size]
+	if !ok {
+		return c, fmt.Errorf("bench: unknown size %q (want d64l2 or d128l4)", size)
 	}
-	ropt := opt
-	ropt.Engine = reference
-	if c.Reference, err = Engine(ctx, reg, size, ropt); err != nil {
-		return c, fmt.Errorf("bench: reference engine %s: %w", reference, err)
+	if opt.Engine == "" {
+		opt.Engine = native.Name
 	}
+	opt.Threads = max(opt.Threads, 1)
+	if opt.MinTime <= 0 {
+		opt.MinTime = 2 * time.Second
+	}
+	per := max(opt.MinTime/compareRounds, time.Millisecond)
+	names := [2]string{opt.Engine, reference}
+	var es [2]engine.Engine
+	var toks [2]*model.Tokenizer
+	for i, name := range names {
+		if err := reg.Check(ctx, engine.Options{Threads: opt.Threads}, name); err != nil {
+			return c, fmt.Errorf("bench: %w", err)
+		}
+		e, tok, err := openRandom(ctx, reg, name, cfg, opt.Threads)
+		if err != nil {
+			return c, err
+		}
+		defer e.Close()
+		es[i], toks[i] = e, tok
+	}
+	var rounds [2][compareRounds]Result
+	for r := 0; r < compareRounds; r++ {
+		for i := range es {
+			if err := measureTrain(ctx, es[i], per, &rounds[i][r]); err != nil {
+				return c, fmt.Errorf("%s: %w", names[i], err)
+			}
+		}
+	}
+	for r := 0; r < compareRounds; r++ {
+		for i := range es {
+			if err := measureGenerate(ctx, es[i], toks[i], per, &rounds[i][r]); err != nil {
+				return c, fmt.Errorf("%s: %w", names[i], err)
+			}
+		}
+	}
+	res := [2]*Result{&c.Engine, &c.Reference}
+	for i, name := range names {
+		rs := rounds[i][:]
+		*res[i] = Result{
+			Engine: name, Size: size, Threads: opt.Threads, CPU: c.CPU,
+			TrainTokS: median(rs, func(r Result) float64 { return r.TrainTokS }), TrainCores: median(rs, func(r Result) float64 { return r.TrainCores }),
+			GenTokS: median(rs, func(r Result) float64 { return r.GenTokS }), GenCores: median(rs, func(r Result) float64 { return r.GenCores }),
+		}
+		for _, r := range rs {
+			res[i].TrainSteps += r.TrainSteps
+			res[i].GenRuns += r.GenRuns
+		}
+		measureGemm(es[i], cfg, opt.MinTime/4, res[i])
+		if su, ok := es[i].(serverUsage); ok {
+			if _, rss, err := su.ProcessUsage(ctx); err == nil {
+				res[i].ServerPeakRSSBytes = rss
+			}
+		}
+	}
+	c.Engine.PeakRSSBytes = procstat.PeakRSS()
+	c.Reference.PeakRSSBytes = c.Engine.PeakRSSBytes
 	return c, nil
+}
+
+// median is the median of f over rs (the mean of the middle two for an
+// even count).
+func median(rs []Result, f func(Result) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	n := len(v)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }
 
 // String renders the comparison as a table with the ratio engine /
@@ -44,7 +128,7 @@ func Compare(ctx context.Context, reg *engine.Registry, size string, opt Options
 func (c Comparison) String() string {
 	var b strings.Builder
 	a, r := c.Engine, c.Reference
-	fmt.Fprintf(&b, "size %s, threads %d, CPU %s\n", a.Size, a.Threads, c.CPU)
+	fmt.Fprintf(&b, "size %s, threads %d, CPU %s; medians of %d rounds per engine, alternating\n", a.Size, a.Threads, c.CPU, c.Rounds)
 	line := func(name, x, y, ratio string) { fmt.Fprintf(&b, "%-34s %13s %13s %13s\n", name, x, y, ratio) }
 	line("", a.Engine, r.Engine, a.Engine+"/"+r.Engine)
 	row := func(name string, x, y float64) {
@@ -60,10 +144,13 @@ func (c Comparison) String() string {
 	row("generate tok/s per busy core", perCore(a.GenTokS, a.GenCores), perCore(r.GenTokS, r.GenCores))
 	line("cores busy, train / generate", fmt.Sprintf("%.2f / %.2f", a.TrainCores, a.GenCores), fmt.Sprintf("%.2f / %.2f", r.TrainCores, r.GenCores), "")
 	mb := func(x Result) string {
-		return fmt.Sprintf("%.0f", float64(x.PeakRSSBytes+x.ServerPeakRSSBytes)/(1<<20))
+		if x.ServerPeakRSSBytes == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", float64(x.ServerPeakRSSBytes)/(1<<20))
 	}
-	line("peak RSS MB (process + server)", mb(a), mb(r), "")
-	fmt.Fprintf(&b, "(this process's peak RSS covers both runs; busy cores count the engine's server process too)\n")
+	line("peak RSS MB of a server process", mb(a), mb(r), "")
+	fmt.Fprintf(&b, "peak RSS of this process, both engines open: %.1f MB; busy cores count a server process too\n", float64(a.PeakRSSBytes)/(1<<20))
 	return b.String()
 }
 
