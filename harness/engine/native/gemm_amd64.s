@@ -373,3 +373,34 @@ rowskip:
 rowdone:
 	VZEROUPPER
 	RET
+
+// func dotK16(x, y *float32, k16 int) float32
+//
+// gonum's DotUnitary of x[:k16] and y[:k16] for k16 a multiple of 16 and y
+// 16-byte aligned: one 8-lane sum of products over 8-float groups (its two
+// 4-lane sums side by side), then lo+hi, then two horizontal adds, all
+// VEX-encoded (see axpyBlock4x8).
+TEXT ·dotK16(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ k16+16(FP), CX
+	SHLQ $2, CX
+	VXORPS Y0, Y0, Y0
+	XORQ AX, AX
+	TESTQ CX, CX
+	JEQ dotdone
+dotloop:
+	VMOVUPS (SI)(AX*1), Y1
+	VMULPS (DI)(AX*1), Y1, Y1
+	VADDPS Y1, Y0, Y0
+	ADDQ $32, AX
+	CMPQ AX, CX
+	JLT dotloop
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+dotdone:
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET

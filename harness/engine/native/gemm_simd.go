@@ -253,14 +253,28 @@ func halvesSum(x, y archsimd.Float32x8) archsimd.Float32x8 {
 	return x.Select128FromPair(0, 2, y).Add(x.Select128FromPair(1, 3, y))
 }
 
-// dotNT is DotUnitary(x[:k], y[:k]) for a 16-byte aligned y.
+// dotNT is DotUnitary(x[:k], y[:k]) for a 16-byte aligned y: dotK16's
+// assembly when k is a multiple of 16 (the tails of gemmNT: in Go, its
+// zero broadcast and the scalar finish met dirty upper halves).
 func dotNT(x, y []float32, k16, k int) float32 {
+	if k16 == k {
+		if k == 0 {
+			return 0
+		}
+		return dotK16(&x[0], &y[0], k16)
+	}
 	s := archsimd.BroadcastFloat32x8(0)
 	for l := 0; l < k16; l += 8 {
 		s = s.Add(load8(x, l).Mul(load8(y, l)))
 	}
 	return dotFinish(s, x, y, k16, k)
 }
+
+// dotK16 (gemm_amd64.s) is DotUnitary(x[:k16], y[:k16]) for k16 a
+// multiple of 16 and y 16-byte aligned.
+//
+//go:noescape
+func dotK16(x, y *float32, k16 int) float32
 
 // dotFinish completes DotUnitary(x[:k], y[:k]) from the 8-lane sum s of its
 // first k16 (a multiple of 16) products: the two halves are added (only
