@@ -2,7 +2,6 @@ package native
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -172,7 +171,12 @@ func (e *Engine) decodeSplit(ctx context.Context, reqs []engine.Request, seqs []
 		errs[w] = we.decode(ctx, reqs, seqs, part, logits[lo*V:hi*V], capLen, maxRank)
 		e.dws[w] = we.ws
 	})
-	return errors.Join(errs...)
+	for _, err := range errs {
+		if err != nil {
+			return err // the parts fail alike (a cancelled context)
+		}
+	}
+	return nil
 }
 
 // decode samples a token for each active sequence from its row of logits
