@@ -4,7 +4,7 @@ import "math"
 
 // Causal attention with grouped-query heads. Scores and weighted sums go
 // through gonum's serial kernels (or SIMD kernels that give their bits, see
-// gemmTile and attn16_simd.go): a score is alpha * DotUnitary(q_i, k_j)
+// gemmTile, attn16_simd.go and softmax_simd.go): a score is alpha * DotUnitary(q_i, k_j)
 // and an output row is a sequence of AxpyUnitary over the keys in order, so
 // a row gets the same bits whether it is computed alone (decode), with the
 // rows of its sequence (training), or in any batch, as long as key rows sit
