@@ -171,9 +171,9 @@ func CPUModel() string {
 	return fmt.Sprintf("%s/%s (%d logical CPUs)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 }
 
-// Kernels reports the native engine's kernels: each one's time per call on
-// its SIMD and its portable path, measured now for about perPath each, and
-// the path the engine runs (chosen at start-up, see native.KernelsEnv).
+// Kernels reports the native engine's kernels: each one's fastest call on
+// its SIMD and its portable path, timed now in turn for about perPath each,
+// and the path the engine runs (chosen at start-up, see native.KernelsEnv).
 func Kernels(perPath time.Duration) (string, error) {
 	mode, _, err := native.Kernels()
 	if err != nil {
@@ -184,7 +184,7 @@ func Kernels(perPath time.Duration) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "native kernels on %s (%s=%s)\n", CPUModel(), native.KernelsEnv, mode)
+	fmt.Fprintf(&b, "native kernels on %s (%s=%s); the fastest of many calls on each path, in turn\n", CPUModel(), native.KernelsEnv, mode)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "kernel\tshape of one call\tSIMD µs\tportable µs\tportable/SIMD\tengine uses\n")
 	for _, t := range ts {

@@ -13,9 +13,15 @@ import (
 // and the answer differs between CPUs: on an Intel Xeon a kernel that an
 // AMD EPYC runs faster on SIMD may run slower than its portable twin. The
 // first engine of a process therefore times both paths of each kernel on a
-// typical shape (about a millisecond per kernel and path, three rounds
-// alternating, the fastest round of each) and runs the faster one from then
-// on. Results never depend on the choice.
+// typical shape, one call on each path in turn for a few milliseconds, and
+// keeps each path's fastest call: other jobs on the machine can only make
+// a call slower, and the fastest call of many is one they did not
+// interrupt. The SIMD path runs unless the portable one was faster by more
+// than simdMargin. Results never depend on the choice.
+
+// simdMargin is how much faster (as a fraction) a kernel's portable path
+// must be for it to replace the SIMD path.
+const simdMargin = 0.05
 
 // kernel names a kernel that has a SIMD and a portable path.
 type kernel int
@@ -51,7 +57,7 @@ const KernelsEnv = "MARLOW_KERNELS"
 type KernelTiming struct {
 	Name  string // the kernel
 	Shape string // what one call computes
-	// SIMD and Portable are the times per call; SIMD is 0 where the build
+	// SIMD and Portable are the fastest calls timed; SIMD is 0 where the build
 	// or the CPU has no SIMD path for the kernel.
 	SIMD, Portable time.Duration
 	// UsesSIMD says which path the engines of this process run.
@@ -73,9 +79,9 @@ func selectKernels() error {
 		switch mode {
 		case "", "auto":
 			mode = "auto"
-			selectTimings = calibrateKernels(time.Millisecond, 3)
+			selectTimings = calibrateKernels(4 * time.Millisecond)
 			for i, t := range selectTimings {
-				kernelUse[i] = kernelAvail[i] && t.SIMD <= t.Portable
+				kernelUse[i] = kernelAvail[i] && float64(t.Portable) >= (1-simdMargin)*float64(t.SIMD)
 				selectTimings[i].UsesSIMD = kernelUse[i]
 			}
 		case "simd":
@@ -100,38 +106,53 @@ func Kernels() (mode string, timings []KernelTiming, err error) {
 	return selectMode, append([]KernelTiming(nil), selectTimings...), nil
 }
 
-// MeasureKernels times both paths of every kernel for about perPath each
-// (in three rounds, alternating, the fastest round of each) and reports
-// with each which path this process's engines use. It must not run while
-// an engine computes: it switches kernels for its measurement.
+// MeasureKernels times both paths of every kernel, one call on each in
+// turn for about perPath·2 per kernel, and reports each path's fastest call
+// with the path this process's engines use. It must not run while an
+// engine computes: it switches kernels for its measurement.
 func MeasureKernels(perPath time.Duration) ([]KernelTiming, error) {
 	if err := selectKernels(); err != nil {
 		return nil, err
 	}
-	ts := calibrateKernels(max(perPath/3, time.Millisecond), 3)
+	ts := calibrateKernels(2 * perPath)
 	for i := range ts {
 		ts[i].UsesSIMD = kernelUse[i]
 	}
 	return ts, nil
 }
 
-// calibrateKernels times each kernel's case on both paths, rounds times,
-// alternating, budget per path and round, and keeps each path's fastest
-// round. kernelUse is restored when it returns.
-func calibrateKernels(budget time.Duration, rounds int) []KernelTiming {
+// calibrateKernels times each kernel's case for about budget: after one
+// call on each path, a call on its SIMD path (where it has one) and one on
+// its portable path in turn, at least minCalls times each, and keeps each
+// path's fastest call. kernelUse is restored when it returns.
+func calibrateKernels(budget time.Duration) []KernelTiming {
+	const minCalls = 5
 	saved := kernelUse
 	defer func() { kernelUse = saved }()
-	cases := kernelCases()
 	ts := make([]KernelTiming, numKernels)
-	for _, c := range cases {
+	for _, c := range kernelCases() {
 		t := KernelTiming{Name: kernelNames[c.k], Shape: c.shape}
-		for r := 0; r < rounds; r++ {
-			if kernelAvail[c.k] {
-				kernelUse[c.k] = true
-				t.SIMD = minPositive(t.SIMD, timePerCall(c.run, budget))
+		paths := []bool{false}
+		if kernelAvail[c.k] {
+			paths = []bool{true, false}
+		}
+		for _, simd := range paths {
+			kernelUse[c.k] = simd
+			c.run() // warm caches and buffers
+		}
+		start := time.Now()
+		for n := 0; n < minCalls || time.Since(start) < budget; n++ {
+			for _, simd := range paths {
+				kernelUse[c.k] = simd
+				t0 := time.Now()
+				c.run()
+				d := time.Since(t0)
+				if simd {
+					t.SIMD = minPositive(t.SIMD, d)
+				} else {
+					t.Portable = minPositive(t.Portable, d)
+				}
 			}
-			kernelUse[c.k] = false
-			t.Portable = minPositive(t.Portable, timePerCall(c.run, budget))
 		}
 		ts[c.k] = t
 	}
@@ -139,25 +160,13 @@ func calibrateKernels(budget time.Duration, rounds int) []KernelTiming {
 }
 
 func minPositive(a, b time.Duration) time.Duration {
+	if b <= 0 {
+		b = 1 // below the clock's resolution
+	}
 	if a == 0 || b < a {
 		return b
 	}
 	return a
-}
-
-// timePerCall runs fn once, then repeatedly for at least budget, and
-// returns the time per call.
-func timePerCall(fn func(), budget time.Duration) time.Duration {
-	fn()
-	n := 0
-	start := time.Now()
-	for {
-		fn()
-		n++
-		if el := time.Since(start); el >= budget {
-			return el / time.Duration(n)
-		}
-	}
 }
 
 // kernelCase is the work one kernel is timed on.

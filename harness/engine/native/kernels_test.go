@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 // leaves the choice as it found it.
 func TestCalibrateKernels(t *testing.T) {
 	before := kernelUse
-	ts := calibrateKernels(50*time.Microsecond, 1)
+	ts := calibrateKernels(50 * time.Microsecond)
 	if kernelUse != before {
 		t.Errorf("calibration changed the kernels in use: %v, was %v", kernelUse, before)
 	}
