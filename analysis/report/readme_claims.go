@@ -50,6 +50,7 @@ func writeClaims(w md, st *analysis.Study) {
 		}
 	}
 	writeSARLGains(w, cl, ciPct)
+	writeStrict(w, st, cl)
 }
 
 // countsText lists a test's counts: "holds 3, against 1, ...".
