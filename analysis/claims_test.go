@@ -241,6 +241,11 @@ func TestClaimVerdicts(t *testing.T) {
 			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)), nil,
 			claimResult{Reproduced, []Test{{Holds, RateInterval, Tally{}}, {Holds, Majority, Tally{Holds: 8}}},
 				[][]judged{repeat(5, Counted, EntersRates), repeat(8, Holds, AmplifiedFirst)}}},
+		{"c not testable: a cosine schedule to zero leaves no late phase", "c", join(
+			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, []string{"s"}, func(a *arm) { a.Amplify, a.LR = true, analysistest.CosineLR(100) }),
+			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, []string{"s"}, func(a *arm) { a.LR = analysistest.CosineLR(100) })), nil,
+			claimResult{NotTestable, []Test{{Untestable, NoLatePhase, Tally{}}, {Holds, Majority, Tally{Holds: 3}}},
+				[][]judged{repeat(2, Counted, EntersRates), repeat(3, Holds, AmplifiedFirst)}}},
 		{"c refuted: no IP run falls off a cliff", "c", join(
 			cells("ip", 3, rise(0.3, 0.7), []string{"voting", "orch-workers", "eval-opt"}, twoScales, amp)), nil,
 			claimResult{Refuted, []Test{{Against, NoCliffs, Tally{}}, {Untestable, NoCliffRuns, Tally{}}},
