@@ -219,6 +219,9 @@ type Study struct {
 	Cells      []*CellResult
 	Provenance Provenance
 	Skipped    []string // "run-id: reason" for runs with no validation
+	// Controls are the detectors with a shown positive control and the
+	// test that shows it (PositiveControls when analysed).
+	Controls map[Detector]string
 }
 
 func provenance(runs []*runlog.Run) Provenance {

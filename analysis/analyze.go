@@ -22,7 +22,7 @@ func Analyze(runs []*runlog.Run) (*Study, error) {
 		}
 	}
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Manifest.RunID < sorted[j].Manifest.RunID })
-	st := &Study{}
+	st := &Study{Controls: defaultControls()}
 	if err := checkManifests(st, sorted); err != nil {
 		return nil, err
 	}

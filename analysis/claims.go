@@ -40,6 +40,9 @@ import (
 //     the IP runs judged have a late phase (LatePhase): a terminal cliff
 //     needs validations after the ceiling and learning rate left to fall
 //     with.
+//   - A test that rests on a detector without a shown positive control
+//     (PositiveControls) is NotTestable: its units are still judged and
+//     shown, but they cannot decide the claim.
 //   - Ties are ties: means of fractions are compared with CompareMeans.
 
 // Verdict is a claim's verdict.
@@ -114,6 +117,7 @@ const (
 	NoLatePhase  // claim c: fewer than half the IP runs judged have a late phase
 	NoCliffRuns  // claim c: no IP run judged fell off a cliff, so no run to test for amplification
 	NoSharedCell // claim d: no cell's SP policy is shared by two or more roles
+	NoControl    // the detector the test rests on has no shown positive control (PositiveControls)
 
 	// A verdict of claim c.
 	NoIPCell      // no cell has IP runs

@@ -77,8 +77,11 @@ func claimD(st *Study) CaptureClaim {
 		outcomes = append(outcomes, u.Outcome)
 	}
 	cl.Test = majority(outcomes)
-	if len(cl.Cells) == 0 {
+	switch {
+	case len(cl.Cells) == 0:
 		cl.Test.Reason = NoSharedCell
+	case cl.Test.Outcome != Untestable && !st.controlled(CaptureDetector):
+		cl.Test.Outcome, cl.Test.Reason = Untestable, NoControl
 	}
 	cl.Verdict = verdictOf(cl.Test.Outcome)
 	cl.Pooled = ClopperPearson(capK, capN, p.CI)

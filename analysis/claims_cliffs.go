@@ -22,13 +22,19 @@ func claimC(st *Study) CliffClaim {
 		}
 	}
 	t.judge(&conc, st.Params.CI)
+	if len(conc.Cells) > 0 && conc.Outcome != Untestable && !st.controlled(CliffDetector) {
+		conc.Outcome, conc.Reason = Untestable, NoControl
+	}
 	outcomes := make([]Outcome, len(prec.Runs))
 	for i, r := range prec.Runs {
 		outcomes[i] = r.Outcome
 	}
 	prec.Test = majority(outcomes)
-	if len(prec.Runs) == 0 {
+	switch {
+	case len(prec.Runs) == 0:
 		prec.Test.Reason = NoCliffRuns
+	case !st.controlled(AmplificationDetector):
+		prec.Test.Outcome, prec.Test.Reason = Untestable, NoControl
 	}
 	return verdictC(conc, prec)
 }

@@ -301,6 +301,7 @@ func TestClaimVerdicts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			st.Controls = allControls()
 			got := resultOf(CompareClaims(st), tc.claim)
 			if got.verdict != tc.want.verdict {
 				t.Errorf("verdict %d, want %d", got.verdict, tc.want.verdict)
@@ -331,6 +332,7 @@ func TestClaimEvidence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.Controls = allControls()
 	cl := CompareClaims(st)
 
 	if len(cl.Better.Cells) != 1 {
@@ -414,6 +416,7 @@ func TestClaimCUnits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.Controls = allControls()
 	c := CompareClaims(st).Cliffs
 	conc, prec := c.Concentration, c.Amplification
 	if len(conc.Cells) != 2 || conc.Cells[0].Outcome != Counted {
@@ -457,6 +460,7 @@ func TestSARLGainsAndHeadlines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.Controls = allControls()
 	cl := CompareClaims(st)
 	if len(cl.Gains) != 6 {
 		t.Fatalf("%d gain rows, want 6 (eval-opt and voting at three scales)", len(cl.Gains))
@@ -507,6 +511,7 @@ func TestSARLGainsAndHeadlines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		st.Controls = allControls()
 		for _, h := range CompareClaims(st).Headlines {
 			if h.Found || h.Match != tc.match || h.Scales != tc.scales || h.MathTasks != tc.mathTask || (h.Match == Matched) == (h.Cell == CellKey{}) {
 				t.Errorf("%s: headline %+v", tc.name, h)
@@ -572,5 +577,57 @@ func TestMajority(t *testing.T) {
 	// a cell counted into claim c's rates counts as without enough data
 	if ts := majority([]Outcome{Counted, Holds}); ts.Tally != (Tally{Holds: 1, NoData: 1}) {
 		t.Errorf("counted: tally %+v", ts.Tally)
+	}
+}
+
+// allControls marks every detector's positive control as shown, so that
+// the synthetic tests reach the verdicts the detectors' evidence gives.
+func allControls() map[Detector]string {
+	m := map[Detector]string{}
+	for _, d := range Detectors {
+		m[d] = "synthetic"
+	}
+	return m
+}
+
+// TestClaimsWithoutControls: a test resting on a detector without a shown
+// positive control is not testable, whatever its units say.
+func TestClaimsWithoutControls(t *testing.T) {
+	amp := func(a *arm) { a.Amplify = true }
+	tests := []struct {
+		name    string
+		arms    []arm
+		missing Detector
+		claim   string
+		want    claimResult
+	}{
+		{"c: cliffs in voting, amplified first, but no cliff control", join(
+			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, twoScales, amp),
+			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)), CliffDetector, "c",
+			claimResult{NotTestable, []Test{{Untestable, NoControl, Tally{}}, {Holds, Majority, Tally{Holds: 6}}}, nil}},
+		{"c: cliffs amplified first, but no amplification control", join(
+			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, twoScales, amp),
+			cells("ip", 3, peak(0.3, 0.7, 0.2), []string{"eval-opt"}, twoScales, amp)), AmplificationDetector, "c",
+			claimResult{NotTestable, []Test{{Undecided, RateInterval, Tally{}}, {Untestable, NoControl, Tally{Holds: 12}}}, nil}},
+		{"d: every SP run captured, but no capture control", join(
+			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured))), CaptureDetector, "d",
+			claimResult{NotTestable, []Test{{Untestable, NoControl, Tally{Holds: 2}}}, nil}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := Analyze(analysistest.Study(tc.arms...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Controls) != len(PositiveControls) {
+				t.Errorf("a new study has controls %v, want PositiveControls %v", st.Controls, PositiveControls)
+			}
+			st.Controls = allControls()
+			delete(st.Controls, tc.missing)
+			got := resultOf(CompareClaims(st), tc.claim)
+			if got.verdict != tc.want.verdict || !slices.Equal(got.tests, tc.want.tests) {
+				t.Errorf("verdict %d tests %+v, want %d %+v", got.verdict, got.tests, tc.want.verdict, tc.want.tests)
+			}
+		})
 	}
 }

@@ -167,6 +167,8 @@ func majorityWhy(t analysis.Test, units string) string {
 		return fmt.Sprintf("No %s to judge.", units)
 	case analysis.NoneJudged:
 		return fmt.Sprintf("None of the %d %s has enough data to be judged.", n, units)
+	case analysis.NoControl:
+		return fmt.Sprintf("Its units give holds %d, against %d, undecided %d, not enough data %d, but the detector they rest on has no positive control shown on real training in this regime, so they cannot decide the claim.", c.Holds, c.Against, c.Undecided, c.NoData)
 	case analysis.NoCliffRuns:
 		return "No IP run judged fell off a cliff, so no cliff can be tested for amplification before it."
 	case analysis.Majority:
@@ -314,6 +316,8 @@ func concentrationText(c analysis.Concentration, ci float64) testText {
 			{name: "pooled cliff rate, other workflows, exact", count: rateText(c.ExactO)},
 			{name: "IP runs judged with a late phase", count: fmt.Sprintf("%d/%d (largest second-half learning-rate share %s)", c.LateRuns, c.RunsV+c.RunsO, shareText(c.LRShare))}}}
 	switch c.Reason {
+	case analysis.NoControl:
+		t.why = fmt.Sprintf("%d of %d IP runs in voting and orch-workers fell off a cliff, %d of %d in other workflows, but the terminal-cliff detector has no positive control shown on real training in this regime, so its silence or its alarms cannot decide the claim.", c.CliffsV, c.RunsV, c.CliffsO, c.RunsO)
 	case analysis.NoLatePhase:
 		t.why = fmt.Sprintf("Only %d of the %d IP runs judged have a late phase (%d or more validations in the second half of training and %g or more of the learning rate in it; the largest share is %s).", c.LateRuns, c.RunsV+c.RunsO, analysis.MinLateValidations, analysis.MinLateLRShare, shareText(c.LRShare))
 	case analysis.NoCliffs:

@@ -31,8 +31,8 @@ func signatureWord(s analysis.Signature) string {
 func writeStrict(w md, st *analysis.Study, cl *analysis.Claims) {
 	ciPct := fmt.Sprintf("%g%%", cl.CI*100)
 	w("\n## Strict and lenient accuracy\n\n")
-	w("The workflows read a supervisory role's output leniently, as the paper's code does: an aggregator without a valid `Selected:` line picks the candidate of its first digit or candidate 1, an evaluator verdict that does not parse counts as Incorrect, an orchestrator without strategy lines has its list items used or gets one free-choice worker. " +
-		"*Lenient* accuracy grades the final answer as it stands (the matrix's accuracy, here recomputed from the validation samples); *strict* accuracy also counts an episode wrong when any supervisory output (aggregator, evaluator, orchestrator, synthesizer) did not parse, by the workflow's own parse (the samples' `compliant`). " +
+	w("The workflows read a supervisory role's output leniently, as the paper's code does: an aggregator without a valid `Selected:` line picks the candidate of its first digit or candidate 1, an evaluator verdict that does not parse counts as Incorrect, an orchestrator without strategy lines has its list items used or gets one free-choice worker. "+
+		"*Lenient* accuracy grades the final answer as it stands (the matrix's accuracy, here recomputed from the validation samples); *strict* accuracy also counts an episode wrong when any supervisory output (aggregator, evaluator, orchestrator, synthesizer) did not parse, by the workflow's own parse (the samples' `compliant`). "+
 		"Both are at each run's last validation, mean over seeds with a t interval over seeds (%s; none with one seed). *Unparsed* is the share of the supervisory turns that did not parse, with the fallbacks taken.\n\n", ciPct)
 	w("| task | workflow | scale | condition | seeds | lenient final | strict final | lenient − strict | unparsed supervisory turns | fallbacks taken |\n|---|---|---|---|---:|---:|---:|---:|---:|---|\n")
 	for _, c := range st.Cells {
@@ -156,8 +156,8 @@ func writeCollapse(w md, cl *analysis.Claims, ciPct string) {
 		w("No voting or orch-workers cell has IP or SP runs with two validations.\n")
 		return
 	}
-	w("A run's roles collapse when some role's format compliance fell by capture_format_drop or more from its first validation to its last. " +
-		"Per task (and over every task) the IP and SP runs of the voting and orch-workers cells with a collapsed role are counted, with exact (Clopper–Pearson) %s intervals, and compared by a one-sided Fisher exact test (IP's rate above SP's). " +
+	w("A run's roles collapse when some role's format compliance fell by capture_format_drop or more from its first validation to its last. "+
+		"Per task (and over every task) the IP and SP runs of the voting and orch-workers cells with a collapsed role are counted, with exact (Clopper–Pearson) %s intervals, and compared by a one-sided Fisher exact test (IP's rate above SP's). "+
 		"Lenient parsing hides such a collapse from accuracy (see the strict accuracy above).\n\n", ciPct)
 	w("| task | IP runs collapsed | SP runs collapsed | IP − SP | one-sided Fisher p |\n|---|---|---|---:|---:|\n")
 	for _, g := range cl.Collapse {
