@@ -119,6 +119,8 @@ func (t *cliffTally) judge(conc *Concentration, ci float64) {
 	conc.DiffReason = d.Reason
 	judged := conc.RunsV + conc.RunsO
 	switch {
+	case judged == 0 && conc.NoDataRuns > 0:
+		conc.Outcome, conc.Reason = Untestable, NoneJudged
 	case judged > 0 && 2*conc.LateRuns < judged:
 		conc.Outcome, conc.Reason = Untestable, NoLatePhase
 	case judged > 0 && conc.CliffsV+conc.CliffsO == 0:

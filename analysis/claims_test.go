@@ -259,7 +259,7 @@ func TestClaimVerdicts(t *testing.T) {
 				[][]judged{repeat(4, Counted, EntersRates), repeat(6, Against, NotAmplified)}}},
 		{"c not testable: IP has one seed per cell", "c", join(
 			cells("ip", 1, peak(0.3, 0.7, 0.2), []string{"voting", "orch-workers", "eval-opt"}, twoScales, amp)), nil,
-			claimResult{NotTestable, []Test{{Undecided, NoCliffCell, Tally{}}, {Untestable, NoCliffRuns, Tally{}}},
+			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{}}, {Untestable, NoCliffRuns, Tally{}}},
 				[][]judged{repeat(6, NoData, FewSeeds), none}}},
 		{"c inconclusive: no other workflow to compare with", "c", join(
 			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, twoScales, amp)), nil,

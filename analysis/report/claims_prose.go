@@ -316,6 +316,8 @@ func concentrationText(c analysis.Concentration, ci float64) testText {
 			{name: "pooled cliff rate, other workflows, exact", count: rateText(c.ExactO)},
 			{name: "IP runs judged with a late phase", count: fmt.Sprintf("%d/%d (largest second-half learning-rate share %s)", c.LateRuns, c.RunsV+c.RunsO, shareText(c.LRShare))}}}
 	switch c.Reason {
+	case analysis.NoneJudged:
+		t.why = fmt.Sprintf("None of the %d IP runs is in a cell with enough seeds to be judged.", c.NoDataRuns)
 	case analysis.NoControl:
 		t.why = fmt.Sprintf("%d of %d IP runs in voting and orch-workers fell off a cliff, %d of %d in other workflows, but the terminal-cliff detector has no positive control shown on real training in this regime, so its silence or its alarms cannot decide the claim.", c.CliffsV, c.RunsV, c.CliffsO, c.RunsO)
 	case analysis.NoLatePhase:
