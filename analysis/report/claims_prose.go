@@ -257,29 +257,31 @@ func cliffText(c analysis.CliffClaim, ci float64) claimText {
 	case analysis.NoIPCell:
 		ct.why = "No cell has IP runs, so the claim cannot be judged."
 	case analysis.EitherUntest:
-		var w []string
-		if c.Concentration.Outcome == analysis.Untestable {
-			w = append(w, "Concentration is not testable: "+conc.why)
-		}
-		if c.Amplification.Outcome == analysis.Untestable {
-			w = append(w, "Amplification is not testable: "+prec.why)
-		}
-		ct.why = strings.Join(w, " ")
+		ct.why = testsWith(analysis.Untestable, c, conc, prec)
 	case analysis.BothHold:
 		ct.why = "Both tests hold."
 	case analysis.EitherAgainst:
-		var w []string
-		if c.Concentration.Outcome == analysis.Against {
-			w = append(w, "Concentration is against: "+conc.why)
-		}
-		if c.Amplification.Outcome == analysis.Against {
-			w = append(w, "Amplification is against: "+prec.why)
-		}
-		ct.why = strings.Join(w, " ")
+		ct.why = testsWith(analysis.Against, c, conc, prec)
 	default:
 		ct.why = fmt.Sprintf("Concentration: %s; amplification: %s.", conc.outcome, prec.outcome)
 	}
 	return ct
+}
+
+// testsWith names claim c's tests with outcome o and says why, e.g.
+// "Concentration is against: ...".
+func testsWith(o analysis.Outcome, c analysis.CliffClaim, conc, prec testText) string {
+	var w []string
+	for _, x := range []struct {
+		name string
+		got  analysis.Outcome
+		why  string
+	}{{"Concentration", c.Concentration.Outcome, conc.why}, {"Amplification", c.Amplification.Outcome, prec.why}} {
+		if x.got == o {
+			w = append(w, fmt.Sprintf("%s is %s: %s", x.name, outcomeWord(o), x.why))
+		}
+	}
+	return strings.Join(w, " ")
 }
 
 // concentrationText is claim c's first test.
