@@ -283,16 +283,35 @@ func (r *RunResult) FinalWorkflowStep() (WorkflowStep, bool) {
 	return r.Workflow[len(r.Workflow)-1], true
 }
 
+// FinalRates are a run view's strict and lenient final accuracy: like
+// Metrics.Final, the mean over its last 3 validations with samples (fewer
+// when it has fewer); ok is false without any.
+func (r *RunResult) FinalRates() (strict, lenient float64, ok bool) {
+	var n int
+	for _, w := range r.Workflow[max(0, len(r.Workflow)-3):] {
+		if w.Episodes == 0 {
+			continue
+		}
+		strict += w.StrictRate()
+		lenient += w.LenientRate()
+		n++
+	}
+	if n == 0 {
+		return math.NaN(), math.NaN(), false
+	}
+	return strict / float64(n), lenient / float64(n), true
+}
+
 // strictLenient sets a condition's strict and lenient final accuracy: the
-// mean over its runs of each run's rate at its last validation, with the
-// seed part of the interval rule (a t interval over seeds; no interval
-// with one seed), since the strict grade is not resampled over problems.
+// mean over its runs of each run's FinalRates, with the seed part of the
+// interval rule (a t interval over seeds; no interval with one seed),
+// since the strict grade is not resampled over problems.
 func strictLenient(cs *CondSummary, runs []*RunResult, ci float64) {
 	var strict, lenient []float64
 	for _, r := range runs {
-		if w, ok := r.FinalWorkflowStep(); ok && w.Episodes > 0 {
-			strict = append(strict, w.StrictRate())
-			lenient = append(lenient, w.LenientRate())
+		if s, l, ok := r.FinalRates(); ok {
+			strict = append(strict, s)
+			lenient = append(lenient, l)
 		}
 	}
 	cs.StrictFinal = seedEstimate(strict, ci, 0, 1)

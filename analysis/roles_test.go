@@ -239,3 +239,19 @@ func TestBetterMultiAgentTie(t *testing.T) {
 		}
 	}
 }
+
+func TestFinalRates(t *testing.T) {
+	r := &RunResult{Workflow: []WorkflowStep{
+		{Step: 0, Episodes: 10, Lenient: 9, Strict: 9},
+		{Step: 10, Episodes: 10, Lenient: 6, Strict: 3},
+		{Step: 20, Episodes: 10, Lenient: 3, Strict: 0},
+		{Step: 30, Episodes: 10, Lenient: 6, Strict: 0},
+	}}
+	s, l, ok := r.FinalRates()
+	if !ok || math.Abs(s-0.1) > 1e-12 || math.Abs(l-0.5) > 1e-12 {
+		t.Errorf("strict %v lenient %v ok %v, want the mean of the last 3 validations: 0.1 0.5", s, l, ok)
+	}
+	if _, _, ok := (&RunResult{}).FinalRates(); ok {
+		t.Error("a run without samples has final rates")
+	}
+}

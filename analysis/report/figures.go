@@ -282,7 +282,7 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 		return nil, err
 	} else if n > 0 {
 		if err := add(Figure{Name: "strict_lenient", Title: "Strict vs lenient final accuracy",
-			Caption: "Each point is one condition of one cell at its last validation (mean over seeds): lenient accuracy grades the final answer as the workflow produced it, strict accuracy also counts an episode wrong when a supervisory output (aggregator, evaluator, orchestrator, synthesizer) did not parse. Points below the diagonal got answers right through a parse fallback."}, p, leg); err != nil {
+			Caption: "Each point is one condition of one cell (final accuracy: the mean of the last 3 validations, mean over seeds): lenient accuracy grades the final answer as the workflow produced it, strict accuracy also counts an episode wrong when a supervisory output (aggregator, evaluator, orchestrator, synthesizer) did not parse. Points below the diagonal got answers right through a parse fallback."}, p, leg); err != nil {
 			return nil, err
 		}
 	}

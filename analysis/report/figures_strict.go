@@ -11,7 +11,8 @@ import (
 )
 
 // strictFigure draws each condition of each cell (mean over seeds) at its
-// lenient final accuracy (x) and strict final accuracy (y): points below
+// lenient final accuracy (x) and strict final accuracy (y), both the mean of
+// the last 3 validations: points below
 // the diagonal got right answers through a supervisory output that did not
 // parse. n is the number of points.
 func strictFigure(st *analysis.Study) (*plot.Plot, *plot.Legend, int, error) {

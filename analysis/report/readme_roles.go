@@ -33,7 +33,7 @@ func writeStrict(w md, st *analysis.Study, cl *analysis.Claims) {
 	w("\n## Strict and lenient accuracy\n\n")
 	w("The workflows read a supervisory role's output leniently, as the paper's code does: an aggregator without a valid `Selected:` line picks the candidate of its first digit or candidate 1, an evaluator verdict that does not parse counts as Incorrect, an orchestrator without strategy lines has its list items used or gets one free-choice worker. "+
 		"*Lenient* accuracy grades the final answer as it stands (the matrix's accuracy, here recomputed from the validation samples); *strict* accuracy also counts an episode wrong when any supervisory output (aggregator, evaluator, orchestrator, synthesizer) did not parse, by the workflow's own parse (the samples' `compliant`). "+
-		"Both are at each run's last validation, mean over seeds with a t interval over seeds (%s; none with one seed). *Unparsed* is the share of the supervisory turns that did not parse, with the fallbacks taken.\n\n", ciPct)
+		"Both are final accuracies like the matrix's (the mean of each run's last 3 validations), mean over seeds with a t interval over seeds (%s; none with one seed). *Unparsed* is the share of the supervisory turns of the last validation that did not parse, with the fallbacks taken.\n\n", ciPct)
 	w("| task | workflow | scale | condition | seeds | lenient final | strict final | lenient − strict | unparsed supervisory turns | fallbacks taken |\n|---|---|---|---|---:|---:|---:|---:|---:|---|\n")
 	for _, c := range st.Cells {
 		for _, cs := range c.Conditions {

@@ -58,10 +58,11 @@ var SummaryMetrics = func() []string {
 	return append(out, strictMetrics...)
 }()
 
-// strictMetrics are the columns of strict and lenient accuracy at the last
-// validation (analysis/roles.go; the bounds are the t interval over seeds,
-// cell rows only) and the share of supervisory turns whose output did not
-// parse there (a cell row pools its seeds' turns).
+// strictMetrics are the columns of strict and lenient final accuracy (the
+// mean of the last 3 validations, like final; analysis/roles.go; the bounds
+// are the t interval over seeds, cell rows only) and the share of
+// supervisory turns whose output did not parse at the last validation (a
+// cell row pools its seeds' turns).
 var strictMetrics = []string{"strict_final", "strict_final_lo", "strict_final_hi",
 	"lenient_final", "lenient_final_lo", "lenient_final_hi", "unparsed_supervisory"}
 
@@ -145,10 +146,7 @@ func SummaryRows(st *analysis.Study) []SummaryRow {
 			}
 		}
 		row.Values = append(row.Values, float64(m.CeilingStep), b2f(m.Cliff.Cliff), m.Cliff.Threshold, float64(m.Cliff.FallStep), float64(m.Evals), b2f(amp), float64(capt))
-		strict, lenient := nan, nan
-		if w, ok := r.FinalWorkflowStep(); ok {
-			strict, lenient = w.StrictRate(), w.LenientRate()
-		}
+		strict, lenient, _ := r.FinalRates()
 		row.Values = append(row.Values, strict, nan, nan, lenient, nan, nan, unparsedShare([]*analysis.RunResult{r}))
 		rows = append(rows, row)
 	}
