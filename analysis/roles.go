@@ -65,9 +65,9 @@ type WorkflowStep struct {
 
 	// Evaluator (eval-opt): parsed verdicts against the true correctness
 	// of the generator turn they judged.
-	Verdicts, Accepts         int
-	FalseAccepts, FalseReject int // accepted a wrong answer, rejected a right one
-	CorrectJudged             int // parsed verdicts on a correct generator turn
+	Verdicts, Accepts          int
+	FalseAccepts, FalseRejects int // accepted a wrong answer, rejected a right one
+	CorrectJudged              int // parsed verdicts on a correct generator turn
 
 	// Aggregator (voting): choices among the candidates.
 	Choices, WithCorrect, PickedCorrect int // PickedCorrect counts episodes with a correct candidate
@@ -197,7 +197,7 @@ func addEpisode(w *WorkflowStep, roles map[string]*RoleStep, rows []*runlog.Samp
 					w.FalseAccepts++
 				}
 				if !accept && lastGen.Correct {
-					w.FalseReject++
+					w.FalseRejects++
 				}
 			}
 		case study.Aggregator:

@@ -130,8 +130,8 @@ func TestWorkflowStepsEvaluatorAndOrchestrator(t *testing.T) {
 		row("o2", study.Synthesizer, "no idea", "", false, false), row("o2", "final", "", "", false, false),
 	}}
 	w := WorkflowSteps(r, "w")[0]
-	if w.Verdicts != 3 || w.Accepts != 2 || w.FalseAccepts != 1 || w.FalseReject != 1 || w.CorrectJudged != 2 {
-		t.Errorf("verdicts %d accepts %d false accepts %d false rejects %d on correct %d, want 3 2 1 1 2", w.Verdicts, w.Accepts, w.FalseAccepts, w.FalseReject, w.CorrectJudged)
+	if w.Verdicts != 3 || w.Accepts != 2 || w.FalseAccepts != 1 || w.FalseRejects != 1 || w.CorrectJudged != 2 {
+		t.Errorf("verdicts %d accepts %d false accepts %d false rejects %d on correct %d, want 3 2 1 1 2", w.Verdicts, w.Accepts, w.FalseAccepts, w.FalseRejects, w.CorrectJudged)
 	}
 	if ev := w.Role(study.Evaluator); ev.Turns != 4 || ev.Unparsed != 1 || ev.Fallbacks[FallbackIncorrect] != 1 {
 		t.Errorf("evaluator %+v", ev)

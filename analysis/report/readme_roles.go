@@ -132,7 +132,7 @@ func writeRoleMetrics(w md, st *analysis.Study) {
 				t.Verdicts += ws.Verdicts
 				t.Accepts += ws.Accepts
 				t.FalseAccepts += ws.FalseAccepts
-				t.FalseReject += ws.FalseReject
+				t.FalseRejects += ws.FalseRejects
 				t.CorrectJudged += ws.CorrectJudged
 				t.Choices += ws.Choices
 				t.WithCorrect += ws.WithCorrect
@@ -143,7 +143,7 @@ func writeRoleMetrics(w md, st *analysis.Study) {
 				t.Workers += ws.Workers
 			}
 			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cellEsc(c.Key.Task), cellEsc(c.Key.Workflow), cellEsc(c.Key.Scale), cellEsc(cs.Condition),
-				mean(t.Turns, t.Episodes), ratio(t.Accepts, t.Verdicts), ratio(t.FalseAccepts, t.Verdicts-t.CorrectJudged), ratio(t.FalseReject, t.CorrectJudged),
+				mean(t.Turns, t.Episodes), ratio(t.Accepts, t.Verdicts), ratio(t.FalseAccepts, t.Verdicts-t.CorrectJudged), ratio(t.FalseRejects, t.CorrectJudged),
 				ratio(t.PickedCorrect, t.WithCorrect), ratio(t.PickedFirst, t.Choices), mean(t.Strategies, t.Plans), mean(t.Workers, t.Plans))
 		}
 	}
