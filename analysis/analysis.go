@@ -111,6 +111,7 @@ type RunResult struct {
 	Amplification []Amplification  // per (policy, role); empty for base runs
 	Dominance     []Dominance      // policies with two or more roles
 	Capture       []Capture        // per non-dominant role of a multi-role policy
+	Workflow      []WorkflowStep   // role-level workflow metrics per validation, by step (roles.go)
 	run           *runlog.Run      // source, for figures of training statistics
 	steps         []runlog.StepRow // sorted by (step, policy, role)
 }
@@ -162,8 +163,12 @@ type CondSummary struct {
 	GainBaseFinal   Estimate
 	GainSARLCeiling Estimate
 	GainSARLFinal   Estimate
-	samp            *sampling // what the intervals rest on
-	values          []float64 // per metric, point estimate
+	// StrictFinal and LenientFinal are the final accuracy with every
+	// supervisory output required to parse and as the workflow graded it,
+	// from the samples (roles.go); over seeds alone.
+	StrictFinal, LenientFinal Estimate
+	samp                      *sampling // what the intervals rest on
+	values                    []float64 // per metric, point estimate
 }
 
 // metricNames are the metrics carrying bootstrap intervals, in order.
@@ -214,6 +219,9 @@ type Study struct {
 	Cells      []*CellResult
 	Provenance Provenance
 	Skipped    []string // "run-id: reason" for runs with no validation
+	// Controls are the detectors with a shown positive control and the
+	// test that shows it (PositiveControls when analysed).
+	Controls map[Detector]string
 }
 
 func provenance(runs []*runlog.Run) Provenance {

@@ -131,7 +131,19 @@ func TestAmplification(t *testing.T) {
 			return 1
 		}, analysistest.Const(0.8), cliff, true, false, 90, 1},
 		{"norm rises but agents disagree", ramp, analysistest.Const(0.1), cliff, false, false, -1, 1},
-		{"single-agent role has no cosine", ramp, nan, cliff, false, false, -1, 1},
+		{"single-agent role is tested on its norm alone", ramp, nan, cliff, true, true, 64, 1},
+		{"a spike is not sustained", func(s int) float64 {
+			if s == 70 || s == 74 {
+				return 10
+			}
+			return 1
+		}, analysistest.Const(0.8), cliff, false, false, 70, 1},
+		{"warm-up steps are left out of the baseline", func(s int) float64 {
+			if s <= 5 {
+				return 0.01
+			}
+			return 1
+		}, analysistest.Const(0.8), cliff, false, false, -1, 1},
 		{"steady norm", analysistest.Const(2), analysistest.Const(0.9), cliff, false, false, -1, 2},
 		{"amplified without a cliff", ramp, analysistest.Const(0.8), Cliff{FallStep: -1}, true, false, 64, 1},
 	}
@@ -150,11 +162,15 @@ func TestAmplification(t *testing.T) {
 				if a.Steps[0] != tc.firstStep || a.Norms[0] <= p.AmpK*a.EarlyMedian || a.Cos[0] <= p.AmpCos {
 					t.Errorf("evidence step %d norm %v cos %v; want first step %d", a.Steps[0], a.Norms[0], a.Cos[0], tc.firstStep)
 				}
-			} else if len(a.Steps) != 0 {
-				t.Errorf("evidence steps %v for a non-amplified role", a.Steps)
+				if a.Sustained < a.Steps[AmpSustainK-1] || a.Sustained > a.Steps[0]+AmpSustainN-1 {
+					t.Errorf("sustained at %d, want the step closing the first %d-of-%d window from %d", a.Sustained, AmpSustainK, AmpSustainN, a.Steps[0])
+				}
+			} else if a.Sustained != -1 || (tc.firstStep < 0 && len(a.Steps) != 0) || (tc.firstStep >= 0 && a.Steps[0] != tc.firstStep) {
+				t.Errorf("evidence steps %v sustained %d for a non-amplified role", a.Steps, a.Sustained)
 			}
-			if a.EarlyUntil != 20 {
-				t.Errorf("early until %d, want 20", a.EarlyUntil)
+			// warm-up steps 1..5, baseline steps 6..24 (early_frac of the rest)
+			if a.EarlyUntil != 24 {
+				t.Errorf("early until %d, want 24", a.EarlyUntil)
 			}
 		})
 	}

@@ -22,7 +22,7 @@ func Analyze(runs []*runlog.Run) (*Study, error) {
 		}
 	}
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Manifest.RunID < sorted[j].Manifest.RunID })
-	st := &Study{}
+	st := &Study{Controls: defaultControls()}
 	if err := checkManifests(st, sorted); err != nil {
 		return nil, err
 	}
@@ -145,6 +145,7 @@ func (st *Study) addRun(r *runlog.Run, taken map[slot]string) error {
 			RunID: m.RunID, Cell: cell, TrainWorkflow: m.Workflow, Condition: m.Condition,
 			SeedIndex: m.SeedIndex, Status: m.Status, Curve: curve, Metrics: met,
 			Problems: Problems(r, wf, stepIdx), run: r, steps: steps,
+			Workflow: WorkflowSteps(r, wf),
 		}
 		if m.Condition != study.Base && len(steps) > 0 {
 			rr.Amplification = DetectAmplification(steps, met.Cliff, st.Params)

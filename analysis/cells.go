@@ -74,5 +74,6 @@ func summarize(runs []*RunResult, key CellKey, p Params) CondSummary {
 		est[k] = cs.samp.estimate(k, cs.values[k], p.CI)
 	}
 	cs.Base, cs.Ceiling, cs.Final, cs.Floor, cs.Drop, cs.AUC, cs.CliffRate = est[0], est[1], est[2], est[3], est[4], est[5], est[6]
+	strictLenient(&cs, runs, p.CI)
 	return cs
 }

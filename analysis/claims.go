@@ -28,10 +28,22 @@ import (
 //     least half of N, so that even if every undecided unit and every unit
 //     without enough data held, they could not make a strict majority; it
 //     is undecided otherwise, and when N is 0.
+//   - A test with no unit judged (none the claim applies to, or none with
+//     enough data) is NotTestable: the study lacks what the claim needs.
 //   - A claim with one test takes its verdict from it (Holds: reproduced,
-//     Against: not reproduced, Undecided: inconclusive); claim c, with two
-//     tests, is reproduced when both hold, not reproduced when either is
-//     against, and inconclusive otherwise.
+//     Against: refuted, NotTestable: not testable at this budget,
+//     Undecided: inconclusive); claim c, with two tests, is refuted when
+//     either is against, not testable when neither is against and either
+//     is not testable, reproduced when both hold, and inconclusive
+//     otherwise.
+//   - Claim c's concentration test is NotTestable when fewer than half of
+//     the IP runs judged have a late phase (LatePhase): a terminal cliff
+//     needs validations after the ceiling and learning rate left to fall
+//     with.
+//   - A test that rests on a detector without a shown positive control
+//     (PositiveControls) is NotTestable: its units are still judged and
+//     shown, but they cannot decide the claim.
+//   - Ties are ties: means of fractions are compared with CompareMeans.
 
 // Verdict is a claim's verdict.
 type Verdict int
@@ -40,7 +52,13 @@ type Verdict int
 const (
 	Inconclusive Verdict = iota
 	Reproduced
-	NotReproduced
+	// Refuted: the study had the conditions the claim needs and the claim
+	// did not hold.
+	Refuted
+	// NotTestable: the study lacks the conditions the claim needs (no
+	// late phase, no unit with enough data, a detector not shown to fire
+	// in this regime), so it says nothing of the claim at this budget.
+	NotTestable
 )
 
 // Outcome is the outcome of one unit (cell or run) or one test of a claim.
@@ -55,6 +73,9 @@ const (
 	// Counted marks a cell whose cliff rate enters the comparison of
 	// workflows (claim c) rather than being judged on its own.
 	Counted
+	// Untestable marks a test (or a unit) the study cannot decide for want
+	// of the conditions it needs.
+	Untestable
 )
 
 // Reason is what decided an outcome or a verdict.
@@ -92,11 +113,17 @@ const (
 	NoCliffCell  // claim c: no voting or orch-workers cell with IP was judged
 	NoOtherCell  // claim c: no cell of another workflow with IP was judged
 	RateInterval // claim c: decided by the interval of the difference of rates (Concentration.DiffReason)
+	NoneJudged   // no unit had enough data
+	NoLatePhase  // claim c: fewer than half the IP runs judged have a late phase
+	NoCliffRuns  // claim c: no IP run judged fell off a cliff, so no run to test for amplification
+	NoSharedCell // claim d: no cell's SP policy is shared by two or more roles
+	NoControl    // the detector the test rests on has no shown positive control (PositiveControls)
 
 	// A verdict of claim c.
 	NoIPCell      // no cell has IP runs
 	BothHold      // both tests hold
 	EitherAgainst // a test is against
+	EitherUntest  // no test is against and one is not testable
 	Mixed         // otherwise
 )
 
@@ -197,6 +224,11 @@ type Concentration struct {
 	RateV, RateO   Estimate
 	Diff           Estimate // RateV − RateO, clamped to [-1, 1]
 	DiffReason     Reason   // how Diff's interval stands against 0
+	// ExactV and ExactO are the pooled cliff counts of the V and O cells
+	// judged with their exact (Clopper–Pearson) intervals.
+	ExactV, ExactO Rate
+	LateRuns       int     // IP runs judged with a late phase (LatePhaseOf)
+	LRShare        float64 // the largest second-half learning-rate share of those runs, NaN when none has step rows
 }
 
 // CliffCell is one cell with IP runs of claim c.
@@ -206,6 +238,8 @@ type CliffCell struct {
 	CliffRuns, Seeds int      // IP runs with a cliff, of all IP runs
 	Rate             Estimate // the cliff rate
 	Amplified        int      // cliff runs preceded by amplification
+	LateRuns         int      // IP runs with a late phase (LatePhaseOf)
+	LRShare          float64  // the largest second-half learning-rate share of its IP runs, NaN without step rows
 }
 
 // AmplificationTest is claim c's second test: each IP run judged that fell
@@ -230,6 +264,7 @@ type CaptureClaim struct {
 	Test       Test
 	Cells      []CaptureCell
 	ByWorkflow []WorkflowTally // the cells that hold per workflow, by name
+	Pooled     Rate            // SP runs captured of those with capture comparisons, over the cells, exact interval
 }
 
 // CaptureCell is one cell of claim d.
@@ -238,6 +273,7 @@ type CaptureCell struct {
 	Judgement
 	Captured, Judged int        // SP runs captured, of those with capture comparisons
 	Rate             Estimate   // capture rate, t interval over seeds
+	Exact            Rate       // the same count with its exact (Clopper–Pearson) interval
 	Pairs            []RolePair // captured roles and their dominant roles, sorted
 	LenSP, LenIP     Estimate   // the aggregator's length at the last validation over the first
 }
@@ -295,7 +331,8 @@ type Claims struct {
 	Ceiling   CeilingClaim // claim b
 	Cliffs    CliffClaim   // claim c
 	Capture   CaptureClaim // claim d
-	Gains     []SARLGain   // cells with SA-RL and SP or IP, in the study's cell order
+	Collapse  []CollapseGroup
+	Gains     []SARLGain // cells with SA-RL and SP or IP, in the study's cell order
 	Headlines []Headline
 	CI        float64
 }
@@ -324,6 +361,7 @@ func CompareClaims(st *Study) *Claims {
 	cl.Ceiling = claimB(st)
 	cl.Cliffs = claimC(st)
 	cl.Capture = claimD(st)
+	cl.Collapse = CompareCollapse(st)
 	cl.Gains = sarlGains(st)
 	cl.Headlines = headlines(st, cl.Gains)
 	return cl
@@ -335,7 +373,9 @@ func verdictOf(outcome Outcome) Verdict {
 	case Holds:
 		return Reproduced
 	case Against:
-		return NotReproduced
+		return Refuted
+	case Untestable:
+		return NotTestable
 	}
 	return Inconclusive
 }
@@ -358,7 +398,9 @@ func majority(outcomes []Outcome) Test {
 	n := t.Total()
 	switch {
 	case n == 0:
-		return Test{Outcome: Undecided, Reason: NoUnits, Tally: t}
+		return Test{Outcome: Untestable, Reason: NoUnits, Tally: t}
+	case t.Judged() == 0:
+		return Test{Outcome: Untestable, Reason: NoneJudged, Tally: t}
 	case 2*t.Holds > n:
 		return Test{Outcome: Holds, Reason: Majority, Tally: t}
 	case 2*t.Against >= n:
@@ -403,11 +445,11 @@ func seedsOf(cs *CondSummary) int {
 }
 
 // BetterMultiAgent returns the cell's better multi-agent condition: of SP
-// and IP, the one with the higher final accuracy (mean over seeds), SP on
-// a tie; nil when the cell has neither.
+// and IP, the one with the higher final accuracy (mean over seeds,
+// compared by CompareMeans), SP on a tie; nil when the cell has neither.
 func (c *CellResult) BetterMultiAgent() *CondSummary {
 	sp, ip := c.Cond(study.SP), c.Cond(study.IP)
-	if sp == nil || (ip != nil && ip.Final.Value > sp.Final.Value) {
+	if sp == nil || (ip != nil && CompareMeans(ip.Final.Value, sp.Final.Value) > 0) {
 		return ip
 	}
 	return sp

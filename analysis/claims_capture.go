@@ -17,6 +17,7 @@ func claimD(st *Study) CaptureClaim {
 	var cl CaptureClaim
 	var outcomes []Outcome
 	byWF := map[string][2]int{}
+	var capK, capN int
 	for _, c := range st.Cells {
 		sp := c.Cond(study.SP)
 		if sp == nil {
@@ -49,7 +50,9 @@ func claimD(st *Study) CaptureClaim {
 			}
 		}
 		k := int(math.Round(sum(ind)))
-		u := CaptureCell{Cell: c.Key, Captured: k, Judged: len(ind),
+		capK += k
+		capN += len(ind)
+		u := CaptureCell{Cell: c.Key, Captured: k, Judged: len(ind), Exact: ClopperPearson(k, len(ind), p.CI),
 			Rate:  seedEstimate(ind, p.CI, 0, 1),
 			Pairs: sortedPairs(pairSet),
 			LenSP: seedEstimate(lenSP, p.CI, 0, math.Inf(1)),
@@ -74,7 +77,14 @@ func claimD(st *Study) CaptureClaim {
 		outcomes = append(outcomes, u.Outcome)
 	}
 	cl.Test = majority(outcomes)
+	switch {
+	case len(cl.Cells) == 0:
+		cl.Test.Reason = NoSharedCell
+	case cl.Test.Outcome != Untestable && !st.controlled(CaptureDetector):
+		cl.Test.Outcome, cl.Test.Reason = Untestable, NoControl
+	}
 	cl.Verdict = verdictOf(cl.Test.Outcome)
+	cl.Pooled = ClopperPearson(capK, capN, p.CI)
 	for _, wf := range slices.Sorted(maps.Keys(byWF)) {
 		cl.ByWorkflow = append(cl.ByWorkflow, WorkflowTally{Workflow: wf, Holds: byWF[wf][0], Cells: byWF[wf][1]})
 	}

@@ -14,7 +14,7 @@ import (
 // amplification precedes them.
 func claimC(st *Study) CliffClaim {
 	var t cliffTally
-	var conc Concentration
+	conc := Concentration{LRShare: math.NaN()}
 	var prec AmplificationTest
 	for _, c := range st.Cells {
 		if c.Cond(study.IP) != nil {
@@ -22,11 +22,20 @@ func claimC(st *Study) CliffClaim {
 		}
 	}
 	t.judge(&conc, st.Params.CI)
+	if len(conc.Cells) > 0 && conc.Outcome != Untestable && !st.controlled(CliffDetector) {
+		conc.Outcome, conc.Reason = Untestable, NoControl
+	}
 	outcomes := make([]Outcome, len(prec.Runs))
 	for i, r := range prec.Runs {
 		outcomes[i] = r.Outcome
 	}
 	prec.Test = majority(outcomes)
+	switch {
+	case len(prec.Runs) == 0:
+		prec.Test.Reason = NoCliffRuns
+	case !st.controlled(AmplificationDetector):
+		prec.Test.Outcome, prec.Test.Reason = Untestable, NoControl
+	}
 	return verdictC(conc, prec)
 }
 
@@ -48,7 +57,16 @@ func (t *cliffTally) addCell(st *Study, c *CellResult, conc *Concentration, prec
 			amp++
 		}
 	}
-	u := CliffCell{Cell: c.Key, CliffRuns: ip.CliffRuns, Seeds: ip.Seeds, Rate: ip.CliffRate, Amplified: amp}
+	u := CliffCell{Cell: c.Key, CliffRuns: ip.CliffRuns, Seeds: ip.Seeds, Rate: ip.CliffRate, Amplified: amp, LRShare: math.NaN()}
+	for _, r := range runs {
+		lp := LatePhaseOf(r)
+		if lp.Late {
+			u.LateRuns++
+		}
+		if !math.IsNaN(lp.LRShare) && (math.IsNaN(u.LRShare) || lp.LRShare > u.LRShare) {
+			u.LRShare = lp.LRShare
+		}
+	}
 	if j, few := fewSeeds(ip); few {
 		u.Judgement = j
 		conc.NoDataRuns += ip.Seeds
@@ -56,6 +74,10 @@ func (t *cliffTally) addCell(st *Study, c *CellResult, conc *Concentration, prec
 		return
 	}
 	u.Outcome, u.Reason = Counted, EntersRates
+	conc.LateRuns += u.LateRuns
+	if !math.IsNaN(u.LRShare) && (math.IsNaN(conc.LRShare) || u.LRShare > conc.LRShare) {
+		conc.LRShare = u.LRShare
+	}
 	if slices.Contains(cliffWorkflows, c.Key.Workflow) {
 		t.rateV = append(t.rateV, ip.CliffRate)
 		conc.RunsV += ip.Seeds
@@ -92,10 +114,16 @@ func (t *cliffTally) judge(conc *Concentration, ci float64) {
 	}
 	conc.CellsV, conc.CellsO = len(t.rateV), len(t.rateO)
 	conc.RateV, conc.RateO, conc.Diff = rv, ro, diff
+	conc.ExactV, conc.ExactO = ClopperPearson(conc.CliffsV, conc.RunsV, ci), ClopperPearson(conc.CliffsO, conc.RunsO, ci)
 	d := judgeGain(diff)
 	conc.DiffReason = d.Reason
+	judged := conc.RunsV + conc.RunsO
 	switch {
-	case conc.RunsV+conc.RunsO > 0 && conc.CliffsV+conc.CliffsO == 0:
+	case judged == 0 && conc.NoDataRuns > 0:
+		conc.Outcome, conc.Reason = Untestable, NoneJudged
+	case judged > 0 && 2*conc.LateRuns < judged:
+		conc.Outcome, conc.Reason = Untestable, NoLatePhase
+	case judged > 0 && conc.CliffsV+conc.CliffsO == 0:
 		conc.Outcome, conc.Reason = Against, NoCliffs
 	case len(t.rateV) == 0:
 		conc.Outcome, conc.Reason = Undecided, NoCliffCell
@@ -111,11 +139,13 @@ func verdictC(conc Concentration, prec AmplificationTest) CliffClaim {
 	c := CliffClaim{Concentration: conc, Amplification: prec}
 	switch {
 	case len(conc.Cells) == 0:
-		c.Verdict, c.Reason = Inconclusive, NoIPCell
+		c.Verdict, c.Reason = NotTestable, NoIPCell
+	case conc.Outcome == Against || prec.Outcome == Against:
+		c.Verdict, c.Reason = Refuted, EitherAgainst
+	case conc.Outcome == Untestable || prec.Outcome == Untestable:
+		c.Verdict, c.Reason = NotTestable, EitherUntest
 	case conc.Outcome == Holds && prec.Outcome == Holds:
 		c.Verdict, c.Reason = Reproduced, BothHold
-	case conc.Outcome == Against || prec.Outcome == Against:
-		c.Verdict, c.Reason = NotReproduced, EitherAgainst
 	default:
 		c.Verdict, c.Reason = Inconclusive, Mixed
 	}
@@ -134,13 +164,13 @@ func amplifiedBeforeCliff(r *RunResult) bool {
 	return false
 }
 
-// firstAmplified is the first step at which a role of the run was
-// amplified, or -1.
+// firstAmplified is the first step closing a sustained amplified window
+// of a role of the run, or -1.
 func firstAmplified(r *RunResult) int64 {
 	first := int64(-1)
 	for _, a := range r.Amplification {
-		if a.Amplified && (first < 0 || a.Steps[0] < first) {
-			first = a.Steps[0]
+		if a.Amplified && (first < 0 || a.Sustained < first) {
+			first = a.Sustained
 		}
 	}
 	return first
@@ -178,4 +208,63 @@ func b01(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// MinLateValidations is the fewest validations in the second half of its
+// training steps a run needs for a terminal cliff to be seen in it.
+const MinLateValidations = 2
+
+// MinLateLRShare is the least share of the summed learning rate the second
+// half of a run's steps must carry for the run to have a late phase: a
+// linear decay to zero gives 0.25, a constant rate 0.5, a cosine decay to
+// zero about 0.18.
+const MinLateLRShare = 0.25
+
+// LatePhase is whether a run has the late phase a terminal cliff needs.
+type LatePhase struct {
+	LateValidations int     // validations after the middle of training
+	LRShare         float64 // share of the summed learning rate in the second half of the steps, NaN without step rows
+	// Late: LateValidations >= MinLateValidations and LRShare >=
+	// MinLateLRShare (not checked without step rows).
+	Late bool
+}
+
+// LatePhaseOf reads a run view's late phase from its curve and step rows
+// (the learning rate of the first row of each step). It rests
+// on the budget (validations, schedule), not on the run's outcome.
+func LatePhaseOf(r *RunResult) LatePhase {
+	lp := LatePhase{LRShare: math.NaN()}
+	var end int64
+	for _, p := range r.Curve {
+		end = max(end, p.Step)
+	}
+	lr := map[int64]float64{}
+	var last int64
+	for _, s := range r.steps {
+		if math.IsNaN(s.LR) {
+			continue
+		}
+		if _, ok := lr[s.Step]; !ok {
+			lr[s.Step] = s.LR
+		}
+		last = max(last, s.Step)
+	}
+	end = max(end, last)
+	for _, p := range r.Curve {
+		if 2*p.Step > end {
+			lp.LateValidations++
+		}
+	}
+	var all, late float64
+	for st, v := range lr {
+		all += v
+		if 2*st > last {
+			late += v
+		}
+	}
+	if all > 0 {
+		lp.LRShare = late / all
+	}
+	lp.Late = lp.LateValidations >= MinLateValidations && (math.IsNaN(lp.LRShare) || lp.LRShare >= MinLateLRShare-1e-12)
+	return lp
 }

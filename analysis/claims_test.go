@@ -189,20 +189,20 @@ func TestClaimVerdicts(t *testing.T) {
 			cells("base", 3, flat(0.7), voting, twoScales, nil),
 			cells("sp", 3, rise(0.7, 0.2), voting, twoScales, nil),
 			cells("ip", 3, rise(0.7, 0.25), voting, twoScales, nil)), nil,
-			claimResult{NotReproduced, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, BelowZero)}}},
-		{"a inconclusive: base has one seed", "a", join(
+			claimResult{Refuted, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, BelowZero)}}},
+		{"a not testable: base has one seed", "a", join(
 			cells("base", 1, flat(0.2), voting, twoScales, nil),
 			cells("sp", 3, rise(0.2, 0.7), voting, twoScales, nil),
 			cells("ip", 3, rise(0.2, 0.6), voting, twoScales, nil)), nil,
-			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewSeeds)}}},
+			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewSeeds)}}},
 		{"a inconclusive: no gain distinguishable from zero", "a", join(
 			cells("base", 3, flat(0.4), voting, twoScales, nil),
 			cells("sp", 3, flat(0.4), voting, twoScales, nil),
 			cells("ip", 3, flat(0.4), voting, twoScales, nil)), nil,
 			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Undecided: 2}}}, [][]judged{repeat(2, Undecided, ContainsZero)}}},
-		{"a cannot be judged: no multi-agent condition", "a",
+		{"a not testable: no multi-agent condition", "a",
 			cells("base", 3, flat(0.4), voting, twoScales, nil), nil,
-			claimResult{Inconclusive, []Test{{Undecided, NoUnits, Tally{}}}, [][]judged{none}}},
+			claimResult{NotTestable, []Test{{Untestable, NoUnits, Tally{}}}, [][]judged{none}}},
 
 		// b: IP's ceiling against SP's
 		{"b reproduced: IP peaks far above SP", "b", join(
@@ -212,7 +212,7 @@ func TestClaimVerdicts(t *testing.T) {
 		{"b not reproduced: SP peaks far above IP", "b", join(
 			cells("sp", 3, rise(0.3, 0.8), voting, twoScales, nil),
 			cells("ip", 3, rise(0.3, 0.4), voting, twoScales, nil)), nil,
-			claimResult{NotReproduced, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, BelowZero)}}},
+			claimResult{Refuted, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, BelowZero)}}},
 		{"b inconclusive: one cell each way and one undecided", "b", join(
 			cells("sp", 3, rise(0.3, 0.4), voting, []string{"s"}, nil),
 			cells("ip", 3, rise(0.3, 0.8), voting, []string{"s"}, nil),
@@ -224,10 +224,10 @@ func TestClaimVerdicts(t *testing.T) {
 			// majority for nor half against (cells in scale order s, m, l)
 			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Holds: 1, Against: 1, Undecided: 1}}},
 				[][]judged{{{Holds, AboveZero}, {Against, BelowZero}, {Undecided, ContainsZero}}}}},
-		{"b inconclusive: SP has one seed", "b", join(
+		{"b not testable: SP has one seed", "b", join(
 			cells("sp", 1, rise(0.3, 0.4), voting, twoScales, nil),
 			cells("ip", 3, rise(0.3, 0.8), voting, twoScales, nil)), nil,
-			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewSeeds)}}},
+			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewSeeds)}}},
 
 		// c: IP cliffs in voting and orch-workers, after amplification
 		{"c reproduced: cliffs in voting and orch-workers, amplified first", "c", join(
@@ -241,28 +241,33 @@ func TestClaimVerdicts(t *testing.T) {
 			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)), nil,
 			claimResult{Reproduced, []Test{{Holds, RateInterval, Tally{}}, {Holds, Majority, Tally{Holds: 8}}},
 				[][]judged{repeat(5, Counted, EntersRates), repeat(8, Holds, AmplifiedFirst)}}},
-		{"c not reproduced: no IP run falls off a cliff", "c", join(
+		{"c not testable: a cosine schedule to zero leaves no late phase", "c", join(
+			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, []string{"s"}, func(a *arm) { a.Amplify, a.LR = true, analysistest.CosineLR(100) }),
+			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, []string{"s"}, func(a *arm) { a.LR = analysistest.CosineLR(100) })), nil,
+			claimResult{NotTestable, []Test{{Untestable, NoLatePhase, Tally{}}, {Holds, Majority, Tally{Holds: 3}}},
+				[][]judged{repeat(2, Counted, EntersRates), repeat(3, Holds, AmplifiedFirst)}}},
+		{"c refuted: no IP run falls off a cliff", "c", join(
 			cells("ip", 3, rise(0.3, 0.7), []string{"voting", "orch-workers", "eval-opt"}, twoScales, amp)), nil,
-			claimResult{NotReproduced, []Test{{Against, NoCliffs, Tally{}}, {Undecided, NoUnits, Tally{}}},
+			claimResult{Refuted, []Test{{Against, NoCliffs, Tally{}}, {Untestable, NoCliffRuns, Tally{}}},
 				[][]judged{repeat(6, Counted, EntersRates), none}}},
 		{"c not reproduced: cliffs without amplification", "c", join(
 			cells("ip", 3, peak(0.3, 0.7, 0.2), []string{"voting", "orch-workers"}, []string{"s"}, nil),
 			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)), nil,
 			// every cell's cliff rate is 0 or 1 without spread: the
 			// difference's interval has zero width
-			claimResult{NotReproduced, []Test{{Undecided, RateInterval, Tally{}}, {Against, HalfAgainst, Tally{Against: 6}}},
+			claimResult{Refuted, []Test{{Undecided, RateInterval, Tally{}}, {Against, HalfAgainst, Tally{Against: 6}}},
 				[][]judged{repeat(4, Counted, EntersRates), repeat(6, Against, NotAmplified)}}},
-		{"c inconclusive: IP has one seed per cell", "c", join(
+		{"c not testable: IP has one seed per cell", "c", join(
 			cells("ip", 1, peak(0.3, 0.7, 0.2), []string{"voting", "orch-workers", "eval-opt"}, twoScales, amp)), nil,
-			claimResult{Inconclusive, []Test{{Undecided, NoCliffCell, Tally{}}, {Undecided, NoUnits, Tally{}}},
+			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{}}, {Untestable, NoCliffRuns, Tally{}}},
 				[][]judged{repeat(6, NoData, FewSeeds), none}}},
 		{"c inconclusive: no other workflow to compare with", "c", join(
 			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, twoScales, amp)), nil,
 			claimResult{Inconclusive, []Test{{Undecided, NoOtherCell, Tally{}}, {Holds, Majority, Tally{Holds: 6}}},
 				[][]judged{repeat(2, Counted, EntersRates), repeat(6, Holds, AmplifiedFirst)}}},
-		{"c cannot be judged: no IP run", "c",
+		{"c not testable: no IP run", "c",
 			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, nil), nil,
-			claimResult{Inconclusive, []Test{{Undecided, NoCliffCell, Tally{}}, {Undecided, NoUnits, Tally{}}}, [][]judged{none, none}}},
+			claimResult{NotTestable, []Test{{Undecided, NoCliffCell, Tally{}}, {Untestable, NoCliffRuns, Tally{}}}, [][]judged{none, none}}},
 
 		// d: role capture under SP
 		{"d reproduced: the aggregator is captured in every SP run", "d", join(
@@ -270,21 +275,21 @@ func TestClaimVerdicts(t *testing.T) {
 			claimResult{Reproduced, []Test{{Holds, Majority, Tally{Holds: 2}}}, [][]judged{repeat(2, Holds, MostCaptured)}}},
 		{"d not reproduced: no SP run captured", "d", join(
 			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.NotCaptured))), nil,
-			claimResult{NotReproduced, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, MostNotCaptured)}}},
+			claimResult{Refuted, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, MostNotCaptured)}}},
 		{"d inconclusive: one cell captured, one not, one without capture rows", "d", join(
 			cells("sp", 3, rise(0.3, 0.5), voting, []string{"s"}, captureMod(analysistest.Captured)),
 			cells("sp", 3, rise(0.3, 0.5), voting, []string{"m"}, captureMod(analysistest.NotCaptured)),
 			cells("sp", 3, rise(0.3, 0.5), voting, []string{"l"}, nil)), nil,
 			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Holds: 1, Against: 1, NoData: 1}}},
 				[][]judged{{{Holds, MostCaptured}, {Against, MostNotCaptured}, {NoData, FewCaptureRuns}}}}},
-		{"d inconclusive: SP has one seed", "d", join(
+		{"d not testable: SP has one seed", "d", join(
 			cells("sp", 1, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured))), nil,
-			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewCaptureRuns)}}},
+			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewCaptureRuns)}}},
 		{"d inconclusive: as many SP runs captured as not", "d", nil, evenSplit(),
 			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Undecided: 1}}}, [][]judged{{{Undecided, EvenCaptured}}}}},
-		{"d cannot be judged: no shared policy", "d",
+		{"d not testable: no shared policy", "d",
 			cells("ip", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured)), nil,
-			claimResult{Inconclusive, []Test{{Undecided, NoUnits, Tally{}}}, [][]judged{none}}},
+			claimResult{NotTestable, []Test{{Untestable, NoSharedCell, Tally{}}}, [][]judged{none}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,6 +301,7 @@ func TestClaimVerdicts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			st.Controls = allControls()
 			got := resultOf(CompareClaims(st), tc.claim)
 			if got.verdict != tc.want.verdict {
 				t.Errorf("verdict %d, want %d", got.verdict, tc.want.verdict)
@@ -326,6 +332,7 @@ func TestClaimEvidence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.Controls = allControls()
 	cl := CompareClaims(st)
 
 	if len(cl.Better.Cells) != 1 {
@@ -409,6 +416,7 @@ func TestClaimCUnits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.Controls = allControls()
 	c := CompareClaims(st).Cliffs
 	conc, prec := c.Concentration, c.Amplification
 	if len(conc.Cells) != 2 || conc.Cells[0].Outcome != Counted {
@@ -434,7 +442,7 @@ func TestClaimCUnits(t *testing.T) {
 		t.Fatalf("%d cliff-run units, want 3", len(prec.Runs))
 	}
 	for _, u := range prec.Runs {
-		if u.Outcome != Holds || u.FirstAmplified != 51 || u.FallStep != 70 || u.Run == "" {
+		if u.Outcome != Holds || u.FirstAmplified != 53 || u.FallStep != 70 || u.Run == "" {
 			t.Errorf("cliff run unit %+v", u)
 		}
 	}
@@ -452,6 +460,7 @@ func TestSARLGainsAndHeadlines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.Controls = allControls()
 	cl := CompareClaims(st)
 	if len(cl.Gains) != 6 {
 		t.Fatalf("%d gain rows, want 6 (eval-opt and voting at three scales)", len(cl.Gains))
@@ -502,6 +511,7 @@ func TestSARLGainsAndHeadlines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		st.Controls = allControls()
 		for _, h := range CompareClaims(st).Headlines {
 			if h.Found || h.Match != tc.match || h.Scales != tc.scales || h.MathTasks != tc.mathTask || (h.Match == Matched) == (h.Cell == CellKey{}) {
 				t.Errorf("%s: headline %+v", tc.name, h)
@@ -536,7 +546,8 @@ func TestMajority(t *testing.T) {
 		want       Outcome
 		reason     Reason
 	}{
-		{0, 0, 0, 0, Undecided, NoUnits},
+		{0, 0, 0, 0, Untestable, NoUnits},
+		{0, 0, 0, 2, Untestable, NoneJudged}, // nothing judged: not testable
 		{2, 0, 0, 1, Holds, Majority},
 		{2, 0, 0, 2, Undecided, Split},     // 2 of 4 is not a strict majority
 		{1, 2, 1, 0, Against, HalfAgainst}, // half against
@@ -566,5 +577,57 @@ func TestMajority(t *testing.T) {
 	// a cell counted into claim c's rates counts as without enough data
 	if ts := majority([]Outcome{Counted, Holds}); ts.Tally != (Tally{Holds: 1, NoData: 1}) {
 		t.Errorf("counted: tally %+v", ts.Tally)
+	}
+}
+
+// allControls marks every detector's positive control as shown, so that
+// the synthetic tests reach the verdicts the detectors' evidence gives.
+func allControls() map[Detector]string {
+	m := map[Detector]string{}
+	for _, d := range Detectors {
+		m[d] = "synthetic"
+	}
+	return m
+}
+
+// TestClaimsWithoutControls: a test resting on a detector without a shown
+// positive control is not testable, whatever its units say.
+func TestClaimsWithoutControls(t *testing.T) {
+	amp := func(a *arm) { a.Amplify = true }
+	tests := []struct {
+		name    string
+		arms    []arm
+		missing Detector
+		claim   string
+		want    claimResult
+	}{
+		{"c: cliffs in voting, amplified first, but no cliff control", join(
+			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, twoScales, amp),
+			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)), CliffDetector, "c",
+			claimResult{NotTestable, []Test{{Untestable, NoControl, Tally{}}, {Holds, Majority, Tally{Holds: 6}}}, nil}},
+		{"c: cliffs amplified first, but no amplification control", join(
+			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, twoScales, amp),
+			cells("ip", 3, peak(0.3, 0.7, 0.2), []string{"eval-opt"}, twoScales, amp)), AmplificationDetector, "c",
+			claimResult{NotTestable, []Test{{Undecided, RateInterval, Tally{}}, {Untestable, NoControl, Tally{Holds: 12}}}, nil}},
+		{"d: every SP run captured, but no capture control", join(
+			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured))), CaptureDetector, "d",
+			claimResult{NotTestable, []Test{{Untestable, NoControl, Tally{Holds: 2}}}, nil}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := Analyze(analysistest.Study(tc.arms...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Controls) != len(PositiveControls) {
+				t.Errorf("a new study has controls %v, want PositiveControls %v", st.Controls, PositiveControls)
+			}
+			st.Controls = allControls()
+			delete(st.Controls, tc.missing)
+			got := resultOf(CompareClaims(st), tc.claim)
+			if got.verdict != tc.want.verdict || !slices.Equal(got.tests, tc.want.tests) {
+				t.Errorf("verdict %d tests %+v, want %d %+v", got.verdict, got.tests, tc.want.verdict, tc.want.tests)
+			}
+		})
 	}
 }

@@ -5,14 +5,20 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/marlowlab/marlow/harness/runlog"
 )
 
 // Amplification is the gradient-amplification evidence of one role of one
-// policy: the steps where the role's gradient norm exceeded amp_k times its
-// early-training median while the mean cosine between its same-role agents'
-// gradients exceeded amp_cos.
+// policy: the steps after the LoRA warm-up where the role's gradient norm
+// exceeded amp_k times its baseline (the median over the early steps after
+// the warm-up) while, for a role with two or more agents, the mean cosine
+// between its same-role agents' gradients exceeded amp_cos. A role is
+// amplified when such steps are sustained: AmpSustainK of AmpSustainN
+// consecutive steps. A role with one agent has no same-role cosine in the
+// logs, and the logs keep no gradient EMA to take a cosine with, so for it
+// the norm condition alone is tested (Cosine false).
 type Amplification struct {
 	Policy      string
 	Role        string
@@ -23,10 +29,24 @@ type Amplification struct {
 	Cos         []float64
 	PeakStep    int64 // step of the largest gradient norm (any step)
 	PeakNorm    float64
-	Amplified   bool  // at least one step met both conditions
+	Cosine      bool  // the role has a same-role cosine (two or more agents)
+	Sustained   int64 // the step closing the first sustained window, -1 when none
+	Amplified   bool  // some AmpSustainK of AmpSustainN consecutive steps met the conditions
 	CliffStep   int64 // fall step of the run's terminal cliff, -1 when none
-	BeforeCliff bool  // amplified and the first such step is at or before the cliff's fall
+	BeforeCliff bool  // amplified and the first sustained window closes at or before the cliff's fall
 }
+
+// AmpWarmupSteps is the LoRA warm-up window: the first steps of a role,
+// where the adapter's B matrix is still near zero and its gradient norm
+// small, are left out of the baseline and of the test.
+const AmpWarmupSteps = 5
+
+// AmpSustainK of AmpSustainN consecutive steps must meet the conditions for
+// a role to count as amplified.
+const (
+	AmpSustainK = 3
+	AmpSustainN = 5
+)
 
 // DetectAmplification checks every (policy, role) of a run's step rows.
 // cliff is the terminal-cliff evidence of the run's curve.
@@ -55,11 +75,15 @@ func DetectAmplification(steps []runlog.StepRow, cliff Cliff, p Params) []Amplif
 		rows := groups[k]
 		sort.SliceStable(rows, func(i, j int) bool { return rows[i].Step < rows[j].Step })
 		first, last := rows[0].Step, rows[len(rows)-1].Step
-		a := Amplification{Policy: k.pol, Role: k.role, CliffStep: -1, PeakStep: -1, PeakNorm: math.NaN()}
-		a.EarlyUntil = first + int64(math.Floor(p.EarlyFrac*float64(last-first)))
+		a := Amplification{Policy: k.pol, Role: k.role, CliffStep: -1, PeakStep: -1, PeakNorm: math.NaN(), Sustained: -1}
+		warm := first + AmpWarmupSteps
+		a.EarlyUntil = warm + int64(math.Floor(p.EarlyFrac*float64(last-warm)))
 		var early []float64
 		for _, r := range rows {
-			if r.Step <= a.EarlyUntil && !math.IsNaN(r.GradNorm) {
+			if !math.IsNaN(r.AgentCosMean) {
+				a.Cosine = true
+			}
+			if r.Step >= warm && r.Step <= a.EarlyUntil && !math.IsNaN(r.GradNorm) {
 				early = append(early, r.GradNorm)
 			}
 			if !math.IsNaN(r.GradNorm) && (math.IsNaN(a.PeakNorm) || r.GradNorm > a.PeakNorm) {
@@ -67,26 +91,46 @@ func DetectAmplification(steps []runlog.StepRow, cliff Cliff, p Params) []Amplif
 			}
 		}
 		a.EarlyMedian = median(early)
+		var window []bool
 		if !math.IsNaN(a.EarlyMedian) {
 			for _, r := range rows {
-				if r.Step <= a.EarlyUntil || math.IsNaN(r.GradNorm) || math.IsNaN(r.AgentCosMean) {
+				if r.Step <= a.EarlyUntil {
 					continue
 				}
-				if r.GradNorm > p.AmpK*a.EarlyMedian && r.AgentCosMean > p.AmpCos {
+				cosOK := !a.Cosine || (!math.IsNaN(r.AgentCosMean) && r.AgentCosMean > p.AmpCos)
+				hit := !math.IsNaN(r.GradNorm) && r.GradNorm > p.AmpK*a.EarlyMedian && cosOK
+				if hit {
 					a.Steps = append(a.Steps, r.Step)
 					a.Norms = append(a.Norms, r.GradNorm)
 					a.Cos = append(a.Cos, r.AgentCosMean)
 				}
+				window = append(window, hit)
+				if len(window) > AmpSustainN {
+					window = window[1:]
+				}
+				if a.Sustained < 0 && hit && countTrue(window) >= AmpSustainK {
+					a.Sustained = r.Step
+				}
 			}
 		}
-		a.Amplified = len(a.Steps) > 0
+		a.Amplified = a.Sustained >= 0
 		if cliff.Cliff {
 			a.CliffStep = cliff.FallStep
-			a.BeforeCliff = a.Amplified && a.Steps[0] <= cliff.FallStep
+			a.BeforeCliff = a.Amplified && a.Sustained <= cliff.FallStep
 		}
 		out = append(out, a)
 	}
 	return out
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 func median(v []float64) float64 {
@@ -211,11 +255,100 @@ type Capture struct {
 	LenRatioEnd        float64
 	SimBase            float64 // character n-gram cosine similarity of Role's outputs to Dominant's, at base
 	SimEnd             float64
-	Converging         bool // SimEnd > SimBase and the length ratio moved no further from 1
-	Captured           bool // FormatCollapse and Converging
+	Signature          Signature // the dominant role's format signature at the last validation
+	SigBase, SigEnd    float64   // fraction of Role's outputs carrying Signature
+	SignatureRise      bool      // SigEnd - SigBase >= capture_format_drop
+	LengthShift        bool      // the length ratio moved toward the dominant's length, or past it, by CaptureLenFactor or more
+	Converging         bool      // SignatureRise or LengthShift
+	Captured           bool      // FormatCollapse and Converging
 	ExampleBase        string
 	ExampleEnd         string
 	DominantExampleEnd string
+}
+
+// CaptureLenFactor is the factor by which a role's length ratio to the
+// dominant role must move (toward the dominant's length, overshooting
+// allowed) to count as converging in length.
+const CaptureLenFactor = 1.5
+
+// Signature is a role's output format, as a captured role would copy it.
+type Signature int
+
+// Format signatures, in order of precedence.
+const (
+	SigNone        Signature = iota
+	SigAnswerLine            // a line starting "Answer:"
+	SigCodeFence             // a ``` code fence
+	SigWorkedSteps           // two or more lines of worked steps (numbered, "Step", or holding "=")
+)
+
+// SignatureOf classifies one output.
+func SignatureOf(text string) Signature {
+	if strings.Contains(text, "```") {
+		return SigCodeFence
+	}
+	steps := 0
+	for _, line := range strings.Split(text, "\n") {
+		l := strings.TrimSpace(line)
+		low := strings.ToLower(l)
+		if strings.HasPrefix(low, "answer:") || strings.HasPrefix(low, "**answer") {
+			return SigAnswerLine
+		}
+		if strings.HasPrefix(low, "step") || strings.Contains(l, "=") || (len(l) > 1 && l[0] >= '0' && l[0] <= '9' && (l[1] == '.' || l[1] == ')')) {
+			steps++
+		}
+	}
+	if steps >= 2 {
+		return SigWorkedSteps
+	}
+	return SigNone
+}
+
+// dominantSignature is the most common signature other than SigNone among
+// texts (the first in precedence on a tie), SigNone when none has one.
+func dominantSignature(texts []string) Signature {
+	var n [4]int
+	for _, t := range texts {
+		n[SignatureOf(t)]++
+	}
+	best := SigNone
+	for s := SigAnswerLine; s <= SigWorkedSteps; s++ {
+		if n[s] > n[best] || (best == SigNone && n[s] > 0) {
+			best = s
+		}
+	}
+	return best
+}
+
+// signatureShare is the fraction of texts carrying sig.
+func signatureShare(texts []string, sig Signature) float64 {
+	if len(texts) == 0 {
+		return math.NaN()
+	}
+	k := 0
+	for _, t := range texts {
+		if SignatureOf(t) == sig {
+			k++
+		}
+	}
+	return float64(k) / float64(len(texts))
+}
+
+// lengthShift reports whether the length ratio moved from base to end
+// toward 1 (the dominant's length), or past it, by a factor of at least
+// CaptureLenFactor.
+func lengthShift(base, end float64) bool {
+	if !(base > 0) || !(end > 0) {
+		return false
+	}
+	f := math.Log(CaptureLenFactor) - 1e-12
+	switch {
+	case base < 1:
+		return math.Log(end/base) >= f
+	case base > 1:
+		return math.Log(base/end) >= f
+	}
+	return false
 }
 
 // DetectCapture compares each non-dominant role of a dominance result with
@@ -300,8 +433,13 @@ func DetectCapture(r *runlog.Run, workflow string, d Dominance, p Params) []Capt
 		c.LenRatioEnd = meanRunes(texts(re)) / meanRunes(texts(de))
 		c.SimBase = NGramSimilarity(texts(rb), texts(db), p.NGram)
 		c.SimEnd = NGramSimilarity(texts(re), texts(de), p.NGram)
-		distB, distE := math.Abs(math.Log(c.LenRatioBase)), math.Abs(math.Log(c.LenRatioEnd))
-		c.Converging = c.SimEnd > c.SimBase && distE <= distB+1e-12
+		c.Signature = dominantSignature(texts(de))
+		if c.Signature != SigNone {
+			c.SigBase, c.SigEnd = signatureShare(texts(rb), c.Signature), signatureShare(texts(re), c.Signature)
+			c.SignatureRise = c.SigEnd-c.SigBase >= p.CaptureFormatDrop-1e-12
+		}
+		c.LengthShift = lengthShift(c.LenRatioBase, c.LenRatioEnd)
+		c.Converging = c.SignatureRise || c.LengthShift
 		c.Captured = c.FormatCollapse && c.Converging
 		c.ExampleBase, c.ExampleEnd, c.DominantExampleEnd = rb[0].Completion, re[0].Completion, de[0].Completion
 		out = append(out, c)

@@ -275,6 +275,15 @@ type Arm struct {
 	// Capture sets the per-role rows and samples of a trained run (see
 	// Study for its roles).
 	Capture Capture
+	// LR is the learning rate at each step of the step rows; nil keeps
+	// RoleSteps' constant 1e-4.
+	LR func(step int) float64
+}
+
+// CosineLR is a cosine decay from 1e-4 to zero over n steps: its second
+// half carries about 18% of the summed rate.
+func CosineLR(n int) func(step int) float64 {
+	return func(s int) float64 { return 0.5e-4 * (1 + math.Cos(math.Pi*float64(s)/float64(n))) }
 }
 
 // Study returns the runs of the arms. Trained runs have 100 steps of step
@@ -330,6 +339,11 @@ func Study(arms ...Arm) []*runlog.Run {
 				r.Steps = RoleSteps(id, genPol, first, 100, norm, cos, Const(0.8))
 				if second != "" {
 					r.Steps = append(r.Steps, RoleSteps(id, secPol, second, 100, Const(0.5), nan, Const(0.2))...)
+				}
+				if a.LR != nil {
+					for i := range r.Steps {
+						r.Steps[i].LR = a.LR(int(r.Steps[i].Step))
+					}
 				}
 				if a.Capture != NoRoleRows && second != "" {
 					r.Evals = append(r.Evals, RoleEvals(id, a.Workflow, first, st, Const(0.9), Const(60))...)

@@ -63,7 +63,7 @@ func detectors(r *analysis.RunResult) []string {
 	var det []string
 	for _, a := range r.Amplification {
 		if a.BeforeCliff {
-			det = append(det, fmt.Sprintf("amplification %s/%s@%d", a.Policy, a.Role, a.Steps[0]))
+			det = append(det, fmt.Sprintf("amplification %s/%s@%d", a.Policy, a.Role, a.Sustained))
 		}
 	}
 	for _, d := range r.Dominance {

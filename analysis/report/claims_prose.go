@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/marlowlab/marlow/analysis"
@@ -59,8 +60,10 @@ func verdictWord(v analysis.Verdict) string {
 	switch v {
 	case analysis.Reproduced:
 		return "reproduced"
-	case analysis.NotReproduced:
-		return "not reproduced"
+	case analysis.Refuted:
+		return "refuted"
+	case analysis.NotTestable:
+		return "not testable at this budget"
 	}
 	return "inconclusive"
 }
@@ -77,6 +80,8 @@ func outcomeWord(o analysis.Outcome) string {
 		return "not enough data"
 	case analysis.Counted:
 		return "counted"
+	case analysis.Untestable:
+		return "not testable"
 	}
 	return "undecided"
 }
@@ -143,7 +148,7 @@ func majorityRule(units string) string {
 	return fmt.Sprintf("The test holds when the %[1]s that hold are a strict majority of all %[1]s it applies to "+
 		"(those without enough data included); it is against when the %[1]s against are at least half of them, "+
 		"so that the claim could not hold in a strict majority even if every undecided %[2]s and every %[2]s without enough data held; "+
-		"otherwise, and when there is no %[2]s, it is undecided.", units, strings.TrimSuffix(units, "s"))
+		"it is not testable when no %[2]s was judged (none it applies to, or none with enough data); otherwise it is undecided.", units, strings.TrimSuffix(units, "s"))
 }
 
 // majorityCounts are the counts of a majority test.
@@ -158,8 +163,14 @@ func majorityWhy(t analysis.Test, units string) string {
 	c := t.Tally
 	n := c.Total()
 	switch t.Reason {
-	case analysis.NoUnits:
+	case analysis.NoUnits, analysis.NoSharedCell:
 		return fmt.Sprintf("No %s to judge.", units)
+	case analysis.NoneJudged:
+		return fmt.Sprintf("None of the %d %s has enough data to be judged.", n, units)
+	case analysis.NoControl:
+		return fmt.Sprintf("Its units give holds %d, against %d, undecided %d, not enough data %d, but the detector they rest on has no positive control shown on real training in this regime, so they cannot decide the claim.", c.Holds, c.Against, c.Undecided, c.NoData)
+	case analysis.NoCliffRuns:
+		return "No IP run judged fell off a cliff, so no cliff can be tested for amplification before it."
 	case analysis.Majority:
 		return fmt.Sprintf("It holds in %d of %d %s, a strict majority.", c.Holds, n, units)
 	case analysis.HalfAgainst:
@@ -175,12 +186,12 @@ func majorityTest(name, rule, units string, t analysis.Test, us []unitText) test
 }
 
 // singleRule is the rule of a claim of one test.
-const singleRule = "The verdict is the test's outcome: reproduced when it holds, not reproduced when it is against, inconclusive when it is undecided."
+const singleRule = "The verdict is the test's outcome: reproduced when it holds, refuted when it is against, not testable at this budget when it is not testable, inconclusive when it is undecided."
 
 // claimTexts are the paper's four claims, in order, as the README prints
 // them.
 func claimTexts(cl *analysis.Claims) []claimText {
-	return []claimText{betterText(cl.Better), ceilingText(cl.Ceiling), cliffText(cl.Cliffs), captureText(cl.Capture)}
+	return []claimText{betterText(cl.Better), ceilingText(cl.Ceiling), cliffText(cl.Cliffs, cl.CI), captureText(cl.Capture)}
 }
 
 // cellClaim makes the text of a claim of one test over cells: its reason
@@ -210,7 +221,7 @@ func betterText(c analysis.BetterClaim) claimText {
 			}}
 	}
 	t := majorityTest("better multi-agent condition vs base, final accuracy",
-		"In each cell with base and SP or IP, the better multi-agent condition is the one with the higher final accuracy (mean over seeds; SP on a tie). "+
+		"In each cell with base and SP or IP, the better multi-agent condition is the one with the higher final accuracy (mean over seeds; means within 1e-9 of each other are a tie, and SP is taken on a tie). "+
 			"The cell holds when the interval of its final accuracy minus base's lies above 0, is against when it lies below 0, and is undecided otherwise. "+
 			"Choosing the better condition on the same data favours the claim slightly.", "cells", c.Test, units)
 	return cellClaim("a", "Multi-agent RL (the better of SP and IP) beats the base workflow in most cells.", c.Verdict, t,
@@ -237,33 +248,44 @@ func ceilingText(c analysis.CeilingClaim) claimText {
 }
 
 // cliffText is claim c.
-func cliffText(c analysis.CliffClaim) claimText {
-	conc, prec := concentrationText(c.Concentration), amplificationText(c.Amplification)
+func cliffText(c analysis.CliffClaim, ci float64) claimText {
+	conc, prec := concentrationText(c.Concentration, ci), amplificationText(c.Amplification)
 	ct := claimText{id: "c", statement: "IP's terminal accuracy cliffs concentrate in voting and orch-workers and are preceded by same-role gradient amplification (per-role gradient norm rising with high cosine between same-role agents' gradients).",
-		rule:    "The verdict is reproduced when both tests hold, not reproduced when either is against, and inconclusive otherwise.",
+		rule:    "The verdict is refuted when either test is against; otherwise not testable at this budget when either is not testable; reproduced when both hold; inconclusive otherwise.",
 		verdict: verdictWord(c.Verdict), tests: []testText{conc, prec}}
 	switch c.Reason {
 	case analysis.NoIPCell:
 		ct.why = "No cell has IP runs, so the claim cannot be judged."
+	case analysis.EitherUntest:
+		ct.why = testsWith(analysis.Untestable, c, conc, prec)
 	case analysis.BothHold:
 		ct.why = "Both tests hold."
 	case analysis.EitherAgainst:
-		var w []string
-		if c.Concentration.Outcome == analysis.Against {
-			w = append(w, "Concentration is against: "+conc.why)
-		}
-		if c.Amplification.Outcome == analysis.Against {
-			w = append(w, "Amplification is against: "+prec.why)
-		}
-		ct.why = strings.Join(w, " ")
+		ct.why = testsWith(analysis.Against, c, conc, prec)
 	default:
 		ct.why = fmt.Sprintf("Concentration: %s; amplification: %s.", conc.outcome, prec.outcome)
 	}
 	return ct
 }
 
+// testsWith names claim c's tests with outcome o and says why, e.g.
+// "Concentration is against: ...".
+func testsWith(o analysis.Outcome, c analysis.CliffClaim, conc, prec testText) string {
+	var w []string
+	for _, x := range []struct {
+		name string
+		got  analysis.Outcome
+		why  string
+	}{{"Concentration", c.Concentration.Outcome, conc.why}, {"Amplification", c.Amplification.Outcome, prec.why}} {
+		if x.got == o {
+			w = append(w, fmt.Sprintf("%s is %s: %s", x.name, outcomeWord(o), x.why))
+		}
+	}
+	return strings.Join(w, " ")
+}
+
 // concentrationText is claim c's first test.
-func concentrationText(c analysis.Concentration) testText {
+func concentrationText(c analysis.Concentration, ci float64) testText {
 	units := make([]unitText, len(c.Cells))
 	for i, u := range c.Cells {
 		why := "its cliff rate enters the comparison of the workflows"
@@ -272,6 +294,9 @@ func concentrationText(c analysis.Concentration) testText {
 		}
 		units[i] = unitText{cell: u.Cell, outcome: outcomeWord(u.Outcome), why: why, evidence: []evidence{
 			{name: "IP runs with a cliff", count: fmt.Sprintf("%d/%d", u.CliffRuns, u.Seeds)},
+			{name: "exact interval", count: rateInterval(analysis.ClopperPearson(u.CliffRuns, u.Seeds, ci))},
+			{name: "IP runs with a late phase", count: fmt.Sprintf("%d/%d", u.LateRuns, u.Seeds)},
+			{name: "second-half LR share (largest)", count: shareText(u.LRShare)},
 			{name: "cliff rate", value: u.Rate},
 			{name: "cliffs preceded by amplification", count: fmt.Sprintf("%d/%d", u.Amplified, u.CliffRuns)},
 		}}
@@ -279,18 +304,28 @@ func concentrationText(c analysis.Concentration) testText {
 	t := testText{name: "IP cliffs concentrate in voting and orch-workers",
 		rule: "In each cell with IP runs, the cliff rate is the fraction of IP seeds with a terminal cliff, with its interval by the rule of *Definitions* (the cliff test rerun on resampled problems gives the problem part). " +
 			"Over the cells judged (two or more IP seeds), the mean cliff rate of the voting and orch-workers cells is compared with that of the other workflows' cells (the interval of a mean adds the cells' parts; the difference's interval is Welch–Satterthwaite's). " +
-			"The test holds when the interval of the difference lies above 0; it is against when it lies below 0, or when no IP run judged fell off a cliff (the cliffs the claim is about did not occur); " +
-			"it is undecided otherwise (a zero-width interval never counts), and when either group has no cell.",
+			fmt.Sprintf("A run has a late phase when it has %d or more validations in the second half of its training steps and that half carries %g or more of its summed learning rate (not checked for a run without step rows) (a linear decay to zero carries 0.25, a cosine decay to zero about 0.18): without one a terminal cliff can hardly occur. ", analysis.MinLateValidations, analysis.MinLateLRShare) +
+			"The test is not testable when fewer than half of the IP runs judged have a late phase; otherwise it holds when the interval of the difference lies above 0; it is against when it lies below 0, or when no IP run judged fell off a cliff (the cliffs the claim is about did not occur where they could); " +
+			"it is undecided otherwise (a zero-width interval never counts), and when either group has no cell. The pooled cliff counts carry exact (Clopper–Pearson) intervals.",
 		outcome: outcomeWord(c.Outcome), units: units,
 		counts: []labelled{{"IP runs in voting and orch-workers", c.RunsV}, {"with a cliff in voting and orch-workers", c.CliffsV},
 			{"IP runs in other workflows", c.RunsO}, {"with a cliff in other workflows", c.CliffsO}, {"IP runs in cells without enough data", c.NoDataRuns}},
 		evidence: []evidence{
 			{name: fmt.Sprintf("mean cliff rate, voting and orch-workers (%d cells)", c.CellsV), value: c.RateV},
 			{name: fmt.Sprintf("mean cliff rate, other workflows (%d cells)", c.CellsO), value: c.RateO},
-			{name: "difference", value: c.Diff, signed: true}}}
+			{name: "difference", value: c.Diff, signed: true},
+			{name: "pooled cliff rate, voting and orch-workers, exact", count: rateText(c.ExactV)},
+			{name: "pooled cliff rate, other workflows, exact", count: rateText(c.ExactO)},
+			{name: "IP runs judged with a late phase", count: fmt.Sprintf("%d/%d (largest second-half learning-rate share %s)", c.LateRuns, c.RunsV+c.RunsO, shareText(c.LRShare))}}}
 	switch c.Reason {
+	case analysis.NoneJudged:
+		t.why = fmt.Sprintf("None of the %d IP runs is in a cell with enough seeds to be judged.", c.NoDataRuns)
+	case analysis.NoControl:
+		t.why = fmt.Sprintf("%d of %d IP runs in voting and orch-workers fell off a cliff, %d of %d in other workflows, but the terminal-cliff detector has no positive control shown on real training in this regime, so its silence or its alarms cannot decide the claim.", c.CliffsV, c.RunsV, c.CliffsO, c.RunsO)
+	case analysis.NoLatePhase:
+		t.why = fmt.Sprintf("Only %d of the %d IP runs judged have a late phase (%d or more validations in the second half of training and %g or more of the learning rate in it; the largest share is %s).", c.LateRuns, c.RunsV+c.RunsO, analysis.MinLateValidations, analysis.MinLateLRShare, shareText(c.LRShare))
 	case analysis.NoCliffs:
-		t.why = fmt.Sprintf("None of the %d IP runs judged fell off a cliff.", c.RunsV+c.RunsO)
+		t.why = fmt.Sprintf("None of the %d IP runs judged fell off a cliff (exact upper bounds: %s in voting and orch-workers, %s elsewhere).", c.RunsV+c.RunsO, f3(c.ExactV.Hi), f3(c.ExactO.Hi))
 	case analysis.NoCliffCell:
 		t.why = "No voting or orch-workers cell with IP was judged."
 	case analysis.NoOtherCell:
@@ -322,8 +357,9 @@ func amplificationText(c analysis.AmplificationTest) testText {
 		}}
 	}
 	return majorityTest("IP cliffs preceded by same-role gradient amplification",
-		"Each IP run judged that fell off a cliff holds when a role's gradient norm rose above amp_k × its early median while the mean cosine between its same-role agents' gradients was above amp_cos, "+
-			"at or before the cliff's fall (the cosine exists only for roles with two or more agents); it is against when no role did, and has not enough data without step rows.", "cliff runs", c.Test, units)
+		fmt.Sprintf("Each IP run judged that fell off a cliff holds when a role was amplified at or before the cliff's fall: after a LoRA warm-up of %d steps (left out of the baseline, while the adapter's B is near zero), its gradient norm rose above amp_k × its early median (over the early steps after the warm-up) "+
+			"in %d of %d consecutive steps, with the mean cosine between its same-role agents' gradients above amp_cos in those steps where the role has two or more agents; a role with one agent is tested on its norm alone (the logs keep no gradient EMA to take a cosine with). "+
+			"It is against when no role was, and has not enough data without step rows.", analysis.AmpWarmupSteps, analysis.AmpSustainK, analysis.AmpSustainN), "cliff runs", c.Test, units)
 }
 
 // captureText is claim d.
@@ -348,14 +384,16 @@ func captureText(c analysis.CaptureClaim) claimText {
 		units[i] = unitText{cell: u.Cell, outcome: outcomeWord(u.Outcome), why: why, evidence: []evidence{
 			{name: "SP runs captured", count: fmt.Sprintf("%d/%d", u.Captured, u.Judged)},
 			{name: "capture rate", value: u.Rate},
+			{name: "exact interval", count: rateInterval(u.Exact)},
 			{name: "captured → dominant", count: dashIfEmpty(strings.Join(pairs, ", "))},
 			{name: "aggregator length last/first, SP", value: u.LenSP},
 			{name: "aggregator length last/first, IP", value: u.LenIP},
 		}}
 	}
 	t := majorityTest("role capture under SP",
-		"In each cell whose SP runs share one policy among two or more roles, an SP run counts as captured when a role's format compliance fell by at least capture_format_drop from the first to the last validation "+
-			"while its outputs converged on those of the role with the largest mean gradient share (see *Role capture*). "+
+		fmt.Sprintf("In each cell whose SP runs share one policy among two or more roles, an SP run counts as captured when a role's format compliance fell by at least capture_format_drop from the first to the last validation "+
+			"while its outputs converged on those of the role with the largest mean gradient share (the dominant role): the share of its outputs carrying the dominant role's format signature at the last validation (an `Answer:` line, a code fence, or worked steps) rose by capture_format_drop or more, "+
+			"or its mean length relative to the dominant role's moved toward the dominant's length, or past it, by a factor of %g or more (in either direction: a role shorter than the dominant growing, or a longer one shrinking). ", analysis.CaptureLenFactor)+
 			"The cell holds when a strict majority of its SP runs were captured, is against when a strict majority were not, and is undecided on a tie; it has not enough data with fewer than two SP runs with capture comparisons. "+
 			"Beside it: the capture rate (fraction of SP runs captured, with a t interval over seeds, the seed part of the interval rule, since capture is not recomputed on resampled problems) "+
 			"and, as the paper's diagnostic, the aggregator's output length at the last validation over that at the first (mean over seeds, same interval) for SP and for IP.", "cells", c.Test, units)
@@ -365,7 +403,7 @@ func captureText(c analysis.CaptureClaim) claimText {
 	}
 	return cellClaim("d", "Under SP, a role is captured by the role with the largest gradient mass: its format compliance falls while its outputs converge on the dominant role's (the aggregator's output length is the paper's diagnostic).", c.Verdict, t,
 		"No cell has SP runs whose policy is shared by two or more roles, so the claim cannot be judged.",
-		" Cells that hold, by workflow: "+strings.Join(parts, ", ")+".")
+		fmt.Sprintf(" Cells that hold, by workflow: %s. Over the cells, %d of %d SP runs were captured (exact interval %s).", strings.Join(parts, ", "), c.Pooled.K, c.Pooled.N, rateInterval(c.Pooled)))
 }
 
 // paperWorkflowNames are the paper's names of the workflows of its
@@ -395,4 +433,28 @@ func headlineWhy(h analysis.Headline) string {
 		why += fmt.Sprintf("; the study has no %s and SA-RL in cell %s", h.Condition, h.Cell)
 	}
 	return why
+}
+
+// rateText is "k/n = v [lo, hi]" for an exact rate.
+func rateText(r analysis.Rate) string {
+	if r.N == 0 {
+		return "0/0"
+	}
+	return fmt.Sprintf("%d/%d = %s %s", r.K, r.N, f3(r.Value()), rateInterval(r))
+}
+
+// rateInterval is an exact rate's interval, "[lo, hi]", or "–".
+func rateInterval(r analysis.Rate) string {
+	if r.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("[%s, %s]", f3(r.Lo), f3(r.Hi))
+}
+
+// shareText is a learning-rate share to three decimals, "–" when NaN.
+func shareText(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return f3(v)
 }

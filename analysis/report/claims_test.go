@@ -44,6 +44,10 @@ func claimsStudy(t *testing.T) *analysis.Study {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// every detector's control shown, so the verdicts follow the evidence
+	for _, d := range analysis.Detectors {
+		st.Controls[d] = "synthetic"
+	}
 	return st
 }
 
@@ -119,10 +123,10 @@ func TestReadmeClaimsCannotBeJudged(t *testing.T) {
 	}
 	text := readme(st, nil, fixtureOpts)
 	for _, want := range []string{
-		"**Verdict: inconclusive.** No cell has base and a multi-agent condition (SP or IP), so the claim cannot be judged.",
-		"**Verdict: inconclusive.** No cell has both SP and IP, so the claim cannot be judged.",
-		"**Verdict: inconclusive.** No cell has IP runs, so the claim cannot be judged.",
-		"**Verdict: inconclusive.** No cell has SP runs whose policy is shared by two or more roles, so the claim cannot be judged.",
+		"**Verdict: not testable at this budget.** No cell has base and a multi-agent condition (SP or IP), so the claim cannot be judged.",
+		"**Verdict: not testable at this budget.** No cell has both SP and IP, so the claim cannot be judged.",
+		"**Verdict: not testable at this budget.** No cell has IP runs, so the claim cannot be judged.",
+		"**Verdict: not testable at this budget.** No cell has SP runs whose policy is shared by two or more roles, so the claim cannot be judged.",
 		"No cell has SA-RL next to SP or IP.",
 	} {
 		if !strings.Contains(text, want) {
@@ -136,22 +140,24 @@ func TestReadmeClaimsCannotBeJudged(t *testing.T) {
 // majority tests, and the matching of the paper's headline cells.
 func TestClaimWords(t *testing.T) {
 	words := map[string]string{
-		verdictWord(analysis.Reproduced):    "reproduced",
-		verdictWord(analysis.NotReproduced): "not reproduced",
-		verdictWord(analysis.Inconclusive):  "inconclusive",
-		outcomeWord(analysis.Holds):         "holds",
-		outcomeWord(analysis.Against):       "against",
-		outcomeWord(analysis.Undecided):     "undecided",
-		outcomeWord(analysis.NoData):        "not enough data",
-		outcomeWord(analysis.Counted):       "counted",
-		gainWhy(analysis.AboveZero):         "the interval lies above 0",
-		gainWhy(analysis.BelowZero):         "the interval lies below 0",
-		gainWhy(analysis.NoInterval):        "no interval could be computed",
-		gainWhy(analysis.ZeroWidth):         "the interval has zero width",
-		gainWhy(analysis.ContainsZero):      "the interval contains 0",
+		verdictWord(analysis.Reproduced):   "reproduced",
+		verdictWord(analysis.Refuted):      "refuted",
+		verdictWord(analysis.NotTestable):  "not testable at this budget",
+		outcomeWord(analysis.Untestable):   "not testable",
+		verdictWord(analysis.Inconclusive): "inconclusive",
+		outcomeWord(analysis.Holds):        "holds",
+		outcomeWord(analysis.Against):      "against",
+		outcomeWord(analysis.Undecided):    "undecided",
+		outcomeWord(analysis.NoData):       "not enough data",
+		outcomeWord(analysis.Counted):      "counted",
+		gainWhy(analysis.AboveZero):        "the interval lies above 0",
+		gainWhy(analysis.BelowZero):        "the interval lies below 0",
+		gainWhy(analysis.NoInterval):       "no interval could be computed",
+		gainWhy(analysis.ZeroWidth):        "the interval has zero width",
+		gainWhy(analysis.ContainsZero):     "the interval contains 0",
 	}
-	if len(words) != 13 {
-		t.Errorf("%d distinct words for 13 verdicts, outcomes and reasons", len(words))
+	if len(words) != 15 {
+		t.Errorf("%d distinct words for 15 verdicts, outcomes and reasons", len(words))
 	}
 	for got, want := range words {
 		if got != want {

@@ -389,6 +389,14 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 		}
 		figs = append(figs, Figure{Name: "ceiling_final", Kind: kindCeiling, Title: "Ceiling vs final accuracy", PNG: pb, SVG: sb, Caption: caption})
 	}
+	if p, leg, n, err := strictFigure(st); err != nil {
+		return nil, err
+	} else if n > 0 {
+		if err := add(Figure{Name: "strict_lenient", Kind: kindStrict, Title: "Strict vs lenient final accuracy",
+			Caption: "Each point is one condition of one cell (final accuracy: the mean of the last 3 validations, mean over seeds): lenient accuracy grades the final answer as the workflow produced it, strict accuracy also counts an episode wrong when a supervisory output (aggregator, evaluator, orchestrator, synthesizer) did not parse. Points below the diagonal got answers right through a parse fallback."}, p, leg); err != nil {
+			return nil, err
+		}
+	}
 	for _, cond := range []string{study.SARL, study.SP, study.IP} {
 		f, ok, err := gainsFigure(st, cond)
 		if err != nil {
@@ -432,6 +440,7 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 // The kinds of figure, as the figure index names them.
 const (
 	kindCeiling  = "ceiling vs final"
+	kindStrict   = "strict vs lenient"
 	kindGains    = "gain over base"
 	kindAccuracy = "validation accuracy"
 	kindGradNorm = "gradient norm"
@@ -445,6 +454,7 @@ const (
 // the figure index.
 var figureKinds = []struct{ kind, about string }{
 	{kindCeiling, "each trained condition of each cell as a point (ceiling, final); below the diagonal it lost accuracy after its peak"},
+	{kindStrict, "each condition of each cell as a point (lenient, strict final accuracy); below the diagonal it got answers right through a parse fallback"},
 	{kindGains, "final accuracy minus base per cell as a heat map (blue gain, red loss), one per trained condition"},
 	{kindAccuracy, "the workflow's validation accuracy per condition over training, mean over seeds with its interval band"},
 	{kindGradNorm, "each role's gradient norm per step, raw and smoothed (log scale), SP and IP"},

@@ -83,7 +83,7 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	writeFigureIndex(w, figs)
 	w("\n")
 	writeMatrix(w, st)
-	writeClaims(w, cl)
+	writeClaims(w, st, cl)
 
 	writeFigures(w, figs)
 	writeCliffs(w, st)
@@ -253,18 +253,19 @@ func writeAmplification(w md, st *analysis.Study) {
 				continue
 			}
 			if ampRows == 0 {
-				w("| run | policy | role | early median | first step | norm | cosine | peak norm @ step | cliff fall step | before cliff |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+				w("Roles amplified (sustained: %d of %d consecutive steps after a %d-step LoRA warm-up; the cosine is tested only where the role has two or more agents, – where it has one).\n\n", analysis.AmpSustainK, analysis.AmpSustainN, analysis.AmpWarmupSteps)
+				w("| run | policy | role | early median | first step over | norm | cosine | sustained at | peak norm @ step | cliff fall step | before cliff |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 			}
 			ampRows++
 			cliff := "–"
 			if a.CliffStep >= 0 {
 				cliff = fmt.Sprint(a.CliffStep)
 			}
-			w("| %s | %s | %s | %.4g | %d | %.4g | %s | %.4g @ %d | %s | %v |\n", r.RunID, a.Policy, a.Role, a.EarlyMedian, a.Steps[0], a.Norms[0], f3(a.Cos[0]), a.PeakNorm, a.PeakStep, cliff, a.BeforeCliff)
+			w("| %s | %s | %s | %.4g | %d | %.4g | %s | %d | %.4g @ %d | %s | %v |\n", r.RunID, a.Policy, a.Role, a.EarlyMedian, a.Steps[0], a.Norms[0], f3(a.Cos[0]), a.Sustained, a.PeakNorm, a.PeakStep, cliff, a.BeforeCliff)
 		}
 	}
 	if ampRows == 0 {
-		w("No role's gradient norm rose above %g x its early median with same-role cosine above %g.\n", p.AmpK, p.AmpCos)
+		w("No role's gradient norm rose above %g x its early median (after a %d-step warm-up) in %d of %d consecutive steps with same-role cosine above %g where it has two or more agents.\n", p.AmpK, analysis.AmpWarmupSteps, analysis.AmpSustainK, analysis.AmpSustainN, p.AmpCos)
 	}
 }
 
@@ -309,11 +310,11 @@ func writeCapture(w md, st *analysis.Study) {
 	if len(caps) == 0 {
 		w("No shared-policy run had validation samples of two roles at two steps.\n")
 	} else {
-		w("| run | role | dominant | format base → end | length ratio base → end | n-gram similarity base → end | converging | captured |\n|---|---|---|---|---|---|---|---|\n")
+		w("| run | role | dominant | format base → end | length ratio base → end | dominant's signature | its share base → end | n-gram similarity base → end | converging | captured |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, x := range caps {
 			c := x.c
-			w("| %s | %s | %s | %s → %s | %s → %s | %s → %s | %v | %v |\n", x.run, c.Role, c.Dominant, f3(c.FormatBase), f3(c.FormatEnd),
-				f3(c.LenRatioBase), f3(c.LenRatioEnd), f3(c.SimBase), f3(c.SimEnd), c.Converging, c.Captured)
+			w("| %s | %s | %s | %s → %s | %s → %s | %s | %s → %s | %s → %s | %v | %v |\n", x.run, c.Role, c.Dominant, f3(c.FormatBase), f3(c.FormatEnd),
+				f3(c.LenRatioBase), f3(c.LenRatioEnd), signatureWord(c.Signature), f3(c.SigBase), f3(c.SigEnd), f3(c.SimBase), f3(c.SimEnd), c.Converging, c.Captured)
 		}
 		w("\n")
 		shown := 0
@@ -419,28 +420,37 @@ func findings(st *analysis.Study) []string {
 // conditionFindings compare the conditions' accuracy across cells.
 func conditionFindings(st *analysis.Study) []string {
 	var out []string
-	var both, ipPeak, ipFinal, withBase, marlBase, withSARL, marlSARL, marlSARLsig int
+	var both, ipPeak, ipFinal, peakTies, finalTies, withBase, marlBase, baseTies, withSARL, marlSARL, marlSARLsig int
 	for _, c := range st.Cells {
 		sp, ip, base, sarl := c.Cond(study.SP), c.Cond(study.IP), c.Cond(study.Base), c.Cond(study.SARL)
 		if sp != nil && ip != nil {
 			both++
-			if ip.Ceiling.Value > sp.Ceiling.Value {
+			switch analysis.CompareMeans(ip.Ceiling.Value, sp.Ceiling.Value) {
+			case 1:
 				ipPeak++
+			case 0:
+				peakTies++
 			}
-			if ip.Final.Value > sp.Final.Value {
+			switch analysis.CompareMeans(ip.Final.Value, sp.Final.Value) {
+			case 1:
 				ipFinal++
+			case 0:
+				finalTies++
 			}
 		}
 		best := c.BetterMultiAgent()
 		if best != nil && base != nil {
 			withBase++
-			if best.Final.Value > base.Final.Value {
+			switch analysis.CompareMeans(best.Final.Value, base.Final.Value) {
+			case 1:
 				marlBase++
+			case 0:
+				baseTies++
 			}
 		}
 		if best != nil && sarl != nil {
 			withSARL++
-			if best.GainSARLFinal.Value > 0 {
+			if analysis.CompareMeans(best.GainSARLFinal.Value, 0) > 0 {
 				marlSARL++
 				if best.GainSARLFinal.Excludes(0) {
 					marlSARLsig++
@@ -449,15 +459,26 @@ func conditionFindings(st *analysis.Study) []string {
 		}
 	}
 	if both > 0 {
-		out = append(out, fmt.Sprintf("IP peaked above SP in %d of %d cells with both conditions (ceiling, mean over seeds), and ended above SP in %d of %d (final).", ipPeak, both, ipFinal, both))
+		out = append(out, fmt.Sprintf("IP peaked above SP in %d of %d cells with both conditions (ceiling, mean over seeds; %s), and ended above SP in %d of %d (final; %s).", ipPeak, both, tiesText(peakTies), ipFinal, both, tiesText(finalTies)))
 	}
 	if withBase > 0 {
-		out = append(out, fmt.Sprintf("The better multi-agent condition (SP or IP, by final accuracy) ended above base in %d of %d cells.", marlBase, withBase))
+		out = append(out, fmt.Sprintf("The better multi-agent condition (SP or IP, by final accuracy) ended above base in %d of %d cells (%s).", marlBase, withBase, tiesText(baseTies)))
 	}
 	if withSARL > 0 {
 		out = append(out, fmt.Sprintf("It ended above SA-RL evaluated in the same workflow in %d of %d cells; in %d of those the %g%% interval of the gain excludes zero.", marlSARL, withSARL, marlSARLsig, st.Params.CI*100))
 	}
 	return out
+}
+
+// tiesText counts the cells where two means were equal (CompareMeans).
+func tiesText(n int) string {
+	switch n {
+	case 0:
+		return "no tie"
+	case 1:
+		return "1 tie"
+	}
+	return fmt.Sprintf("%d ties", n)
 }
 
 // cliffFindings count the terminal cliffs per trained condition.

@@ -27,13 +27,14 @@ func writeClaimsTable(w md, cl *analysis.Claims) {
 // verdicts are in the summary, writeClaimsTable), the gains over SA-RL per
 // cell and the paper's headline gains, all computed by
 // analysis.CompareClaims and worded here (claims_prose.go).
-func writeClaims(w md, cl *analysis.Claims) {
+func writeClaims(w md, st *analysis.Study, cl *analysis.Claims) {
 	ciPct := fmt.Sprintf("%g%%", cl.CI*100)
 	w("\n## The paper's claims\n\n")
 	w("Each claim of the paper is judged from the logs by the rule printed under it; no verdict is written by hand (the summary at the top gathers the verdicts). "+
 		"Intervals are %s intervals by the rule of *Definitions* (over seeds and validation problems; the capture rate and the aggregator's length ratio, which are not recomputed on resampled problems, over seeds alone). "+
 		"A cell is judged only when every condition it compares has %d or more seeds; otherwise it counts as *%s* and the claim cannot rest on it.\n\n",
 		ciPct, analysis.MinClaimSeeds, outcomeWord(analysis.NoData))
+	w("%s\n\n", controlsText(st))
 	claims := claimTexts(cl)
 	for _, c := range claims {
 		w("### %s. %s\n\n**Verdict: %s.** %s\n\n", c.id, c.statement, c.verdict, c.why)
@@ -56,6 +57,7 @@ func writeClaims(w md, cl *analysis.Claims) {
 		}
 	}
 	writeSARLGains(w, cl, ciPct)
+	writeStrict(w, st, cl)
 }
 
 // countsText lists a test's counts: "holds 3, against 1, ...".
@@ -191,4 +193,33 @@ func direction(e analysis.Estimate, paper float64) string {
 		return "zero"
 	}
 	return "opposite to the paper's, not significantly"
+}
+
+// detectorNames name the failure-mode detectors.
+var detectorNames = map[analysis.Detector]string{
+	analysis.CliffDetector:         "terminal cliff",
+	analysis.AmplificationDetector: "gradient amplification",
+	analysis.CaptureDetector:       "role capture",
+	analysis.CollapseDetector:      "format collapse",
+}
+
+// controlsText states which detectors have a shown positive control and
+// the rule for those that have none.
+func controlsText(st *analysis.Study) string {
+	var shown, missing []string
+	for _, d := range analysis.Detectors {
+		if test, ok := st.Controls[d]; ok {
+			shown = append(shown, fmt.Sprintf("%s (%s)", detectorNames[d], test))
+		} else {
+			missing = append(missing, detectorNames[d])
+		}
+	}
+	text := "A detector's silence counts against a claim only where the detector has been shown to fire on real training built to trigger it (a positive control) and to stay silent on a control that must not; a test resting on a detector without one is *not testable*, its units still judged and shown. "
+	if len(shown) > 0 {
+		text += "Detectors with a shown positive control: " + strings.Join(shown, ", ") + ". "
+	}
+	if len(missing) > 0 {
+		text += "Detectors without one in this regime: " + strings.Join(missing, ", ") + "."
+	}
+	return strings.TrimSpace(text)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -53,8 +54,17 @@ var SummaryMetrics = func() []string {
 		"gain_base_ceiling", "gain_base_final", "gain_sarl_ceiling", "gain_sarl_final"} {
 		out = append(out, m, m+"_lo", m+"_hi", m+"_se", m+"_df")
 	}
-	return append(out, "ceiling_step", "cliff", "cliff_threshold", "cliff_fall_step", "evals", "amplified_before_cliff", "captured_roles")
+	out = append(out, "ceiling_step", "cliff", "cliff_threshold", "cliff_fall_step", "evals", "amplified_before_cliff", "captured_roles")
+	return append(out, strictMetrics...)
 }()
+
+// strictMetrics are the columns of strict and lenient final accuracy (the
+// mean of the last 3 validations, like final; analysis/roles.go; the bounds
+// are the t interval over seeds, cell rows only) and the share of
+// supervisory turns whose output did not parse at the last validation (a
+// cell row pools its seeds' turns).
+var strictMetrics = []string{"strict_final", "strict_final_lo", "strict_final_hi",
+	"lenient_final", "lenient_final_lo", "lenient_final_hi", "unparsed_supervisory"}
 
 // Value returns the named metric of a row (NaN when absent).
 func (r SummaryRow) Value(name string) float64 {
@@ -92,7 +102,7 @@ func estVals(e analysis.Estimate) []float64 { return []float64{e.Value, e.Lo, e.
 // added after the first summaries were committed, so that `marlow diff`
 // still reads old revisions (missing values read as NaN, or 0 problems).
 func optionalColumn(name string) bool {
-	return name == "problems" || strings.HasSuffix(name, "_se") || strings.HasSuffix(name, "_df")
+	return name == "problems" || strings.HasSuffix(name, "_se") || strings.HasSuffix(name, "_df") || slices.Contains(strictMetrics, name)
 }
 
 func b2f(b bool) float64 {
@@ -136,6 +146,8 @@ func SummaryRows(st *analysis.Study) []SummaryRow {
 			}
 		}
 		row.Values = append(row.Values, float64(m.CeilingStep), b2f(m.Cliff.Cliff), m.Cliff.Threshold, float64(m.Cliff.FallStep), float64(m.Evals), b2f(amp), float64(capt))
+		strict, lenient, _ := r.FinalRates()
+		row.Values = append(row.Values, strict, nan, nan, lenient, nan, nan, unparsedShare([]*analysis.RunResult{r}))
 		rows = append(rows, row)
 	}
 	for _, c := range st.Cells {
@@ -147,6 +159,8 @@ func SummaryRows(st *analysis.Study) []SummaryRow {
 				row.Values = append(row.Values, estVals(e)...)
 			}
 			row.Values = append(row.Values, cs.CeilingStep, float64(cs.CliffRuns), nan, nan, nan, nan, nan)
+			row.Values = append(row.Values, cs.StrictFinal.Value, cs.StrictFinal.Lo, cs.StrictFinal.Hi,
+				cs.LenientFinal.Value, cs.LenientFinal.Lo, cs.LenientFinal.Hi, unparsedShare(runsOf(st, c.Key, cs.Condition)))
 			rows = append(rows, row)
 		}
 	}
@@ -295,4 +309,14 @@ func DecodeSummary(name string, data []byte) ([]SummaryRow, error) {
 		})
 	}
 	return rows, nil
+}
+
+// unparsedShare is the share of the runs' supervisory turns at their last
+// validation whose output did not parse, NaN without such turns.
+func unparsedShare(runs []*analysis.RunResult) float64 {
+	turns, unparsed, _ := fallbackTotals(runs)
+	if turns == 0 {
+		return math.NaN()
+	}
+	return float64(unparsed) / float64(turns)
 }

@@ -1,0 +1,319 @@
+package analysis
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/study"
+)
+
+// Strict and lenient accuracy and the role-level workflow metrics, read
+// from the validation rollouts of the samples/ table (every validation
+// episode: one row per agent turn in turn order and a `final` row).
+//
+// The workflows read a supervisory turn's output leniently, like the
+// paper's code: an aggregator without a valid `Selected:` line picks the
+// candidate of its first digit or candidate 1, an evaluator verdict that
+// does not parse counts as Incorrect, an orchestrator without strategy
+// lines has its list items taken or gets one free-choice worker. Lenient
+// accuracy is the workflow's final answer graded as it stands (the
+// accuracy of the matrix). Strict accuracy counts an episode wrong as well
+// when any supervisory turn's output did not parse: the samples'
+// `compliant` column is the workflow's own parse result for those roles
+// (harness/workflow sets it from the same parse that chooses the
+// fallback).
+
+// SupervisoryRoles are the roles whose output the workflows parse for
+// their own control flow rather than grade as an answer.
+var SupervisoryRoles = []string{study.Aggregator, study.Evaluator, study.Orchestrator, study.Synthesizer}
+
+// The fallbacks as the logs show them. The samples keep the output and
+// the parsed value, so an aggregator's fallback is told apart by whether
+// its first digit named the selected candidate; an orchestrator's
+// list-items and dropped fallbacks both leave a strategy list and are one
+// class here.
+const (
+	FallbackIncorrect  = "incorrect"     // evaluator: unparsed verdict counted as Incorrect
+	FallbackFirstDigit = "first-digit"   // aggregator: the first digit named the candidate
+	FallbackCandidate1 = "candidate-1"   // aggregator: candidate 1
+	FallbackListItems  = "list-items"    // orchestrator: list items or deduplicated strategies used
+	FallbackFreeWorker = "free-worker"   // orchestrator: no usable strategy, one free-choice worker
+	FallbackNoAnswer   = "no-answer"     // synthesizer: no answer found, the episode has none
+	fallbackUnknown    = "unknown-other" // not reached by the workflows' rules
+)
+
+// RoleStep is one supervisory role's turns at one validation.
+type RoleStep struct {
+	Role      string
+	Turns     int            // the role's turns
+	Unparsed  int            // turns whose output did not parse
+	Fallbacks map[string]int // unparsed turns by fallback taken
+}
+
+// WorkflowStep is the role-level workflow metrics of one validation of a
+// run view.
+type WorkflowStep struct {
+	Step     int64
+	Episodes int
+	Lenient  int // episodes whose final answer is correct
+	Strict   int // of those, episodes whose supervisory turns all parsed
+	Turns    int // agent turns over all episodes
+	Roles    []RoleStep
+
+	// Evaluator (eval-opt): parsed verdicts against the true correctness
+	// of the generator turn they judged.
+	Verdicts, Accepts          int
+	FalseAccepts, FalseRejects int // accepted a wrong answer, rejected a right one
+	CorrectJudged              int // parsed verdicts on a correct generator turn
+
+	// Aggregator (voting): choices among the candidates.
+	Choices, WithCorrect, PickedCorrect int // PickedCorrect counts episodes with a correct candidate
+	PickedFirst                         int // choices of candidate 1
+
+	// Orchestrator (orch-workers).
+	Plans, Strategies, Workers int // orchestrator turns, strategies listed, worker turns
+}
+
+// LenientRate is the fraction of episodes answered correctly.
+func (w WorkflowStep) LenientRate() float64 { return frac(w.Lenient, w.Episodes) }
+
+// StrictRate is the fraction answered correctly with every supervisory
+// output parsed.
+func (w WorkflowStep) StrictRate() float64 { return frac(w.Strict, w.Episodes) }
+
+func frac(k, n int) float64 {
+	if n == 0 {
+		return math.NaN()
+	}
+	return float64(k) / float64(n)
+}
+
+// Role returns the step's metrics of a role, or a zero RoleStep.
+func (w WorkflowStep) Role(role string) RoleStep {
+	for _, r := range w.Roles {
+		if r.Role == role {
+			return r
+		}
+	}
+	return RoleStep{Role: role}
+}
+
+type episodeKey struct {
+	problem string
+	rollout int64
+}
+
+// WorkflowSteps computes the metrics of every validation of a run in
+// workflow wf from its samples, by step; nil when it has no validation
+// samples.
+func WorkflowSteps(r *runlog.Run, wf string) []WorkflowStep {
+	bySteps := map[int64]map[episodeKey][]*runlog.SampleRow{}
+	order := map[int64][]episodeKey{}
+	for i := range r.Samples {
+		s := &r.Samples[i]
+		if s.Split != "val" || s.Workflow != wf {
+			continue
+		}
+		m := bySteps[s.Step]
+		if m == nil {
+			m = map[episodeKey][]*runlog.SampleRow{}
+			bySteps[s.Step] = m
+		}
+		k := episodeKey{s.ProblemID, s.Rollout}
+		if _, ok := m[k]; !ok {
+			order[s.Step] = append(order[s.Step], k)
+		}
+		m[k] = append(m[k], s)
+	}
+	steps := make([]int64, 0, len(bySteps))
+	for st := range bySteps {
+		steps = append(steps, st)
+	}
+	slices.Sort(steps)
+	out := make([]WorkflowStep, 0, len(steps))
+	for _, st := range steps {
+		w := WorkflowStep{Step: st}
+		roles := map[string]*RoleStep{}
+		for _, k := range order[st] {
+			addEpisode(&w, roles, bySteps[st][k])
+		}
+		for _, role := range SupervisoryRoles {
+			if rs, ok := roles[role]; ok {
+				w.Roles = append(w.Roles, *rs)
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// addEpisode adds one episode's rows (in turn order) to w.
+func addEpisode(w *WorkflowStep, roles map[string]*RoleStep, rows []*runlog.SampleRow) {
+	var final *runlog.SampleRow
+	allParsed := true
+	var lastGen *runlog.SampleRow
+	var candidates []*runlog.SampleRow
+	for _, s := range rows {
+		switch s.Role {
+		case "final":
+			final = s
+			continue
+		case study.Generator:
+			lastGen = s
+			candidates = append(candidates, s)
+		case study.Worker:
+			w.Workers++
+		}
+		w.Turns++
+		if !slices.Contains(SupervisoryRoles, s.Role) {
+			continue
+		}
+		rs := roles[s.Role]
+		if rs == nil {
+			rs = &RoleStep{Role: s.Role, Fallbacks: map[string]int{}}
+			roles[s.Role] = rs
+		}
+		rs.Turns++
+		if !s.Compliant {
+			allParsed = false
+			rs.Unparsed++
+			rs.Fallbacks[fallbackOf(s, len(candidates))]++
+		}
+		switch s.Role {
+		case study.Evaluator:
+			if s.Compliant && lastGen != nil {
+				accept := s.Parsed == "Correct"
+				w.Verdicts++
+				if accept {
+					w.Accepts++
+				}
+				if lastGen.Correct {
+					w.CorrectJudged++
+				}
+				if accept && !lastGen.Correct {
+					w.FalseAccepts++
+				}
+				if !accept && lastGen.Correct {
+					w.FalseRejects++
+				}
+			}
+		case study.Aggregator:
+			w.Choices++
+			if s.Parsed == "1" {
+				w.PickedFirst++
+			}
+			if slices.ContainsFunc(candidates, func(c *runlog.SampleRow) bool { return c.Correct }) {
+				w.WithCorrect++
+				if s.Correct {
+					w.PickedCorrect++
+				}
+			}
+		case study.Orchestrator:
+			w.Plans++
+			for _, line := range strings.Split(s.Parsed, "\n") {
+				if strings.TrimSpace(line) != "" {
+					w.Strategies++
+				}
+			}
+		}
+	}
+	if final == nil {
+		return
+	}
+	w.Episodes++
+	if final.Correct {
+		w.Lenient++
+		if allParsed {
+			w.Strict++
+		}
+	}
+}
+
+// fallbackOf names the fallback an unparsed supervisory turn took, from
+// what the logs keep of it (n candidates before an aggregator turn).
+func fallbackOf(s *runlog.SampleRow, n int) string {
+	switch s.Role {
+	case study.Evaluator:
+		return FallbackIncorrect
+	case study.Synthesizer:
+		return FallbackNoAnswer
+	case study.Orchestrator:
+		if strings.TrimSpace(s.Parsed) == "" {
+			return FallbackFreeWorker
+		}
+		return FallbackListItems
+	case study.Aggregator:
+		for _, c := range s.Completion {
+			if c >= '0' && c <= '9' {
+				if d := int(c - '0'); d >= 1 && d <= n && strconv.Itoa(d) == s.Parsed {
+					return FallbackFirstDigit
+				}
+				break
+			}
+		}
+		return FallbackCandidate1
+	}
+	return fallbackUnknown
+}
+
+// Fallbacks are the fallback names a role can take, in print order.
+func Fallbacks(role string) []string {
+	switch role {
+	case study.Evaluator:
+		return []string{FallbackIncorrect}
+	case study.Aggregator:
+		return []string{FallbackFirstDigit, FallbackCandidate1}
+	case study.Orchestrator:
+		return []string{FallbackListItems, FallbackFreeWorker}
+	case study.Synthesizer:
+		return []string{FallbackNoAnswer}
+	}
+	return nil
+}
+
+// FinalWorkflowStep returns the metrics of the run view's last validation
+// with samples, ok false when it has none.
+func (r *RunResult) FinalWorkflowStep() (WorkflowStep, bool) {
+	if len(r.Workflow) == 0 {
+		return WorkflowStep{}, false
+	}
+	return r.Workflow[len(r.Workflow)-1], true
+}
+
+// FinalRates are a run view's strict and lenient final accuracy: like
+// Metrics.Final, the mean over its last 3 validations with samples (fewer
+// when it has fewer); ok is false without any.
+func (r *RunResult) FinalRates() (strict, lenient float64, ok bool) {
+	var n int
+	for _, w := range r.Workflow[max(0, len(r.Workflow)-3):] {
+		if w.Episodes == 0 {
+			continue
+		}
+		strict += w.StrictRate()
+		lenient += w.LenientRate()
+		n++
+	}
+	if n == 0 {
+		return math.NaN(), math.NaN(), false
+	}
+	return strict / float64(n), lenient / float64(n), true
+}
+
+// strictLenient sets a condition's strict and lenient final accuracy: the
+// mean over its runs of each run's FinalRates, with the seed part of the
+// interval rule (a t interval over seeds; no interval with one seed),
+// since the strict grade is not resampled over problems.
+func strictLenient(cs *CondSummary, runs []*RunResult, ci float64) {
+	var strict, lenient []float64
+	for _, r := range runs {
+		if s, l, ok := r.FinalRates(); ok {
+			strict = append(strict, s)
+			lenient = append(lenient, l)
+		}
+	}
+	cs.StrictFinal = seedEstimate(strict, ci, 0, 1)
+	cs.LenientFinal = seedEstimate(lenient, ci, 0, 1)
+}
