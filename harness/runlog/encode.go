@@ -158,58 +158,67 @@ func checkFrame(data []byte) error {
 // openTable parses a segment file and checks its table name, schema version
 // and columns against t. It never panics on bad input.
 func openTable(t tableInfo, data []byte) (tbl arrow.Table, err error) {
+	tbl, _, err = openTableVersion(t, data)
+	return tbl, err
+}
+
+// openTableVersion is openTable that also returns the file's schema
+// version: a file of version v holds the first t.colsAt(v) columns.
+func openTableVersion(t tableInfo, data []byte) (tbl arrow.Table, version int, err error) {
 	if err := checkFrame(data); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			tbl, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, p)
+			tbl, version, err = nil, 0, fmt.Errorf("%w: %v", ErrCorrupt, p)
 		}
 	}()
 	pf, err := file.NewParquetReader(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	defer pf.Close()
 	kv := pf.MetaData().KeyValueMetadata()
 	ver := kv.FindValue(MetaSchemaVersion)
 	if ver == nil {
-		return nil, fmt.Errorf("%w: no %s metadata (not written by marlow runlog)", ErrForeignSchema, MetaSchemaVersion)
+		return nil, 0, fmt.Errorf("%w: no %s metadata (not written by marlow runlog)", ErrForeignSchema, MetaSchemaVersion)
 	}
-	if *ver != strconv.Itoa(SchemaVersion) {
-		return nil, fmt.Errorf("%w: file has version %s, this build reads %d", ErrSchemaVersion, *ver, SchemaVersion)
+	version, verr := strconv.Atoi(*ver)
+	if verr != nil || version < OldestSchemaVersion || version > SchemaVersion {
+		return nil, 0, fmt.Errorf("%w: file has version %s, this build reads %d to %d", ErrSchemaVersion, *ver, OldestSchemaVersion, SchemaVersion)
 	}
 	if name := kv.FindValue(MetaTable); name == nil || *name != t.name {
 		got := "none"
 		if name != nil {
 			got = strconv.Quote(*name)
 		}
-		return nil, fmt.Errorf("%w: table %s in a %s folder", ErrForeignSchema, got, t.name)
+		return nil, 0, fmt.Errorf("%w: table %s in a %s folder", ErrForeignSchema, got, t.name)
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	if err := checkSchema(t, fr); err != nil {
-		return nil, err
+	if err := checkSchema(t, fr, t.colsAt(version)); err != nil {
+		return nil, 0, err
 	}
 	tbl, err = fr.ReadTable(context.Background())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	return tbl, nil
+	return tbl, version, nil
 }
 
-func checkSchema(t tableInfo, fr *pqarrow.FileReader) error {
+// checkSchema checks that the file's columns are the first n of t's.
+func checkSchema(t tableInfo, fr *pqarrow.FileReader, n int) error {
 	got, err := fr.Schema()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	want := t.schema
-	if got.NumFields() != want.NumFields() {
-		return fmt.Errorf("%w: %d columns, %s has %d", ErrForeignSchema, got.NumFields(), t.name, want.NumFields())
+	if got.NumFields() != n {
+		return fmt.Errorf("%w: %d columns, %s has %d", ErrForeignSchema, got.NumFields(), t.name, n)
 	}
-	for i, w := range want.Fields() {
+	for i, w := range want.Fields()[:n] {
 		g := got.Field(i)
 		if g.Name != w.Name {
 			return fmt.Errorf("%w: column %d is %q, want %q", ErrForeignSchema, i, g.Name, w.Name)
@@ -246,6 +255,13 @@ func (t *tableDef[R]) rows(tbl arrow.Table) (out []R, err error) {
 	}()
 	out = make([]R, tbl.NumRows())
 	for j, c := range t.cols {
+		if j >= int(tbl.NumCols()) {
+			// A column appended after the file's schema version: null.
+			for i := range out {
+				setMissing(c.ref(&out[i]))
+			}
+			continue
+		}
 		i := 0
 		for _, chunk := range tbl.Column(j).Data().Chunks() {
 			for k := 0; k < chunk.Len(); k++ {
@@ -260,6 +276,23 @@ func (t *tableDef[R]) rows(tbl arrow.Table) (out []R, err error) {
 		}
 	}
 	return out, nil
+}
+
+// setMissing sets a field of a column the file does not hold to its null:
+// NaN, a nil map, or the zero value of a required column.
+func setMissing(dst any) {
+	switch p := dst.(type) {
+	case *float64:
+		*p = math.NaN()
+	case *map[string]float64:
+		*p = nil
+	case *string:
+		*p = ""
+	case *int64:
+		*p = 0
+	case *bool:
+		*p = false
+	}
 }
 
 func setField(dst any, arr arrow.Array, k int) error {

@@ -96,8 +96,8 @@ func parseManifest(s source, dir string) (Manifest, error) {
 	if err := dec.Decode(&m); err != nil {
 		return Manifest{}, fmt.Errorf("%w: %w", ErrBadManifest, err)
 	}
-	if m.SchemaVersion != SchemaVersion {
-		return Manifest{}, fmt.Errorf("%w: manifest has version %d, this build reads %d", ErrSchemaVersion, m.SchemaVersion, SchemaVersion)
+	if m.SchemaVersion < OldestSchemaVersion || m.SchemaVersion > SchemaVersion {
+		return Manifest{}, fmt.Errorf("%w: manifest has version %d, this build reads %d to %d", ErrSchemaVersion, m.SchemaVersion, OldestSchemaVersion, SchemaVersion)
 	}
 	if m.RunID == "" {
 		return Manifest{}, fmt.Errorf("%w: no run_id", ErrBadManifest)
@@ -314,6 +314,11 @@ func ReadTable(dir, table string) (arrow.Table, error) {
 		return array.NewTableFromSlice(t.schema, make([][]arrow.Array, t.schema.NumFields())), nil
 	}
 	schema := parts[0].Schema()
+	for _, p := range parts[1:] {
+		if p.NumCols() != parts[0].NumCols() {
+			return nil, fmt.Errorf("read table %s of %s: %w: segments of different schema versions (%d and %d columns)", table, dir, ErrForeignSchema, parts[0].NumCols(), p.NumCols())
+		}
+	}
 	cols := make([]arrow.Column, schema.NumFields())
 	var rows int64
 	for _, p := range parts {

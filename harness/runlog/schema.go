@@ -11,9 +11,19 @@ import (
 
 // SchemaVersion is the version of the run-table schemas and of the manifest
 // layout. It is stored in every Parquet file's key-value metadata (key
-// MetaSchemaVersion) and in manifest.json, and readers refuse other versions.
-// Bump it whenever a column is added, removed, renamed or changes meaning.
-const SchemaVersion = 1
+// MetaSchemaVersion) and in manifest.json. Bump it whenever a column is
+// added, removed, renamed or changes meaning.
+//
+// Version 2 appended steps' coherence_cos and coherence_scale, evals'
+// strict_accuracy and fallback_rate and samples' fallback. Readers also
+// accept version-1 files (OldestSchemaVersion), which lack those trailing
+// columns: they read as null (NaN, a nil map, an empty string).
+const SchemaVersion = 2
+
+// OldestSchemaVersion is the oldest version the readers accept; committed
+// archives of version 1 must stay readable. Only the current version is
+// written, and a run of an older version is not resumed.
+const OldestSchemaVersion = 1
 
 // Key-value metadata keys written into every segment file.
 const (
@@ -103,6 +113,9 @@ type tableDef[R any] struct {
 	key  func(*R) string
 	step func(*R) int64
 	run  func(*R) *string
+	// v1 is the number of leading columns a version-1 file holds (0: all
+	// of them); the columns after it were appended in version 2.
+	v1 int
 }
 
 // schema returns the table's Arrow schema with the version metadata.
@@ -148,6 +161,8 @@ var stepsDef = &tableDef[StepRow]{
 		{"reward_std", kFloat64, "standard deviation of those rewards", func(r *StepRow) any { return &r.RewardStd }},
 		{"zero_var_frac", kFloat64, "fraction of the role's GRPO groups whose rewards had zero variance", func(r *StepRow) any { return &r.ZeroVarFrac }},
 		{"lr", kFloat64, "learning rate used at this step", func(r *StepRow) any { return &r.LR }},
+		{"coherence_cos", kFloat64, "coherence regularizer (`grpo.coherence`): cosine between the role's gradient and the EMA of its past gradients, before scaling; null when the regularizer is off, on the `*` row, and at the role's first trained step (no EMA yet). Since schema 2", func(r *StepRow) any { return &r.CoherenceCos }},
+		{"coherence_scale", kFloat64, "factor `1 - lambda * max(0, coherence_cos)` the role's gradient was multiplied by before the roles' gradients were summed (1 at the role's first trained step); null when the regularizer is off and on the `*` row. Since schema 2", func(r *StepRow) any { return &r.CoherenceScale }},
 	},
 	order: func(a, b *StepRow) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Role, b.Role))
@@ -155,6 +170,7 @@ var stepsDef = &tableDef[StepRow]{
 	key:  func(r *StepRow) string { return keyOf(r.Step, r.Policy, r.Role) },
 	step: func(r *StepRow) int64 { return r.Step },
 	run:  func(r *StepRow) *string { return &r.RunID },
+	v1:   23,
 }
 
 var evalsDef = &tableDef[EvalRow]{
@@ -176,6 +192,8 @@ var evalsDef = &tableDef[EvalRow]{
 		{"mean_len", kFloat64, "mean output length in tokens", func(r *EvalRow) any { return &r.MeanLen }},
 		{"problems", kInt64, "validation episodes the row covers: problems x `eval.samples` rollouts", func(r *EvalRow) any { return &r.Problems }},
 		{"turns", kInt64, "agent turns of the role", func(r *EvalRow) any { return &r.Turns }},
+		{"strict_accuracy", kFloat64, "`*`: accuracy counting an episode wrong when a supervisory turn's output (aggregator, evaluator, orchestrator, synthesizer) did not parse, whatever the fallback then chose; equals `accuracy` for workflows without supervisory roles; null on role rows. `accuracy` is the lenient figure. Since schema 2", func(r *EvalRow) any { return &r.StrictAccuracy }},
+		{"fallback_rate", kFloatMap, "supervisory roles: for each fallback the workflow took in place of the role's parsed output (`incorrect`, `first-digit`, `candidate-1`, `list-items`, `dropped`, `free-worker`), the fraction of the role's turns it was taken for, keyed by that word (fallbacks never taken are absent; an empty map: none taken); null for other roles and `*`. Since schema 2", func(r *EvalRow) any { return &r.FallbackRate }},
 	},
 	order: func(a, b *EvalRow) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Workflow, b.Workflow),
@@ -184,6 +202,7 @@ var evalsDef = &tableDef[EvalRow]{
 	key:  func(r *EvalRow) string { return keyOf(r.Step, r.Workflow, r.Split, r.Role) },
 	step: func(r *EvalRow) int64 { return r.Step },
 	run:  func(r *EvalRow) *string { return &r.RunID },
+	v1:   12,
 }
 
 var samplesDef = &tableDef[SampleRow]{
@@ -214,6 +233,7 @@ var samplesDef = &tableDef[SampleRow]{
 		{"advantage", kFloat64, "`train` rows: GRPO advantage of the turn (0 in a group whose rewards are all equal: not trained on); `val` rows: 0, since validation turns are not trained on", func(r *SampleRow) any { return &r.Advantage }},
 		{"tokens", kInt64, "completion tokens", func(r *SampleRow) any { return &r.Tokens }},
 		{"finish", kString, "finish reason reported by the engine (e.g. `stop`, `length`)", func(r *SampleRow) any { return &r.Finish }},
+		{"fallback", kString, "supervisory turns: the fallback the workflow took in place of the parsed output (the words of `evals/` `fallback_rate`), empty when the output was used as parsed and for other roles. Since schema 2 (empty in version-1 files)", func(r *SampleRow) any { return &r.Fallback }},
 	},
 	order: func(a, b *SampleRow) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Split, b.Split), cmp.Compare(a.Workflow, b.Workflow),
@@ -221,6 +241,7 @@ var samplesDef = &tableDef[SampleRow]{
 	},
 	step: func(r *SampleRow) int64 { return r.Step },
 	run:  func(r *SampleRow) *string { return &r.RunID },
+	v1:   18,
 }
 
 var timingDef = &tableDef[TimingRow]{
@@ -257,6 +278,15 @@ type tableInfo struct {
 	name, doc string
 	schema    *arrow.Schema
 	cols      []colInfo
+	v1        int // columns of a version-1 file (all when 0)
+}
+
+// colsAt is the number of leading columns a file of schema version v holds.
+func (t tableInfo) colsAt(v int) int {
+	if v < 2 && t.v1 > 0 {
+		return t.v1
+	}
+	return len(t.cols)
 }
 
 type colInfo struct {
@@ -266,7 +296,7 @@ type colInfo struct {
 }
 
 func (t *tableDef[R]) info() tableInfo {
-	ti := tableInfo{name: t.name, doc: t.doc, schema: t.schema()}
+	ti := tableInfo{name: t.name, doc: t.doc, schema: t.schema(), v1: t.v1}
 	for _, c := range t.cols {
 		ti.cols = append(ti.cols, colInfo{c.name, c.kind, c.doc})
 	}
@@ -294,8 +324,10 @@ func SchemaMarkdown() string {
 	b.WriteString("<!-- Generated from harness/runlog/schema.go by `go generate ./harness/runlog`; do not edit. -->\n\n")
 	b.WriteString("# Run log schema\n\n")
 	fmt.Fprintf(&b, "Schema version: **%d**. Every Parquet file stores it in its key-value metadata as `%s`, "+
-		"with the table name as `%s`; readers refuse files of another version or table.\n\n",
-		SchemaVersion, MetaSchemaVersion, MetaTable)
+		"with the table name as `%s`; readers refuse files of another table and of versions they do not know. "+
+		"Version 2 appended columns marked \"Since schema 2\" below; the readers also accept version-%d files, "+
+		"where those columns read as null (an empty string for `fallback`), and a run of an older version is read but not resumed.\n\n",
+		SchemaVersion, MetaSchemaVersion, MetaTable, OldestSchemaVersion)
 	b.WriteString("A run directory `runs/<experiment>/<run-id>/` holds `manifest.json` and one folder per table. " +
 		"Each folder holds Parquet segments (zstd) named after the step they were committed at, " +
 		"`000012.parquet` for the commit at step 12; a segment holds the rows added since the previous " +

@@ -61,7 +61,7 @@ func TestSchemaDefs(t *testing.T) {
 				}
 				seen[r] = true
 			}
-			if v := tc.info.schema.Metadata().Values(); len(v) != 2 || v[0] != "1" || v[1] != tc.info.name {
+			if v := tc.info.schema.Metadata().Values(); len(v) != 2 || v[0] != "2" || v[1] != tc.info.name {
 				t.Errorf("schema metadata %v", v)
 			}
 		})

@@ -93,6 +93,9 @@ func Open(dir string, m Manifest) (*Writer, int64, error) {
 		if old.RunID != m.RunID {
 			return nil, 0, fmt.Errorf("open run %s: directory holds run %q, not %q", dir, old.RunID, m.RunID)
 		}
+		if old.SchemaVersion != SchemaVersion {
+			return nil, 0, fmt.Errorf("open run %s: %w: the run was written with schema version %d and this build writes %d; it can be read but not resumed (rerun it in a fresh folder)", dir, ErrSchemaVersion, old.SchemaVersion, SchemaVersion)
+		}
 		if old.ConfigHash != m.ConfigHash {
 			return nil, 0, fmt.Errorf("open run %s: directory holds config hash %q, resuming with %q", dir, old.ConfigHash, m.ConfigHash)
 		}
