@@ -300,5 +300,6 @@ func stepRow(runID string, step int64, policy string, rs engine.RoleStats, rewar
 		Tokens: int64(rs.Tokens), Seqs: int64(rs.Seqs), MeanLen: rs.MeanLen,
 		Entropy: rs.Entropy, Perplexity: rs.Perplexity, RatioMean: rs.RatioMean, RatioMax: rs.RatioMax,
 		ClipFrac: rs.ClipFrac, KL: rs.KL, RewardMean: m, RewardStd: s, ZeroVarFrac: zeroVar, LR: lr,
+		CoherenceCos: rs.CoherenceCos, CoherenceScale: rs.CoherenceScale,
 	}
 }

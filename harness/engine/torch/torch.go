@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -394,6 +395,12 @@ type wireTurn struct {
 	Advantage     float64 `json:"advantage"`
 }
 
+// ErrNoCoherence is the torch engine's refusal of the coherence regularizer
+// (engine.TrainOptions.Coherence, the spec's grpo.coherence), which the
+// Python server does not implement yet: a run asking for it fails rather
+// than train without it.
+var ErrNoCoherence = errors.New("the coherence regularizer (grpo.coherence) is not implemented in the torch engine yet; use the native engine or remove grpo.coherence")
+
 type wireOptions struct {
 	ClipLow     float64            `json:"clip_low"`
 	ClipHigh    float64            `json:"clip_high"`
@@ -431,7 +438,8 @@ func (w wireStats) stats() engine.RoleStats {
 	s := engine.RoleStats{Role: w.Role, Loss: float64(w.Loss), GradNorm: float64(w.GradNorm), GradShare: float64(w.GradShare),
 		AgentCosMean: float64(w.AgentCosMean), AgentCosMin: float64(w.AgentCosMin), Tokens: w.Tokens, Seqs: w.Seqs,
 		MeanLen: float64(w.MeanLen), Entropy: float64(w.Entropy), Perplexity: float64(w.Perplexity),
-		RatioMean: float64(w.RatioMean), RatioMax: float64(w.RatioMax), ClipFrac: float64(w.ClipFrac), KL: float64(w.KL)}
+		RatioMean: float64(w.RatioMean), RatioMax: float64(w.RatioMax), ClipFrac: float64(w.ClipFrac), KL: float64(w.KL),
+		CoherenceCos: math.NaN(), CoherenceScale: math.NaN()} // the server has no coherence regularizer yet (ErrNoCoherence)
 	if w.RoleCos != nil {
 		s.RoleCos = map[string]float64{}
 		for k, v := range w.RoleCos {
@@ -462,6 +470,9 @@ func (e *Engine) TrainStep(ctx context.Context, name string, turns []engine.Turn
 	}
 	if err := engine.ValidateTrainStep(name, turns, opt, e.limits()); err != nil {
 		return st, fmt.Errorf("torch engine: %w", err)
+	}
+	if opt.Coherence != nil {
+		return st, fmt.Errorf("torch engine: train step of adapter %q: %w", name, ErrNoCoherence)
 	}
 	wo := wireOptions{ClipLow: opt.ClipLow, ClipHigh: opt.ClipHigh, LossAgg: opt.LossAgg, Temperature: opt.Temperature,
 		LR: opt.LR, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WeightDecay: opt.WeightDecay, GradClip: opt.GradClip, KLCoef: opt.KLCoef}
