@@ -175,7 +175,7 @@ func serverPID(parent int) int {
 			continue
 		}
 		cl, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
-		if bytes.Contains(cl, []byte("marlow_torch_server.py")) {
+		if bytes.Contains(cl, []byte("marlow_torch")) {
 			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
 			return pid
 		}

@@ -1,0 +1,26 @@
+"""The command line: the protocol's file descriptors, stdout pointed at
+stderr, then the request loop."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from .protocol import Channel
+from .server import serve
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parses --in-fd and --out-fd and serves requests on them."""
+    ap = argparse.ArgumentParser(prog="marlow_torch", description="marlow's torch engine server")
+    ap.add_argument("--in-fd", type=int, required=True, help="file descriptor the requests arrive on")
+    ap.add_argument("--out-fd", type=int, required=True, help="file descriptor the replies leave on")
+    a = ap.parse_args(argv)
+    # Library prints go to stderr: the protocol has its own descriptors, and
+    # stdout (fd 1) is pointed at stderr too.
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(Channel(a.in_fd, a.out_fd))

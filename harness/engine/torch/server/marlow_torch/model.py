@@ -1,0 +1,219 @@
+"""The base model: loading a Hugging Face Qwen3 checkpoint folder, its
+tokenizer and chat template, and the forward passes that scoring,
+generation and training share."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .protocol import Args, Fault
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+STOP_TOKENS = ["<|im_end|>", "<|endoftext|>"]
+
+
+@dataclass
+class Model:
+    """An open checkpoint: the transformers model (wrapped by peft once an
+    adapter exists), its tokenizer and the run's device settings."""
+
+    hf: Any
+    """The HF model; a peft model once peft is true."""
+    device: torch.device
+    dtype: torch.dtype
+    dtype_name: str
+    layers: int
+    vocab: int
+    max_pos: int
+    tokenizer: Any
+    template: Any
+    """The chat template (a jinja2 template), None to use the built-in ChatML."""
+    gen_budget: int
+    """Tokens (prompt + new) of one generation wave."""
+    train_budget: int
+    """Padded tokens of one scoring or training micro-batch."""
+    grad_ckpt: bool
+    cuda_device: str
+    """The GPU's name when the device asked for was cuda, else empty."""
+    stop_ids: set[int] = field(default_factory=set)
+    peft: bool = False
+
+    def base(self) -> Any:
+        """The underlying transformers model (inside peft when wrapped)."""
+        return self.hf.get_base_model() if self.peft else self.hf
+
+    def head_rows(self) -> int:
+        """Rows of logits per chunk so that a chunk holds about 2^26 values."""
+        return max(1, (1 << 26) // self.vocab)
+
+    def encode_chat(self, messages: Sequence[dict[str, Any]]) -> list[int]:
+        """The prompt token ids of a chat, with the generation prompt."""
+        if self.template is not None:
+            text = self.template.render(messages=messages, add_generation_prompt=True, enable_thinking=False)
+        else:
+            parts = []
+            for m in messages:
+                parts.append("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m["content"]))
+            parts.append("<|im_start|>assistant\n")
+            text = "".join(parts)
+        ids: list[int] = self.tokenizer.encode(text, add_special_tokens=False).ids
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids, special tokens kept."""
+        text: str = self.tokenizer.decode(list(ids), skip_special_tokens=False)
+        return text
+
+    def info(self) -> dict[str, Any]:
+        """The open call's reply."""
+        return {
+            "device": str(self.device),
+            "dtype": self.dtype_name,
+            "vocab_size": self.vocab,
+            "layers": self.layers,
+            "max_positions": self.max_pos,
+            "chat_template": self.template is not None,
+            "cuda_device": self.cuda_device,
+            "gradient_checkpointing": self.grad_ckpt,
+        }
+
+
+def open_model(args: Args) -> Model:
+    """Loads the checkpoint folder args["checkpoint"] on the asked device and dtype."""
+    from tokenizers import Tokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    ckpt = args.need_str("checkpoint")
+    device = args.get("device") or "auto"
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise Fault(
+            "no_cuda",
+            "device cuda was asked for but torch.cuda.is_available() is false (torch %s, CUDA build %s)"
+            % (torch.__version__, torch.version.cuda),
+        )
+    dtype = args.get("dtype") or "auto"
+    if dtype == "auto":
+        dtype = "bfloat16" if device == "cuda" else "float32"
+    tdtype = DTYPES.get(dtype)
+    if tdtype is None:
+        raise Fault("bad_request", "dtype %r is not float32, bfloat16 or float16" % dtype)
+    tdevice = torch.device(device)
+    threads = int(args.get("threads") or 0)
+    if device == "cpu":
+        torch.set_num_threads(max(threads, 1))
+        torch.use_deterministic_algorithms(True)
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    gen_budget = int(args.get("gen_token_budget") or 0) or (1 << 16)
+    train_budget = int(args.get("train_token_budget") or 0) or (1 << 14)
+    cfg = AutoConfig.from_pretrained(ckpt)
+    if getattr(cfg, "model_type", "") != "qwen3":
+        raise Fault("bad_checkpoint", "%s: model_type %r, want qwen3" % (ckpt, getattr(cfg, "model_type", None)))
+    try:
+        hf = AutoModelForCausalLM.from_pretrained(ckpt, dtype=tdtype, attn_implementation="sdpa")
+    except TypeError:
+        hf = AutoModelForCausalLM.from_pretrained(ckpt, torch_dtype=tdtype, attn_implementation="sdpa")
+    hf.to(tdevice)
+    hf.eval()
+    for p in hf.parameters():
+        p.requires_grad_(False)
+    grad_ckpt = bool(args.get("gradient_checkpointing", device == "cuda"))
+    if grad_ckpt:
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        hf.config.use_cache = False
+    tok = Tokenizer.from_file(os.path.join(ckpt, "tokenizer.json"))
+    stop_ids: set[int] = set()
+    for s in STOP_TOKENS:
+        i = tok.token_to_id(s)
+        if i is not None:
+            stop_ids.add(i)
+    if tok.token_to_id("<|im_end|>") is None:
+        raise Fault("bad_checkpoint", "%s: tokenizer has no <|im_end|> token" % ckpt)
+    return Model(
+        hf=hf,
+        device=tdevice,
+        dtype=tdtype,
+        dtype_name=dtype,
+        layers=cfg.num_hidden_layers,
+        vocab=cfg.vocab_size,
+        max_pos=cfg.max_position_embeddings,
+        tokenizer=tok,
+        template=load_chat_template(ckpt),
+        gen_budget=gen_budget,
+        train_budget=train_budget,
+        grad_ckpt=grad_ckpt,
+        cuda_device=torch.cuda.get_device_name(tdevice) if device == "cuda" else "",
+        stop_ids=stop_ids,
+    )
+
+
+def load_chat_template(ckpt: str) -> Any:
+    """The chat template of tokenizer_config.json in a jinja2 sandbox, None
+    when the checkpoint has none."""
+    tc = os.path.join(ckpt, "tokenizer_config.json")
+    if not os.path.exists(tc):
+        return None
+    with open(tc) as f:
+        tconf = json.load(f)
+    tmpl = tconf.get("chat_template")
+    if not isinstance(tmpl, str) or not tmpl:
+        return None
+    import jinja2.exceptions
+    import jinja2.sandbox
+
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+    def raise_exception(msg: str) -> None:
+        raise jinja2.exceptions.TemplateError(msg)
+
+    def tojson(x: Any, indent: int | None = None, **kw: Any) -> str:
+        return json.dumps(x, ensure_ascii=False, indent=indent)
+
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(tmpl)
+
+
+def hidden(model: Model, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> torch.Tensor:
+    """Final hidden states of the completion-predicting rows of the turns
+    (prompt, completion), right-padded into one batch: [tokens, D]."""
+    L = max(len(p) + len(c) - 1 for p, c in zip(prompts, completions))
+    n = len(prompts)
+    ids = torch.zeros((n, L), dtype=torch.long)
+    mask = torch.zeros((n, L), dtype=torch.long)
+    rows: list[int] = []
+    cols: list[int] = []
+    for b, (p, c) in enumerate(zip(prompts, completions)):
+        seq = list(p) + list(c[:-1])
+        ids[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        mask[b, : len(seq)] = 1
+        for j in range(len(c)):
+            rows.append(b)
+            cols.append(len(p) - 1 + j)
+    ids, mask = ids.to(model.device), mask.to(model.device)
+    pos = torch.arange(L, device=model.device).unsqueeze(0).expand(n, L)
+    out = model.base().model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
+    h: torch.Tensor = out.last_hidden_state
+    return h[torch.tensor(rows, device=model.device), torch.tensor(cols, device=model.device)]
+
+
+def score64(model: Model, h: torch.Tensor, targets: torch.Tensor, temp: float) -> torch.Tensor:
+    """log-probs (float64) of targets under softmax(lm_head(h) / temp)."""
+    head = model.base().lm_head
+    hr = model.head_rows()
+    out = []
+    for s in range(0, h.shape[0], hr):
+        z = head(h[s : s + hr]).float().double() / temp
+        lse = torch.logsumexp(z, dim=-1)
+        t = targets[s : s + hr]
+        out.append(z.gather(1, t.unsqueeze(1)).squeeze(1) - lse)
+    return torch.cat(out)

@@ -1,0 +1,357 @@
+"""Scoring and training: log-probs of turns, and the GRPO train step of the
+native engine (grpo.go) with per-agent gradient buffers, its statistics
+(grpoStats) and AdamW (adapter.go's adamState.update)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .adapters import Adapter, Adapters
+from .model import Model, hidden, score64
+from .protocol import Args, Fault, b64_floats
+from .turns import (
+    LOSS_AGGREGATIONS,
+    Acc,
+    Grouping,
+    TokenStats,
+    Turn,
+    accumulate,
+    group,
+    loss_weights,
+    micro_batches,
+    parse_turns,
+)
+
+NAN = float("nan")
+
+
+def check_temperature(temp: float, where: str = "") -> None:
+    """A sampling or scoring temperature must be positive and finite."""
+    if not (temp > 0) or math.isinf(temp):
+        raise Fault("bad_request", "%stemperature %r must be positive and finite" % (where, temp))
+
+
+def _batch(turns: Sequence[Turn], mb: Sequence[int]) -> tuple[list[list[int]], list[list[int]]]:
+    return [turns[i].prompt for i in mb], [turns[i].completion for i in mb]
+
+
+def logprobs(model: Model, adapters: Adapters, args: Args, progress: Callable[..., None]) -> dict[str, Any]:
+    """The logprobs call: log-probs (float64, sent as float32) of each turn's
+    completion under adapter args["adapter"] at a temperature."""
+    name = args.get("adapter", "")
+    adapters.lookup(name)
+    temp = args.need_float("temperature")
+    check_temperature(temp)
+    turns = parse_turns(args.need_list("turns"), False, model.vocab, model.max_pos)
+    sizes = [t.inputs() for t in turns]
+    res: list[str | None] = [None] * len(turns)
+    with torch.no_grad(), adapters.use(name):
+        for mb in micro_batches(range(len(turns)), sizes, model.train_budget):
+            h = hidden(model, *_batch(turns, mb))
+            tg = torch.tensor([x for i in mb for x in turns[i].completion], device=model.device)
+            lp = score64(model, h, tg, temp).cpu().tolist()
+            k = 0
+            for i in mb:
+                n = len(turns[i].completion)
+                res[i] = b64_floats(lp[k : k + n])
+                k += n
+            progress(op="logprobs")
+    return {"logprobs": res}
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """The GRPO and AdamW settings of one train step."""
+
+    loss_agg: str
+    temperature: float
+    clip_low: float
+    clip_high: float
+    kl_coef: dict[str, float]
+    """The KL coefficient per role (0 when absent)."""
+    grad_clip: float
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+
+    @staticmethod
+    def parse(o: Args) -> TrainOptions:
+        """The options object of a train_step call."""
+        agg = o.need("loss_agg")
+        if agg not in LOSS_AGGREGATIONS:
+            raise Fault("bad_request", "unknown loss aggregation %r" % agg)
+        klc = o.get("kl_coef") or {}
+        if not isinstance(klc, dict):
+            raise Fault("bad_request", "%s: kl_coef is %s, want an object by role" % (o.where, type(klc).__name__))
+        return TrainOptions(
+            loss_agg=agg,
+            temperature=o.need_float("temperature"),
+            clip_low=o.need_float("clip_low"),
+            clip_high=o.need_float("clip_high"),
+            kl_coef={str(k): float(v) for k, v in klc.items()},
+            grad_clip=float(o.get("grad_clip") or 0),
+            lr=o.need_float("lr"),
+            beta1=o.need_float("beta1"),
+            beta2=o.need_float("beta2"),
+            eps=o.need_float("eps"),
+            weight_decay=o.need_float("weight_decay"),
+        )
+
+
+@dataclass
+class RoleStats:
+    """The statistics of one role's turns (role "*": all turns) in a step."""
+
+    role: str
+    loss: float
+    tokens: int
+    seqs: int
+    mean_len: float
+    entropy: float
+    perplexity: float
+    ratio_mean: float
+    ratio_max: float
+    clip_frac: float
+    kl: float
+    grad_norm: float = 0.0
+    grad_share: float = 0.0
+    agent_cos_mean: float = NAN
+    agent_cos_min: float = NAN
+    role_cos: dict[str, float] = field(default_factory=dict)
+    """Cosine of this role's gradient with each other role's."""
+
+    @staticmethod
+    def of(name: str, a: Acc) -> RoleStats:
+        """The per-token means of a role's sums."""
+        n = float(a.toks)
+        return RoleStats(
+            role=name,
+            loss=a.loss,
+            tokens=a.toks,
+            seqs=a.seqs,
+            mean_len=n / a.seqs,
+            entropy=a.ent / n,
+            perplexity=math.exp(a.nll / n),
+            ratio_mean=a.ratio / n,
+            ratio_max=a.rmax,
+            clip_frac=a.clipped / n,
+            kl=a.kl / n,
+        )
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.dot(a.double(), b.double()))
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
+    na, nb = _dot(a, a), _dot(b, b)
+    if na == 0 or nb == 0:
+        return NAN
+    return _dot(a, b) / math.sqrt(na * nb)
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else NAN
+
+
+def step_stats(
+    turns: Sequence[Turn],
+    g: Grouping,
+    agent_grads: Sequence[torch.Tensor],
+    role_grads: Sequence[torch.Tensor],
+    total: torch.Tensor,
+) -> tuple[RoleStats, list[RoleStats]]:
+    """native grpoStats: the statistics of all turns and of each role, with
+    gradient norms, shares and cosines between agents and between roles."""
+    accs = accumulate(turns, g)
+    norms = [_dot(x, x) for x in role_grads]
+    sumsq = sum(norms)
+    out: list[RoleStats] = []
+    all_pairs: list[float] = []
+    for r, name in enumerate(g.roles):
+        rs = RoleStats.of(name, accs[r])
+        rs.grad_norm = math.sqrt(norms[r])
+        rs.grad_share = norms[r] / sumsq if sumsq > 0 else NAN
+        members = [a for a in range(len(g.agents)) if g.agent_role[a] == r]
+        pairs = [
+            _cos(agent_grads[members[i]], agent_grads[members[j]])
+            for i in range(len(members))
+            for j in range(i + 1, len(members))
+        ]
+        rs.agent_cos_mean = _mean(pairs)
+        rs.agent_cos_min = min(pairs) if pairs else NAN
+        all_pairs += pairs
+        rs.role_cos = {o: _cos(role_grads[r], role_grads[k]) for k, o in enumerate(g.roles) if k != r}
+        out.append(rs)
+    tot = RoleStats.of("*", accs[-1])
+    tot.grad_norm = math.sqrt(_dot(total, total))
+    tot.grad_share = 1.0
+    tot.agent_cos_mean = _mean(all_pairs)
+    tot.agent_cos_min = min(all_pairs) if all_pairs else NAN
+    tot.role_cos = {}
+    return tot, out
+
+
+def adamw(ad: Adapter, g: torch.Tensor, o: TrainOptions) -> None:
+    """native adamState.update: float64 arithmetic, moments stored in float32."""
+    b1, b2, lr, eps, wd = o.beta1, o.beta2, o.lr, o.eps, o.weight_decay
+    m0, v0 = ad.moments()
+    ad.step += 1
+    bc1 = 1 - math.pow(b1, ad.step)
+    bc2 = 1 - math.pow(b2, ad.step)
+    gd = g.double()
+    m = b1 * m0.double() + (1 - b1) * gd
+    v = b2 * v0.double() + (1 - b2) * gd * gd
+    ad.m, ad.v = m.float(), v.float()
+    x = torch.cat([p.detach().reshape(-1) for p in ad.tensors()]).double()
+    x = x - lr * wd * x
+    x = x - lr * (m / bc1) / (torch.sqrt(v / bc2) + eps)
+    ad.set_flat(x.float())
+
+
+def train_step(model: Model, adapters: Adapters, args: Args, progress: Callable[..., None]) -> dict[str, Any]:
+    """The train_step call: one GRPO step of adapter args["adapter"] on the
+    turns with a non-zero advantage."""
+    name = args.need_str("adapter")
+    ad = adapters.lookup(name)
+    if ad is None:
+        raise Fault("bad_request", "train step needs an adapter (the base policy is frozen)")
+    o = TrainOptions.parse(args.need_obj("options"))
+    raw = args.need_list("turns")
+    turns = parse_turns(raw, True, model.vocab, model.max_pos)
+    for i, rt in enumerate(raw):
+        t = Args(rt, "train_step: turn %d" % i)
+        if t.need("adapter") != name:
+            raise Fault("bad_request", "turn %d names adapter %r, not %r" % (i, t.need("adapter"), name))
+        turns[i].role, turns[i].agent = t.need_str("role"), t.need_str("agent")
+        turns[i].advantage = t.need_float("advantage")
+    g = group(turns)
+    skipped = len(turns) - len(g.kept)
+    if not g.kept:
+        return {"skipped": skipped, "total": None, "roles": [], "grad_norm_pre": 0.0}
+    for i, w in zip(g.kept, loss_weights(o.loss_agg, [len(turns[i].completion) for i in g.kept])):
+        turns[i].weight = w
+    agent_grads = gradients(model, adapters, ad, turns, g, o, progress)
+    role_grads = [torch.zeros_like(agent_grads[0]) for _ in g.roles]
+    for a, ag in enumerate(agent_grads):
+        role_grads[g.agent_role[a]] += ag
+    total = torch.zeros_like(agent_grads[0])
+    for rg in role_grads:
+        total += rg
+    tot, roles = step_stats(turns, g, agent_grads, role_grads, total)
+    pre = tot.grad_norm
+    with torch.no_grad():
+        grad = total
+        if o.grad_clip > 0 and pre > o.grad_clip:
+            grad = total * float(np.float32(o.grad_clip / pre))
+        adamw(ad, grad, o)
+    return {"total": asdict(tot), "roles": [asdict(r) for r in roles], "skipped": skipped, "grad_norm_pre": pre}
+
+
+def gradients(
+    model: Model,
+    adapters: Adapters,
+    ad: Adapter,
+    turns: Sequence[Turn],
+    g: Grouping,
+    o: TrainOptions,
+    progress: Callable[..., None],
+) -> list[torch.Tensor]:
+    """The loss gradient of each agent's turns (flat fp32, native order),
+    agent by agent in separate buffers; sets every kept turn's TokenStats."""
+    if model.grad_ckpt:
+        model.hf.train()
+    params = ad.tensors()
+    sizes = [t.inputs() for t in turns]
+    agent_grads = []
+    for a in range(len(g.agents)):
+        idx = [i for i in g.kept if turns[i].agent_index == a]
+        for p in params:
+            p.grad = None
+        for mb in micro_batches(idx, sizes, model.train_budget):
+            micro_batch_backward(model, adapters, ad.name, turns, mb, o)
+            progress(op="train_step", agent=g.agents[a])
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).float() for p in params])
+        agent_grads.append(flat)
+        for p in params:
+            p.grad = None
+    model.hf.eval()
+    return agent_grads
+
+
+def micro_batch_backward(
+    model: Model, adapters: Adapters, name: str, turns: Sequence[Turn], mb: Sequence[int], o: TrainOptions
+) -> None:
+    """Adds the gradient of micro-batch mb's weighted loss (clipped policy
+    gradient plus k3 KL to the base) to the adapter's .grad and sets the
+    turns' TokenStats."""
+    dev = model.device
+    temp = o.temperature
+    head = model.base().lm_head
+    hr = model.head_rows()
+    tg = torch.tensor([x for i in mb for x in turns[i].completion], device=dev)
+    with torch.no_grad(), adapters.use(""):
+        lpb = score64(model, hidden(model, *_batch(turns, mb)), tg, temp)
+    with adapters.use(name):
+        h = hidden(model, *_batch(turns, mb))
+        lp_parts, ent_parts = [], []
+
+        def head_chunk(hc: torch.Tensor, tc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            logp = torch.log_softmax(head(hc).float() / temp, dim=-1)
+            with torch.no_grad():
+                ent = -(logp.exp() * logp).sum(-1).double()
+            return logp.gather(1, tc.unsqueeze(1)).squeeze(1), ent
+
+        for s in range(0, h.shape[0], hr):
+            if model.grad_ckpt:
+                # Keep only the hidden rows; the chunk's logits are
+                # recomputed in the backward pass.
+                from torch.utils.checkpoint import checkpoint
+
+                lpc, entc = checkpoint(head_chunk, h[s : s + hr], tg[s : s + hr], use_reentrant=False)
+            else:
+                lpc, entc = head_chunk(h[s : s + hr], tg[s : s + hr])
+            lp_parts.append(lpc)
+            ent_parts.append(entc)
+        lp = torch.cat(lp_parts)
+        ent = torch.cat(ent_parts)
+
+        def per_token(f: Callable[[Turn], float]) -> torch.Tensor:
+            return torch.tensor([f(turns[i]) for i in mb for _ in turns[i].completion], dtype=torch.float64, device=dev)
+
+        old = torch.tensor([x for i in mb for x in turns[i].old], dtype=torch.float64, device=dev)
+        adv = per_token(lambda t: t.advantage)
+        w = per_token(lambda t: t.weight)
+        coef = per_token(lambda t: float(o.kl_coef.get(t.role, 0.0)))
+        lp64 = lp.double()
+        r = torch.exp(lp64 - old)
+        cr = r.detach().clamp(1 - o.clip_low, 1 + o.clip_high)
+        unclipped = (r.detach() * adv) <= (cr * adv)
+        # -min(r A, clip(r) A): the gradient flows through r only where r A is the min.
+        pg = torch.where(unclipped, -adv * r, -adv * cr)
+        x = lpb - lp64
+        k3 = torch.exp(x) - x - 1
+        loss = (w * (pg + coef * k3)).sum()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward untyped
+        k = 0
+        lpd, k3d, rd = lp64.detach(), k3.detach(), r.detach()
+        clipped = (-cr * adv) > (-rd * adv)
+        for i in mb:
+            n = len(turns[i].completion)
+            turns[i].stats = TokenStats(
+                logprob=lpd[k : k + n].cpu().numpy(),
+                entropy=ent[k : k + n].cpu().numpy(),
+                ratio=rd[k : k + n].cpu().numpy(),
+                k3=k3d[k : k + n].cpu().numpy(),
+                loss=(pg.detach()[k : k + n] + coef[k : k + n] * k3d[k : k + n]).cpu().numpy(),
+                clipped=int(clipped[k : k + n].sum().item()),
+            )
+            k += n

@@ -1,0 +1,110 @@
+"""Train-step arithmetic that needs torch but no model: options, the
+statistics of grpoStats and AdamW."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from marlow_torch.adapters import Adapter, Param
+from marlow_torch.protocol import Args, Fault
+from marlow_torch.training import RoleStats, TrainOptions, adamw, step_stats
+from marlow_torch.turns import Acc, TokenStats, Turn, group
+
+OPTIONS: dict[str, Any] = {
+    "loss_agg": "token-mean",
+    "temperature": 1.0,
+    "clip_low": 0.2,
+    "clip_high": 0.28,
+    "kl_coef": {"solver": 0.05},
+    "grad_clip": 1.0,
+    "lr": 1e-3,
+    "beta1": 0.9,
+    "beta2": 0.999,
+    "eps": 1e-8,
+    "weight_decay": 0.01,
+}
+
+
+def test_options() -> None:
+    o = TrainOptions.parse(Args(OPTIONS, "train_step.options"))
+    assert o.kl_coef == {"solver": 0.05} and o.grad_clip == 1.0 and o.lr == 1e-3
+    assert TrainOptions.parse(Args({**OPTIONS, "kl_coef": None, "grad_clip": None}, "o")).grad_clip == 0.0
+    with pytest.raises(Fault, match="unknown loss aggregation 'sum'"):
+        TrainOptions.parse(Args({**OPTIONS, "loss_agg": "sum"}, "o"))
+    with pytest.raises(Fault, match="argument 'lr' is missing"):
+        TrainOptions.parse(Args({k: v for k, v in OPTIONS.items() if k != "lr"}, "o"))
+
+
+def test_role_stats_are_per_token_means() -> None:
+    a = Acc(loss=0.5, nll=6.0, ent=3.0, ratio=4.0, rmax=1.2, kl=0.4, clipped=1, toks=4, seqs=2)
+    s = RoleStats.of("solver", a)
+    assert (s.tokens, s.seqs, s.mean_len, s.entropy, s.ratio_mean, s.ratio_max, s.clip_frac, s.kl) == (
+        4,
+        2,
+        2.0,
+        0.75,
+        1.0,
+        1.2,
+        0.25,
+        0.1,
+    )
+    assert s.perplexity == math.exp(1.5)
+    assert math.isnan(s.agent_cos_mean) and s.role_cos == {}
+
+
+def trained(role: str, agent: str) -> Turn:
+    t = Turn([1], [2], [0.0], role=role, agent=agent, advantage=1.0, weight=1.0)
+    one = np.ones(1)
+    t.stats = TokenStats(logprob=-one, entropy=one, ratio=one, k3=0 * one, loss=one, clipped=0)
+    return t
+
+
+def test_step_stats_norms_shares_and_cosines() -> None:
+    turns = [trained("critic", "c"), trained("solver", "a"), trained("solver", "b")]
+    g = group(turns)
+    agent_grads = [torch.tensor([0.0, 2.0]), torch.tensor([3.0, 0.0]), torch.tensor([3.0, 4.0])]
+    role_grads = [agent_grads[0], agent_grads[1] + agent_grads[2]]
+    total = role_grads[0] + role_grads[1]
+    tot, roles = step_stats(turns, g, agent_grads, role_grads, total)
+    critic, solver = roles
+    assert (critic.role, solver.role, tot.role) == ("critic", "solver", "*")
+    assert critic.grad_norm == 2.0 and solver.grad_norm == math.sqrt(52.0)
+    assert critic.grad_share == 4.0 / 56.0 and solver.grad_share == 52.0 / 56.0
+    assert math.isnan(critic.agent_cos_mean) and math.isnan(critic.agent_cos_min)  # one agent: no pairs
+    assert solver.agent_cos_mean == solver.agent_cos_min == 3.0 / 5.0
+    assert critic.role_cos == {"solver": 8.0 / (2.0 * math.sqrt(52.0))}
+    assert tot.grad_norm == math.sqrt(36.0 + 36.0) and tot.grad_share == 1.0 and tot.role_cos == {}
+    assert tot.agent_cos_mean == 3.0 / 5.0 and tot.tokens == 3 and tot.seqs == 3
+
+
+def test_zero_gradient_has_no_cosine_or_share() -> None:
+    turns = [trained("r", "a"), trained("r", "b")]
+    z = torch.zeros(3)
+    _, (r,) = step_stats(turns, group(turns), [z, z], [z], z)
+    assert math.isnan(r.agent_cos_mean) and math.isnan(r.grad_share) and r.grad_norm == 0.0
+
+
+def test_adamw_is_the_native_update() -> None:
+    w = torch.nn.Parameter(torch.tensor([[0.5, -1.0], [2.0, 0.0]]))
+    ad = Adapter("x", 1, 1.0, ["q_proj"], 0, [Param("w", 0, "q_proj", False, w)])
+    ad.m, ad.v = torch.zeros(4), torch.zeros(4)
+    o = TrainOptions.parse(Args(OPTIONS, "o"))
+    x = [0.5, -1.0, 2.0, 0.0]
+    m, v = [0.0] * 4, [0.0] * 4
+    for step, g in enumerate([[0.1, -0.2, 0.0, 1.0], [0.3, 0.3, -0.5, 0.0]], start=1):
+        adamw(ad, torch.tensor(g), o)
+        for i in range(4):
+            m[i] = float(np.float32(0.9 * m[i] + 0.1 * g[i]))
+            v[i] = float(np.float32(0.999 * v[i] + 0.001 * g[i] * g[i]))
+        assert ad.step == step
+        assert ad.m.tolist() == pytest.approx(m, rel=1e-6) and ad.v.tolist() == pytest.approx(v, rel=1e-6)
+        for i in range(4):
+            mh, vh = m[i] / (1 - 0.9**step), v[i] / (1 - 0.999**step)
+            x[i] = x[i] - 1e-3 * 0.01 * x[i]
+            x[i] = x[i] - 1e-3 * mh / (math.sqrt(vh) + 1e-8)
+        assert w.detach().reshape(-1).tolist() == pytest.approx(x, rel=1e-6)
