@@ -151,7 +151,6 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "coherence lambda too big", old: "  steps: 20\n", new: "  steps: 20\n  coherence:\n    lambda: 1.5\n", want: "grpo.coherence.lambda: must be in (0, 1]", at: "lambda"},
 		{name: "coherence ema decay of 1", old: "  steps: 20\n", new: "  steps: 20\n  coherence: {lambda: 0.5, ema_decay: 1}\n", want: "grpo.coherence.ema_decay: must be in [0, 1)", at: "coherence"},
 		{name: "coherence unknown key", old: "  steps: 20\n", new: "  steps: 20\n  coherence: {lambda: 0.5, window: 10}\n", want: `grpo.coherence.window: unknown key "window"`, at: "window"},
-		{name: "coherence on torch", old: "    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}\n", new: "    engine: torch\n    checkpoint: /m\n    grpo:\n      coherence: {lambda: 0.5}\n", want: "grpo.coherence: the coherence regularizer is not implemented in the torch engine yet (models.s uses engine torch)"},
 		{whole: baseSpec + "---\nexperiment: u\n", name: "two documents", want: "more than one YAML document", at: "---"},
 	}
 	// Fill in the cases whose edit is clearer written out.

@@ -153,9 +153,6 @@ func validate(s *Spec, root *yaml.Node, errs *errList) {
 			}
 			g, w, gc, wc := s.cell(task, scale, t, m, errs)
 			validateGRPO(g, gc, s.roleSet())
-			if g.Coherence != nil && m.Engine == "torch" {
-				gc.errf("coherence", "the coherence regularizer is not implemented in the torch engine yet (models.%s uses engine torch); use the native engine or remove grpo.coherence", scale)
-			}
 			validateWorkflow(w, wc)
 			if t.ValSize > 0 && s.Eval.ValSize > t.ValSize {
 				c.errf("eval.val_size", "%d exceeds the validation split of task %s (tasks.%s.val_size = %d)",
