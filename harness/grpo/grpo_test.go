@@ -1,6 +1,7 @@
 package grpo
 
 import (
+	"encoding/json"
 	"math"
 	"reflect"
 	"strings"
@@ -226,6 +227,30 @@ func TestEvalRowsStrict(t *testing.T) {
 	}
 }
 
+// A config without the coherence regularizer encodes, and so hashes, as
+// before the option existed: the checkpoints of existing runs still resume.
+func TestCoherenceOffKeepsTheHash(t *testing.T) {
+	c := testConfig(study.SP, study.Voting)
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "coherence") {
+		t.Errorf("config without the regularizer encodes a coherence key: %s", b)
+	}
+	on := c
+	on.Coherence = &engine.Coherence{Lambda: 0.5, EMADecay: 0.9}
+	if err := on.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if on.Hash() == c.Hash() {
+		t.Error("turning the regularizer on does not change the config hash")
+	}
+	if o := on.trainOptions(1); o.Coherence == nil || *o.Coherence != *on.Coherence {
+		t.Errorf("train options carry coherence %v", o.Coherence)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	good := testConfig(study.SP, study.Voting)
 	if err := good.Validate(); err != nil {
@@ -237,6 +262,8 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"no run id", func(c *Config) { c.RunID = "" }, "run_id"},
+		{"coherence lambda", func(c *Config) { c.Coherence = &engine.Coherence{Lambda: 0, EMADecay: 0.9} }, "coherence lambda 0 is out of range"},
+		{"coherence decay", func(c *Config) { c.Coherence = &engine.Coherence{Lambda: 0.5, EMADecay: 1} }, "coherence ema_decay 1 is out of range"},
 		{"condition", func(c *Config) { c.Condition = "marl" }, "unknown condition"},
 		{"sa-rl on voting", func(c *Config) { c.Condition = study.SARL }, "single"},
 		{"eval workflow", func(c *Config) { c.EvalWorkflows = []string{"debate"} }, "unknown workflow"},
