@@ -40,7 +40,9 @@ demo: build
 ## seeds/paper.yaml (resuming what is there), then its report into
 ## reports/paper/.
 # The paths and the interpreter default here only (the test targets must
-# not see a default MARLOW_PYTHON: .ci/run points them at .venv/).
+# not see a default MARLOW_PYTHON: .ci/run points them at .venv/). A relative
+# MARLOW_MODELS or MARLOW_DATA is relative to this folder for the engine-check
+# and, by the spec's rule (README, "Running the paper study"), for marlow too.
 ENGINE_CHECK_FLAGS ?= --device cuda --tol-logprob 2e-3 --tol-step 1e-2
 reproduce: build
 	@set -e; \

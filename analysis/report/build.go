@@ -1,7 +1,8 @@
 // Package report renders an analysed study as a report folder: README.md
-// (matrix table, computed findings, the comparison with the paper's four
-// claims, figures, failure-mode evidence, definitions, parameters,
-// provenance and the rebuild command), figures/
+// (its answer first: a summary with the verdicts on the paper's four
+// claims and the computed findings, and a figure index; then the matrix
+// table, each claim's evidence, figures, failure-mode evidence,
+// definitions, parameters, provenance and the rebuild command), figures/
 // (PNG and SVG through gonum/plot) and summary.parquet (one row per run and
 // per cell condition). Output depends only on the logs: the same logs give
 // byte-identical files. It also compares two summaries (Diff), read from

@@ -47,29 +47,28 @@ func claimsStudy(t *testing.T) *analysis.Study {
 	return st
 }
 
-// TestReadmeClaims checks that the report's claims section shows every
-// claim with its verdict, rule, counts and per-cell intervals, the gains
-// over SA-RL and the paper's headline cells, and that it is rebuilt
-// byte-identically.
+// TestReadmeClaims checks that the report's summary gives every claim's
+// verdict and its claims section shows every claim with its verdict, rule,
+// counts and per-cell intervals, the gains over SA-RL and the paper's
+// headline cells, and that it is rebuilt byte-identically.
 func TestReadmeClaims(t *testing.T) {
 	st := claimsStudy(t)
 	text := readme(st, nil, fixtureOpts)
+	s0, s1 := strings.Index(text, "\n## Summary\n"), strings.Index(text, "\n## Matrix\n")
 	i := strings.Index(text, "\n## The paper's claims\n")
 	j := strings.Index(text, "\n## Figures\n")
-	if i < 0 || j < i {
-		t.Fatalf("no claims section before the figures")
+	if s0 < 0 || s1 < s0 || i < s1 || j < i {
+		t.Fatalf("want the summary, the matrix, the claims and the figures in this order: at %d, %d, %d, %d", s0, s1, i, j)
 	}
-	sec := text[i:j]
+	summary, sec := text[s0:s1], text[i:j]
 	cl := analysis.CompareClaims(st)
 	claims := claimTexts(cl)
 	for _, c := range claims {
-		for _, want := range []string{
-			"| " + c.id + ". " + c.statement + " | **" + c.verdict + "** |",
-			"### " + c.id + ". " + c.statement + "\n\n**Verdict: " + c.verdict + ".** " + c.why,
-		} {
-			if !strings.Contains(sec, want) {
-				t.Errorf("claim %s: section lacks %q", c.id, want)
-			}
+		if want := "| " + c.id + ". " + c.statement + " | **" + c.verdict + "** |"; !strings.Contains(summary, want) {
+			t.Errorf("claim %s: summary lacks %q", c.id, want)
+		}
+		if want := "### " + c.id + ". " + c.statement + "\n\n**Verdict: " + c.verdict + ".** " + c.why; !strings.Contains(sec, want) {
+			t.Errorf("claim %s: section lacks %q", c.id, want)
 		}
 		for _, ts := range c.tests {
 			if !strings.Contains(sec, "Rule: "+ts.rule) || !strings.Contains(sec, "Counts: "+countsText(ts)+".") {

@@ -10,6 +10,7 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -27,15 +28,18 @@ type Figure struct {
 	Title   string
 	Caption string
 	Cell    string // cell key ("" for study-wide figures)
+	Kind    string // what it shows, shared by the figures of every cell (a key of figureKinds)
 	PNG     []byte
 	SVG     []byte
 }
 
 const (
-	figW       = 8 * vg.Inch
-	figH       = 4.5 * vg.Inch
-	legendFrac = 0.27 // share of the width given to the legend panel
-	pngDPI     = 110
+	figW   = 8 * vg.Inch
+	figH   = 4.5 * vg.Inch // height of the plot, without the legend rows below it
+	pngDPI = 110
+	// figMargin is kept free on every side of a figure, so that titles and
+	// labels do not touch its edge.
+	figMargin = vg.Length(8) // points
 )
 
 // condColor gives each condition a fixed colour.
@@ -66,32 +70,139 @@ func condDash(c string) []vg.Length {
 	return nil
 }
 
-// render draws a plot with its legend in a panel to the right of the data
-// (so the legend never covers data) as PNG and SVG. Fonts are the
-// embedded defaults of gonum/plot and nothing time-dependent is written,
-// so identical inputs give identical bytes.
-func render(p *plot.Plot, leg *plot.Legend) (pngB, svgB []byte, err error) {
+// legend is a figure's legend, drawn in rows of columns below the plot so
+// that the data keep the figure's whole width (plot.Legend draws one
+// column, which beside the plot took about 30% of the width).
+type legend struct {
+	sty     text.Style
+	thumbW  vg.Length
+	entries []legendEntry
+}
+
+type legendEntry struct {
+	text   string
+	thumbs []plot.Thumbnailer
+}
+
+func newLegend() *legend {
+	l := plot.NewLegend()
+	l.TextStyle.Font.Size = vg.Points(10)
+	return &legend{sty: l.TextStyle, thumbW: vg.Points(28)}
+}
+
+// Add adds an entry whose thumbnail is the composite of thumbs.
+func (l *legend) Add(text string, thumbs ...plot.Thumbnailer) {
+	l.entries = append(l.entries, legendEntry{text, thumbs})
+}
+
+const (
+	legendGap  = 14 // points between legend columns
+	legendLead = 4  // points between legend rows
+)
+
+// layout returns the column widths and the height of the legend drawn
+// across width: entries filled row by row into as many columns as fit,
+// each column as wide as its widest entry.
+func (l *legend) layout(width vg.Length) (colW []vg.Length, height vg.Length) {
+	if l == nil || len(l.entries) == 0 {
+		return nil, 0
+	}
+	em := l.sty.Rectangle(" ").Max.X
+	ew := make([]vg.Length, len(l.entries))
+	for i, e := range l.entries {
+		ew[i] = l.thumbW + em + l.sty.Rectangle(e.text).Max.X
+	}
+	for cols := len(l.entries); cols >= 1; cols-- {
+		colW = make([]vg.Length, cols)
+		for i, w := range ew {
+			colW[i%cols] = max(colW[i%cols], w)
+		}
+		total := vg.Length(cols-1) * vg.Points(legendGap)
+		for _, w := range colW {
+			total += w
+		}
+		if total <= width || cols == 1 {
+			break
+		}
+	}
+	rows := (len(l.entries) + len(colW) - 1) / len(colW)
+	return colW, vg.Length(rows)*l.entryHeight() + vg.Length(rows-1)*vg.Points(legendLead)
+}
+
+func (l *legend) entryHeight() vg.Length {
+	var h vg.Length
+	for _, e := range l.entries {
+		h = max(h, l.sty.Rectangle(e.text).Max.Y)
+	}
+	return h
+}
+
+// draw draws the legend centred in c, from its top.
+func (l *legend) draw(c draw.Canvas) {
+	colW, _ := l.layout(c.Max.X - c.Min.X)
+	if len(colW) == 0 {
+		return
+	}
+	cols := len(colW)
+	colX := make([]vg.Length, cols)
+	used := vg.Length(cols-1) * vg.Points(legendGap)
+	for _, w := range colW {
+		used += w
+	}
+	x := c.Min.X + (c.Max.X-c.Min.X-used)/2
+	for j, w := range colW {
+		colX[j] = x
+		x += w + vg.Points(legendGap)
+	}
+	h := l.entryHeight()
+	em := l.sty.Rectangle(" ").Max.X
+	descent := l.sty.FontExtents().Descent
+	for i, e := range l.entries {
+		row, col := i/cols, i%cols
+		x := colX[col]
+		yTop := c.Max.Y - vg.Length(row)*(h+vg.Points(legendLead))
+		icon := &draw.Canvas{Canvas: c.Canvas, Rectangle: vg.Rectangle{
+			Min: vg.Point{X: x, Y: yTop - h}, Max: vg.Point{X: x + l.thumbW, Y: yTop}}}
+		for _, t := range e.thumbs {
+			t.Thumbnail(icon)
+		}
+		c.FillText(l.sty, vg.Point{X: x + l.thumbW + em, Y: yTop - h + descent}, e.text)
+	}
+}
+
+// render draws a plot with its legend in rows below it (so the legend
+// never covers data and the data keep the whole width) as PNG and SVG,
+// with figMargin free on every side. Fonts are the embedded defaults of
+// gonum/plot and nothing time-dependent is written, so identical inputs
+// give identical bytes.
+func render(p *plot.Plot, leg *legend) (pngB, svgB []byte, err error) {
+	_, legH := leg.layout(figW - 2*figMargin)
+	h := figH
+	if legH > 0 {
+		h += legH + vg.Points(10)
+	}
 	draws := func(c vg.CanvasSizer) {
-		dc := draw.New(c)
-		if leg == nil {
+		dc := draw.Crop(draw.New(c), figMargin, -figMargin, figMargin, -figMargin)
+		if legH == 0 {
 			p.Draw(dc)
 			return
 		}
-		w := dc.Max.X - dc.Min.X
-		split := dc.Max.X - vg.Length(legendFrac)*w
-		left := draw.Crop(dc, 0, split-dc.Max.X, 0, 0)
-		right := draw.Crop(dc, split-dc.Min.X+vg.Points(6), 0, 0, -vg.Points(24))
-		p.Draw(left)
-		leg.Left, leg.Top = true, true
-		leg.Draw(right)
+		top := draw.Crop(dc, 0, 0, legH+vg.Points(10), 0)
+		p.Draw(top)
+		leg.draw(draw.Crop(dc, 0, 0, 0, -(top.Max.Y - top.Min.Y + vg.Points(10))))
 	}
-	ic := vgimg.NewWith(vgimg.UseWH(figW, figH), vgimg.UseDPI(pngDPI))
+	return encode(figW, h, draws)
+}
+
+// encode draws a figure of the given size as PNG and SVG.
+func encode(w, h vg.Length, draws func(vg.CanvasSizer)) (pngB, svgB []byte, err error) {
+	ic := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(pngDPI))
 	draws(ic)
 	var pb bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: ic}).WriteTo(&pb); err != nil {
 		return nil, nil, fmt.Errorf("encoding PNG: %w", err)
 	}
-	sc := vgsvg.New(figW, figH)
+	sc := vgsvg.New(w, h)
 	draws(sc)
 	var sb bytes.Buffer
 	if _, err := sc.WriteTo(&sb); err != nil {
@@ -104,18 +215,11 @@ func newPlot(title, xl, yl string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = vg.Points(13)
+	p.Title.Padding = vg.Points(6)
 	p.X.Label.Text = xl
 	p.Y.Label.Text = yl
 	p.Add(plotter.NewGrid())
 	return p
-}
-
-func newLegend() *plot.Legend {
-	l := plot.NewLegend()
-	l.TextStyle.Font.Size = vg.Points(10)
-	l.Padding = vg.Points(3)
-	l.ThumbnailWidth = vg.Points(28)
-	return &l
 }
 
 // fileStem turns a cell key into a file-name fragment.
@@ -163,7 +267,7 @@ func meanByStep(samples map[int64][]float64) plotter.XYs {
 	return xy
 }
 
-func addLine(p *plot.Plot, leg *plot.Legend, xy plotter.XYs, label string, clr color.Color, dash []vg.Length, width vg.Length, points bool) error {
+func addLine(p *plot.Plot, leg *legend, xy plotter.XYs, label string, clr color.Color, dash []vg.Length, width vg.Length, points bool) error {
 	if len(xy) == 0 {
 		return nil
 	}
@@ -188,7 +292,7 @@ func addLine(p *plot.Plot, leg *plot.Legend, xy plotter.XYs, label string, clr c
 // Figures renders every figure of a study, in a fixed order.
 func Figures(st *analysis.Study) ([]Figure, error) {
 	var figs []Figure
-	add := func(f Figure, p *plot.Plot, leg *plot.Legend) error {
+	add := func(f Figure, p *plot.Plot, leg *legend) error {
 		pb, sb, err := render(p, leg)
 		if err != nil {
 			return fmt.Errorf("figure %s: %w", f.Name, err)
@@ -207,26 +311,26 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 		ticks := stepTicks(evalSteps(runs))
 		if p, leg, err := accuracyFigure(cell, runs, st.Params.CI); err != nil {
 			return nil, err
-		} else if err := add(Figure{Name: "accuracy_" + stem, Cell: cell.Key.String(), Title: "Validation accuracy, " + cell.Key.String(),
+		} else if err := add(Figure{Name: "accuracy_" + stem, Cell: cell.Key.String(), Kind: kindAccuracy, Title: "Validation accuracy, " + cell.Key.String(),
 			Caption: fmt.Sprintf("Workflow accuracy on the validation split at each validation step (ticks), mean over seeds, with its %g%% interval as a band "+
 				"(the report's interval rule applied to each step's accuracy: problems resampled, plus the seed spread with two or more seeds); "+
 				"thin lines are single seeds when there are several. Base is the untrained model (horizontal line and band). The y-axis fits the data.", st.Params.CI*100)}, p, leg); err != nil {
 			return nil, err
 		}
 		type stepFig struct {
-			name, title, ylabel, caption string
-			value                        func(runlog.StepRow) float64
-			log                          bool
+			name, kind, title, ylabel, caption string
+			value                              func(runlog.StepRow) float64
+			log                                bool
 		}
 		for _, sf := range []stepFig{
-			{"gradnorm_", "Per-role gradient norm", "gradient norm (L2, log scale)",
-				"L2 norm of each role's share of the loss gradient per step (SP solid, IP dashed), mean over seeds.",
+			{"gradnorm_", kindGradNorm, "Per-role gradient norm", "gradient norm (L2, log scale)",
+				"L2 norm of each role's share of the loss gradient per step (SP solid, IP dashed), mean over seeds: faint lines per step, bold lines smoothed by the geometric mean over a centred window of %d logged steps (fewer at both ends).",
 				func(s runlog.StepRow) float64 { return s.GradNorm }, true},
-			{"cosine_", "Same-role gradient cosine", "mean pairwise cosine",
-				"Mean pairwise cosine between the gradients of agents of the same role (e.g. generator0 vs generator1); roles with one agent have none.",
+			{"cosine_", kindCosine, "Same-role gradient cosine", "mean pairwise cosine",
+				"Mean pairwise cosine between the gradients of agents of the same role (e.g. generator0 vs generator1; SP solid, IP dashed), mean over seeds: faint lines per step, bold lines smoothed by the mean over a centred window of %d logged steps (fewer at both ends); roles with one agent have none.",
 				func(s runlog.StepRow) float64 { return s.AgentCosMean }, false},
 		} {
-			p, leg, n, err := roleStepFigure(cell, runs, sf.title+", "+cell.Key.String(), sf.ylabel, sf.value, sf.log)
+			p, leg, n, window, err := roleStepFigure(cell, runs, sf.title+", "+cell.Key.String(), sf.ylabel, sf.value, sf.log)
 			if err != nil {
 				return nil, fmt.Errorf("figure %s%s: %w", sf.name, stem, err)
 			}
@@ -234,24 +338,24 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 				continue
 			}
 			p.X.Tick.Marker = ticks
-			if err := add(Figure{Name: sf.name + stem, Cell: cell.Key.String(), Title: sf.title + ", " + cell.Key.String(), Caption: sf.caption}, p, leg); err != nil {
+			if err := add(Figure{Name: sf.name + stem, Cell: cell.Key.String(), Kind: sf.kind, Title: sf.title + ", " + cell.Key.String(), Caption: fmt.Sprintf(sf.caption, window)}, p, leg); err != nil {
 				return nil, err
 			}
 		}
 		type evalFig struct {
-			name, title, ylabel, caption string
-			value                        func(runlog.EvalRow) float64
-			lo, hi, minSpan              float64 // range of the quantity, smallest y span shown
-			relSpan                      float64 // smallest y span as a share of the largest value (0: none)
+			name, kind, title, ylabel, caption string
+			value                              func(runlog.EvalRow) float64
+			lo, hi, minSpan                    float64 // range of the quantity, smallest y span shown
+			relSpan                            float64 // smallest y span as a share of the largest value (0: none)
 		}
 		for _, ef := range []evalFig{
-			{"roleacc_", "Per-role accuracy", "accuracy of the role's own answers (fraction)",
+			{"roleacc_", kindRoleAcc, "Per-role accuracy", "accuracy of the role's own answers (fraction)",
 				"Per-role rows of the evals table: the regraded correctness of each role's own answers at each validation (e.g. each generator's answer; the aggregator's selected candidate), mean over seeds; trained conditions (base is their step 0).",
 				func(e runlog.EvalRow) float64 { return e.Accuracy }, 0, 1, 0.05, 0},
-			{"format_", "Per-role format compliance", "compliant turns (fraction)",
+			{"format_", kindFormat, "Per-role format compliance", "compliant turns (fraction)",
 				"Fraction of each role's validation turns whose output followed the role's format.",
 				func(e runlog.EvalRow) float64 { return e.FormatRate }, 0, 1, 0.05, 0},
-			{"length_", "Per-role output length", "mean output length (tokens)",
+			{"length_", kindLength, "Per-role output length", "mean output length (tokens)",
 				"Mean length of each role's validation outputs in tokens.",
 				// lengths: a span of at least a quarter of the longest, so a change of a token or two does not look like a collapse
 				func(e runlog.EvalRow) float64 { return e.MeanLen }, 0, math.Inf(1), 1, 0.25},
@@ -265,18 +369,25 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 			}
 			fitY(p, ef.lo, ef.hi, math.Max(ef.minSpan, ef.relSpan*p.Y.Max))
 			p.X.Tick.Marker = ticks
-			if err := add(Figure{Name: ef.name + stem, Cell: cell.Key.String(), Title: ef.title + ", " + cell.Key.String(), Caption: ef.caption}, p, leg); err != nil {
+			if err := add(Figure{Name: ef.name + stem, Cell: cell.Key.String(), Kind: ef.kind, Title: ef.title + ", " + cell.Key.String(), Caption: ef.caption}, p, leg); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if p, leg, n, err := ceilingFinalFigure(st); err != nil {
+	if p, leg, labels, n, err := ceilingFinalFigure(st); err != nil {
 		return nil, err
 	} else if n > 0 {
-		if err := add(Figure{Name: "ceiling_final", Title: "Ceiling vs final accuracy",
-			Caption: "Each point is one trained condition of one cell (mean over seeds), labelled with its cell; SP and IP of the same cell are joined. Points below the diagonal lost accuracy after their peak. Both axes share one range, fitted to the points."}, p, leg); err != nil {
-			return nil, err
+		pb, sb, err := render(p, leg)
+		if err != nil {
+			return nil, fmt.Errorf("figure ceiling_final: %w", err)
 		}
+		caption := "Each point is one trained condition of one cell (mean over seeds); SP and IP of the same cell are joined. Points below the diagonal lost accuracy after their peak. Both axes share one range, fitted to the points. "
+		if labels.drawn == n {
+			caption += "Every point is labelled with its cell."
+		} else {
+			caption += fmt.Sprintf("Labelled: %d of the %d points, those with the largest drop (ceiling − final; at most %d) whose labels fit without covering another label or point; the matrix gives every cell.", labels.drawn, n, maxPointLabels)
+		}
+		figs = append(figs, Figure{Name: "ceiling_final", Kind: kindCeiling, Title: "Ceiling vs final accuracy", PNG: pb, SVG: sb, Caption: caption})
 	}
 	for _, cond := range []string{study.SARL, study.SP, study.IP} {
 		f, ok, err := gainsFigure(st, cond)
@@ -316,4 +427,29 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return out
+}
+
+// The kinds of figure, as the figure index names them.
+const (
+	kindCeiling  = "ceiling vs final"
+	kindGains    = "gain over base"
+	kindAccuracy = "validation accuracy"
+	kindGradNorm = "gradient norm"
+	kindCosine   = "gradient cosine"
+	kindRoleAcc  = "per-role accuracy"
+	kindFormat   = "format compliance"
+	kindLength   = "output length"
+)
+
+// figureKinds describes each kind of figure in one line, in the order of
+// the figure index.
+var figureKinds = []struct{ kind, about string }{
+	{kindCeiling, "each trained condition of each cell as a point (ceiling, final); below the diagonal it lost accuracy after its peak"},
+	{kindGains, "final accuracy minus base per cell as a heat map (blue gain, red loss), one per trained condition"},
+	{kindAccuracy, "the workflow's validation accuracy per condition over training, mean over seeds with its interval band"},
+	{kindGradNorm, "each role's gradient norm per step, raw and smoothed (log scale), SP and IP"},
+	{kindCosine, "mean cosine between the gradients of same-role agents per step, raw and smoothed"},
+	{kindRoleAcc, "the accuracy of each role's own answers at each validation"},
+	{kindFormat, "each role's share of validation turns that followed its format"},
+	{kindLength, "each role's mean validation output length in tokens"},
 }

@@ -2,7 +2,9 @@ package report
 
 import (
 	"fmt"
+	"image/color"
 	"math"
+	"sort"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -25,7 +27,7 @@ func seedsLabel(n int) string {
 // mean over seeds at each validation with its interval as a band
 // (analysis.CurveIntervals), thin lines for the single seeds when there are
 // several, and base as a horizontal line with its band.
-func accuracyFigure(cell *analysis.CellResult, runs []*analysis.RunResult, ci float64) (*plot.Plot, *plot.Legend, error) {
+func accuracyFigure(cell *analysis.CellResult, runs []*analysis.RunResult, ci float64) (*plot.Plot, *legend, error) {
 	p := newPlot("Validation accuracy, "+cell.Key.String(), "training step", "validation accuracy (fraction correct)")
 	leg := newLegend()
 	byCond := map[string][]*analysis.RunResult{}
@@ -102,14 +104,20 @@ func accuracyFigure(cell *analysis.CellResult, runs []*analysis.RunResult, ci fl
 	return p, leg, nil
 }
 
+// maxPointLabels is how many points of the ceiling-vs-final figure are
+// labelled at most: the cloud along the diagonal has room for few labels.
+const maxPointLabels = 12
+
 // ceilingFinalFigure draws each trained condition of each cell as a point
-// (ceiling, final), labelled with its cell, with the identity line; SP and
-// IP of a cell are joined. The axes fit the points.
-func ceilingFinalFigure(st *analysis.Study) (*plot.Plot, *plot.Legend, int, error) {
+// (ceiling, final) with the identity line; SP and IP of a cell are joined.
+// Only a selection of points is labelled with its cell (pointLabels: the
+// largest drops whose labels fit without overlap); the returned labels
+// say, after drawing, how many were. The axes fit the points.
+func ceilingFinalFigure(st *analysis.Study) (*plot.Plot, *legend, *pointLabels, int, error) {
 	p := newPlot("Ceiling vs final validation accuracy", "ceiling: best validation accuracy", "final: mean of last 3 validations")
 	leg := newLegend()
 	pts := map[string]plotter.XYs{}
-	labels := map[string][]string{}
+	labels := &pointLabels{limit: maxPointLabels}
 	var conds []string
 	n := 0
 	lo, hi := math.Inf(1), math.Inf(-1)
@@ -118,7 +126,7 @@ func ceilingFinalFigure(st *analysis.Study) (*plot.Plot, *plot.Legend, int, erro
 		if sp != nil && ip != nil {
 			l, err := plotter.NewLine(plotter.XYs{{X: sp.Ceiling.Value, Y: sp.Final.Value}, {X: ip.Ceiling.Value, Y: ip.Final.Value}})
 			if err != nil {
-				return nil, nil, 0, err
+				return nil, nil, nil, 0, err
 			}
 			l.Color, l.Width = grey(120), vg.Points(0.8)
 			p.Add(l)
@@ -130,57 +138,129 @@ func ceilingFinalFigure(st *analysis.Study) (*plot.Plot, *plot.Legend, int, erro
 			if pts[cs.Condition] == nil {
 				conds = append(conds, cs.Condition)
 			}
-			pts[cs.Condition] = append(pts[cs.Condition], plotter.XY{X: cs.Ceiling.Value, Y: cs.Final.Value})
-			labels[cs.Condition] = append(labels[cs.Condition], c.Key.String())
+			pt := plotter.XY{X: cs.Ceiling.Value, Y: cs.Final.Value}
+			pts[cs.Condition] = append(pts[cs.Condition], pt)
+			labels.cands = append(labels.cands, labelCand{pt: pt, text: c.Key.String(), clr: condColor(cs.Condition), drop: cs.Ceiling.Value - cs.Final.Value})
 			lo = math.Min(lo, math.Min(cs.Ceiling.Value, cs.Final.Value))
 			hi = math.Max(hi, math.Max(cs.Ceiling.Value, cs.Final.Value))
 			n++
 		}
 	}
 	if n == 0 {
-		return p, leg, 0, nil
+		return p, leg, labels, 0, nil
 	}
+	// the largest drops first; the sort is stable, so ties keep the cells' order
+	sort.SliceStable(labels.cands, func(i, j int) bool { return labels.cands[i].drop > labels.cands[j].drop })
 	// the same range on both axes, so the identity line is the diagonal
 	span := math.Max(hi-lo, 0.05)
 	m := yMargin * span
 	lo, hi = math.Max(0, lo-m), math.Min(1, lo+span+m)
 	diag, err := plotter.NewLine(plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}})
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, nil, 0, err
 	}
 	diag.Color, diag.Dashes = grey(160), []vg.Length{vg.Points(3), vg.Points(3)}
 	p.Add(diag)
 	leg.Add("final = ceiling", diag)
 	sortConds(conds)
-	placed := map[plotter.XY]int{} // labels already at a point: coincident points stack theirs
 	for i, c := range conds {
 		s, err := plotter.NewScatter(pts[c])
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, nil, nil, 0, err
 		}
 		s.Color, s.Radius, s.Shape = condColor(c), vg.Points(4), condShape(i)
 		p.Add(s)
 		leg.Add(c, s)
-		for j, pt := range pts[c] {
-			// one label per point, on the side towards the middle so it stays in the frame
-			lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{pt}, Labels: []string{labels[c][j]}})
-			if err != nil {
-				return nil, nil, 0, err
-			}
-			ts := &lb.TextStyle[0]
-			ts.Font.Size, ts.Color = vg.Points(8), condColor(c)
-			dy := vg.Points(-3 - 9*float64(i%2) - 10*float64(placed[pt]))
-			placed[pt]++
-			if pt.X > (lo+hi)/2 {
-				ts.XAlign = draw.XRight
-				lb.Offset = vg.Point{X: -vg.Points(6), Y: dy}
-			} else {
-				lb.Offset = vg.Point{X: vg.Points(6), Y: dy}
-			}
-			p.Add(lb)
-		}
 	}
+	p.Add(labels)
 	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = lo, hi, lo, hi
 	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{0, 1}, niceTicks{0, 1}
-	return p, leg, n, nil
+	return p, leg, labels, n, nil
+}
+
+// labelCand is a point that may be labelled.
+type labelCand struct {
+	pt   plotter.XY
+	text string
+	clr  color.Color
+	drop float64 // ceiling - final: the larger, the earlier it is labelled
+}
+
+// pointLabels labels points without collisions: in the order of cands, up
+// to limit labels, each at the first of a fixed list of positions around
+// its point (first towards the empty upper left of the diagonal, then
+// further out with a leader line) where it stays inside the frame and
+// overlaps no label already placed and no other point. A point with no
+// free position is left unlabelled. drawn counts the labels of the last
+// drawing and placed holds their boxes; the placement depends only on the
+// points and the canvas size.
+type pointLabels struct {
+	cands  []labelCand
+	limit  int
+	drawn  int
+	placed []vg.Rectangle
+}
+
+// Plot implements plot.Plotter.
+func (l *pointLabels) Plot(c draw.Canvas, plt *plot.Plot) {
+	tx, ty := plt.Transforms(&c)
+	sty := plt.X.Tick.Label
+	sty.Font.Size = vg.Points(8)
+	const markR = 5 // points: a marker's radius with a little room
+	marks := make([]vg.Point, len(l.cands))
+	for i, cd := range l.cands {
+		marks[i] = vg.Point{X: tx(cd.pt.X), Y: ty(cd.pt.Y)}
+	}
+	type dir struct {
+		dx, dy float64
+		align  draw.XAlignment
+	}
+	dirs := []dir{{-0.7, 0.7, draw.XRight}, {0, 1, draw.XCenter}, {-1, 0, draw.XRight}, {0.7, -0.7, draw.XLeft}, {1, 0, draw.XLeft}, {0, -1, draw.XCenter}}
+	var placed []vg.Rectangle
+	overlaps := func(r vg.Rectangle) bool {
+		if r.Min.X < c.Min.X || r.Max.X > c.Max.X || r.Min.Y < c.Min.Y || r.Max.Y > c.Max.Y {
+			return true
+		}
+		for _, q := range placed {
+			if r.Min.X < q.Max.X && q.Min.X < r.Max.X && r.Min.Y < q.Max.Y && q.Min.Y < r.Max.Y {
+				return true
+			}
+		}
+		for _, m := range marks {
+			if m.X+markR > r.Min.X && m.X-markR < r.Max.X && m.Y+markR > r.Min.Y && m.Y-markR < r.Max.Y {
+				return true
+			}
+		}
+		return false
+	}
+	l.drawn = 0
+	defer func() { l.placed = placed }()
+	for i, cd := range l.cands {
+		if l.drawn == l.limit {
+			break
+		}
+		w, h := sty.Width(cd.text), sty.Height(cd.text)
+	search:
+		for _, dist := range []vg.Length{8, 20, 34, 50} {
+			for _, d := range dirs {
+				a := vg.Point{X: marks[i].X + vg.Length(d.dx)*dist, Y: marks[i].Y + vg.Length(d.dy)*dist}
+				x0 := a.X + vg.Length(d.align)*w // XRight is -1, XCenter -0.5, XLeft 0
+				r := vg.Rectangle{Min: vg.Point{X: x0 - 1, Y: a.Y - h/2 - 1}, Max: vg.Point{X: x0 + w + 1, Y: a.Y + h/2 + 1}}
+				if overlaps(r) {
+					continue
+				}
+				if dist > 8 {
+					lead := draw.LineStyle{Color: withAlpha(cd.clr, 160), Width: vg.Points(0.5)}
+					from := vg.Point{X: marks[i].X + vg.Length(d.dx)*markR, Y: marks[i].Y + vg.Length(d.dy)*markR}
+					c.StrokeLine2(lead, from.X, from.Y, a.X, a.Y)
+				}
+				ts := sty
+				ts.Color, ts.XAlign, ts.YAlign = cd.clr, d.align, draw.YCenter
+				c.FillText(ts, a, cd.text)
+				placed = append(placed, r)
+				l.drawn++
+				break search
+			}
+		}
+	}
 }

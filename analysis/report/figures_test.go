@@ -1,9 +1,17 @@
 package report
 
 import (
+	"fmt"
+	"image/color"
 	"math"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/marlowlab/marlow/analysis"
 	"github.com/marlowlab/marlow/harness/runlog"
@@ -13,8 +21,8 @@ import (
 // TestFiguresFitData checks the axes of the fixture's figures: accuracy
 // y-ranges hold every mean and band bound with a margin and are narrower
 // than 0-1, x ticks fall on the validation steps, the gradient-norm axis
-// holds the largest norm, ceiling-vs-final points carry their cell's name,
-// and every cell has a per-role accuracy figure.
+// holds the largest norm, the ceiling-vs-final labels are those its caption
+// counts, and every cell has a per-role accuracy figure.
 func TestFiguresFitData(t *testing.T) {
 	st := fixtureStudy(t)
 	byCell := map[analysis.CellKey][]*analysis.RunResult{}
@@ -59,7 +67,7 @@ func TestFiguresFitData(t *testing.T) {
 			if len(ticks) != len(steps) {
 				t.Errorf("x ticks %v, want the validation steps %v", ticks, steps)
 			}
-			gp, _, n, err := roleStepFigure(cell, runs, "g", "g", func(s runlog.StepRow) float64 { return s.GradNorm }, true)
+			gp, _, n, _, err := roleStepFigure(cell, runs, "g", "g", func(s runlog.StepRow) float64 { return s.GradNorm }, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,10 +119,24 @@ func TestFiguresFitData(t *testing.T) {
 	if !ok {
 		t.Fatal("no ceiling_final figure")
 	}
+	// the labels drawn are those the caption counts, and the largest drop is among them
+	_, _, labels, n, err := ceilingFinalFigure(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawn := 0
 	for _, cell := range st.Cells {
-		if cell.Cond(study.SP) != nil && !strings.Contains(string(cf.SVG), ">"+cell.Key.String()+"<") {
-			t.Errorf("ceiling_final has no label %q", cell.Key)
-		}
+		drawn += strings.Count(string(cf.SVG), ">"+cell.Key.String()+"<")
+	}
+	want := fmt.Sprintf("Labelled: %d of the %d points", drawn, n)
+	if drawn == n {
+		want = "Every point is labelled with its cell."
+	}
+	if drawn == 0 || !strings.Contains(cf.Caption, want) {
+		t.Errorf("ceiling_final draws %d labels; caption %q lacks %q", drawn, cf.Caption, want)
+	}
+	if top := labels.cands[0].text; !strings.Contains(string(cf.SVG), ">"+top+"<") {
+		t.Errorf("ceiling_final does not label %s, the largest drop", top)
 	}
 }
 
@@ -141,5 +163,165 @@ func TestNiceTicks(t *testing.T) {
 		if strings.Join(got, " ") != tc.wantLabels {
 			t.Errorf("ticks of [%v, %v]: %q, want %q", tc.lo, tc.hi, strings.Join(got, " "), tc.wantLabels)
 		}
+	}
+}
+
+func TestSmoothCurve(t *testing.T) {
+	xy := func(ys ...float64) plotter.XYs {
+		out := make(plotter.XYs, len(ys))
+		for i, y := range ys {
+			out[i] = plotter.XY{X: float64(10 * i), Y: y}
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		in        plotter.XYs
+		window    int
+		geometric bool
+		want      []float64
+	}{
+		{"constant stays", xy(2, 2, 2, 2), 3, false, []float64{2, 2, 2, 2}},
+		{"spike spread over its window, ends truncated", xy(0, 0, 3, 0, 0), 3, false, []float64{0, 1, 1, 1, 0}},
+		{"geometric mean damps a spike", xy(1, 1, 1000, 1, 1), 3, true, []float64{1, 10, 10, 10, 1}},
+		{"window wider than the curve", xy(1, 2, 3), 7, false, []float64{2, 2, 2}},
+		{"one point", xy(5), 3, true, []float64{5}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := smoothCurve(tc.in, tc.window, tc.geometric)
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d points, want %d", len(got), len(tc.want))
+			}
+			for i, w := range tc.want {
+				if math.Abs(got[i].Y-w) > 1e-9 || got[i].X != tc.in[i].X {
+					t.Errorf("point %d: (%v, %v), want (%v, %v)", i, got[i].X, got[i].Y, tc.in[i].X, w)
+				}
+			}
+		})
+	}
+	for _, tc := range []struct{ n, want int }{{0, 3}, {19, 3}, {40, 5}, {60, 7}, {150, 15}} {
+		if got := smoothWindow(tc.n); got != tc.want {
+			t.Errorf("smoothWindow(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestGainColor checks the diverging scale of the gains heat map: white
+// at 0, blue for a gain, red for a loss, symmetric ends, clamped beyond.
+func TestGainColor(t *testing.T) {
+	rgb := func(c color.Color) [3]uint32 {
+		r, g, b, _ := c.RGBA()
+		return [3]uint32{r >> 8, g >> 8, b >> 8}
+	}
+	anchor := func(i int) [3]uint32 { a := gainAnchors[i]; return [3]uint32{uint32(a.R), uint32(a.G), uint32(a.B)} }
+	for _, tc := range []struct {
+		v    float64
+		want [3]uint32
+	}{
+		{0, [3]uint32{255, 255, 255}}, {0.2, anchor(4)}, {0.5, anchor(4)}, {0.1, anchor(3)}, {-0.1, anchor(1)}, {-0.2, anchor(0)}, {-3, anchor(0)},
+	} {
+		if got := rgb(gainColor(tc.v, 0.2)); got != tc.want {
+			t.Errorf("gainColor(%v, 0.2) = %v, want %v", tc.v, got, tc.want)
+		}
+	}
+	for _, v := range []float64{0.01, 0.07, 0.15} {
+		g, l := rgb(gainColor(v, 0.2)), rgb(gainColor(-v, 0.2))
+		if !(g[2] > g[0]) || !(l[0] > l[2]) {
+			t.Errorf("±%v: gain %v should be blue, loss %v red", v, g, l)
+		}
+	}
+	for _, tc := range []struct{ max, want float64 }{{0, 0.05}, {0.03, 0.05}, {0.05, 0.05}, {0.07, 0.1}, {0.1, 0.1}, {0.213, 0.3}, {0.424, 0.5}} {
+		if got := gainScale(tc.max); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("gainScale(%v) = %v, want %v", tc.max, got, tc.want)
+		}
+	}
+}
+
+// TestGainIntervalsFit draws a gains grid in a canvas too small for its
+// intervals, which are then left out and flagged, and in one large enough.
+func TestGainIntervalsFit(t *testing.T) {
+	for _, tc := range []struct {
+		w, h    vg.Length
+		omitted bool
+	}{{2 * vg.Inch, 1.2 * vg.Inch, true}, {6 * vg.Inch, 3 * vg.Inch, false}} {
+		g := &gainGrid{scale: 0.2,
+			vals: [][]float64{{0.1, -0.05, math.NaN()}, {0.2, 0, 0.01}},
+			cis:  [][]analysis.Estimate{{{Value: 0.1, Lo: 0.01, Hi: 0.19}, {Value: -0.05, Lo: -0.1, Hi: 0}, {}}, {{Value: 0.2, Lo: 0.1, Hi: 0.3}, {Value: 0, Lo: -0.1, Hi: 0.1}, {Value: 0.01, Lo: -0.2, Hi: 0.2}}},
+		}
+		p := plot.New()
+		p.Add(g)
+		p.NominalX("s", "m", "l")
+		p.NominalY("voting", "eval-opt")
+		p.Draw(draw.New(vgimg.New(tc.w, tc.h)))
+		if g.omitted != tc.omitted {
+			t.Errorf("%v x %v: omitted %v, want %v", tc.w, tc.h, g.omitted, tc.omitted)
+		}
+	}
+}
+
+// TestPointLabelsDoNotCollide labels a crowded diagonal: labels stay inside
+// the frame, cover no other label and no point, follow the drop order and
+// stop at the limit.
+func TestPointLabelsDoNotCollide(t *testing.T) {
+	l := &pointLabels{limit: 6}
+	for i := range 40 {
+		v := 0.1 + 0.01*float64(i)
+		l.cands = append(l.cands, labelCand{pt: plotter.XY{X: v, Y: v - 0.002*float64(i%3)}, text: fmt.Sprintf("wf%d/task/s", i), clr: color.Black, drop: 0.002 * float64(i%3)})
+	}
+	l.cands = append([]labelCand{{pt: plotter.XY{X: 0.45, Y: 0.2}, text: "far/below/l", clr: color.Black, drop: 0.25}}, l.cands...)
+	p := plot.New()
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 0.6, 0, 0.6
+	p.Add(l)
+	dc := draw.New(vgimg.New(figW, figH))
+	p.Draw(dc)
+	data := p.DataCanvas(dc)
+	tx, ty := p.Transforms(&data)
+	if l.drawn == 0 || l.drawn > l.limit || l.drawn != len(l.placed) {
+		t.Fatalf("%d labels drawn (%d boxes), limit %d", l.drawn, len(l.placed), l.limit)
+	}
+	for i, a := range l.placed {
+		for _, b := range l.placed[:i] {
+			if a.Min.X < b.Max.X && b.Min.X < a.Max.X && a.Min.Y < b.Max.Y && b.Min.Y < a.Max.Y {
+				t.Errorf("labels %v and %v overlap", a, b)
+			}
+		}
+		if a.Min.X < data.Min.X || a.Max.X > data.Max.X || a.Min.Y < data.Min.Y || a.Max.Y > data.Max.Y {
+			t.Errorf("label %v leaves the frame %v", a, data.Rectangle)
+		}
+		for _, cd := range l.cands {
+			if x, y := tx(cd.pt.X), ty(cd.pt.Y); x > a.Min.X && x < a.Max.X && y > a.Min.Y && y < a.Max.Y {
+				t.Errorf("label %v covers the point of %s", a, cd.text)
+			}
+		}
+	}
+	// the largest drop, alone below the diagonal, is labelled first and next to its point
+	far := l.cands[0]
+	if r, x, y := l.placed[0], tx(far.pt.X), ty(far.pt.Y); math.Abs(float64((r.Min.X+r.Max.X)/2-x)) > 150 || math.Abs(float64((r.Min.Y+r.Max.Y)/2-y)) > 60 {
+		t.Errorf("first label %v is not near the point of the largest drop (%v, %v)", r, x, y)
+	}
+}
+
+// TestLegendLayout: legend entries fill as many columns as fit the width,
+// row by row, and a narrower width gives more rows.
+func TestLegendLayout(t *testing.T) {
+	leg := newLegend()
+	for _, s := range []string{"sp aggregator", "sp generator", "ip aggregator", "ip generator", "faint: per step; bold: smoothed, 7 steps"} {
+		leg.Add(s)
+	}
+	wide, hWide := leg.layout(figW)
+	narrow, hNarrow := leg.layout(2 * vg.Inch)
+	if len(wide) < 2 || len(narrow) != 1 || !(hNarrow > hWide) {
+		t.Errorf("columns %d (height %v) at %v, %d (height %v) at 2in", len(wide), hWide, figW, len(narrow), hNarrow)
+	}
+	var sum vg.Length
+	for _, w := range wide {
+		sum += w
+	}
+	if sum+vg.Length(len(wide)-1)*vg.Points(legendGap) > figW {
+		t.Errorf("columns %v are wider than the figure", wide)
+	}
+	if c, h := (*legend)(nil).layout(figW); c != nil || h != 0 {
+		t.Errorf("nil legend: %v, %v", c, h)
 	}
 }

@@ -1,18 +1,16 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
 	"image/color"
 	"math"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/marlowlab/marlow/analysis"
 )
@@ -22,19 +20,43 @@ import (
 type gainGrid struct {
 	vals  [][]float64 // [row][col]
 	cis   [][]analysis.Estimate
-	scale float64 // |gain| that maps to full colour
+	scale float64 // |gain| at the ends of the colour scale
+	// omitted is set when drawing left out an interval that did not fit
+	// its cell even in the smallest font.
+	omitted bool
 }
 
+// gainAnchors are the colours of the diverging scale at -1, -0.5, 0, 0.5
+// and 1 (ColorBrewer's RdBu, white at 0): loss red, gain blue.
+var gainAnchors = [5]color.RGBA{
+	{R: 178, G: 24, B: 43, A: 255},
+	{R: 239, G: 138, B: 98, A: 255},
+	{R: 255, G: 255, B: 255, A: 255},
+	{R: 103, G: 169, B: 207, A: 255},
+	{R: 33, G: 102, B: 172, A: 255},
+}
+
+// gainColor maps a gain to the diverging scale symmetric about 0 with ends
+// at -scale and +scale (values beyond take the end colours); NaN is grey.
 func gainColor(v, scale float64) color.Color {
 	if math.IsNaN(v) {
 		return color.Gray{Y: 225}
 	}
-	t := math.Min(1, math.Abs(v)/scale)
-	mix := func(full uint8) uint8 { return uint8(math.Round(255 - t*(255-float64(full)))) }
-	if v >= 0 {
-		return color.RGBA{R: mix(200), G: mix(60), B: mix(50), A: 255}
+	t := math.Max(-1, math.Min(1, v/scale)) // in [-1, 1]
+	pos := (t + 1) * 2                      // in [0, 4] over the anchors
+	k := min(3, int(math.Floor(pos)))
+	f := pos - float64(k)
+	a, b := gainAnchors[k], gainAnchors[k+1]
+	mix := func(x, y uint8) uint8 { return uint8(math.Round(float64(x) + f*(float64(y)-float64(x)))) }
+	return color.RGBA{R: mix(a.R, b.R), G: mix(a.G, b.G), B: mix(a.B, b.B), A: 255}
+}
+
+// gainTextColor is white on the dark ends of the scale, black elsewhere.
+func gainTextColor(v, scale float64) color.Color {
+	if !math.IsNaN(v) && math.Abs(v) > 0.6*scale {
+		return color.White
 	}
-	return color.RGBA{R: mix(40), G: mix(90), B: mix(200), A: 255}
+	return color.Black
 }
 
 func (g *gainGrid) Plot(c draw.Canvas, plt *plot.Plot) {
@@ -46,14 +68,39 @@ func (g *gainGrid) Plot(c draw.Canvas, plt *plot.Plot) {
 			x0, x1 := tx(float64(col)-0.5), tx(float64(col)+0.5)
 			y0, y1 := ty(float64(r)-0.5), ty(float64(r)+0.5)
 			c.FillPolygon(gainColor(v, g.scale), []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}})
-			lbl := "n/a"
-			if !math.IsNaN(v) {
-				lbl = fmt.Sprintf("%+.3f", v)
-				if e := g.cis[r][col]; e.HasCI() {
-					lbl += fmt.Sprintf("\n[%+.3f, %+.3f]", e.Lo, e.Hi)
+			mid := vg.Point{X: (x0 + x1) / 2, Y: (y0 + y1) / 2}
+			vs := sty
+			vs.Color = gainTextColor(v, g.scale)
+			if math.IsNaN(v) {
+				c.FillText(vs, mid, "n/a")
+				continue
+			}
+			val := fmt.Sprintf("%+.3f", v)
+			e := g.cis[r][col]
+			if !e.HasCI() {
+				c.FillText(vs, mid, val)
+				continue
+			}
+			// the interval on a second line, in the largest font that fits the cell
+			ci := fmt.Sprintf("[%+.3f, %+.3f]", e.Lo, e.Hi)
+			is := vs
+			fits := false
+			for _, size := range []float64{9, 8, 7} {
+				is.Font.Size = vg.Points(size)
+				if is.Width(ci) <= x1-x0-vg.Points(6) && vs.Height(val)+is.Height(ci)+vg.Points(2) <= y1-y0-vg.Points(4) {
+					fits = true
+					break
 				}
 			}
-			c.FillText(sty, vg.Point{X: (x0 + x1) / 2, Y: (y0 + y1) / 2}, lbl)
+			if !fits {
+				g.omitted = true
+				c.FillText(vs, mid, val)
+				continue
+			}
+			hv, hi := vs.Height(val), is.Height(ci)
+			top := mid.Y + (hv+hi+vg.Points(2))/2
+			c.FillText(vs, vg.Point{X: mid.X, Y: top - hv/2}, val)
+			c.FillText(is, vg.Point{X: mid.X, Y: top - hv - vg.Points(2) - hi/2}, ci)
 		}
 	}
 }
@@ -86,9 +133,7 @@ func gainsFigure(st *analysis.Study, cond string) (Figure, bool, error) {
 	if len(gains) == 0 {
 		return Figure{}, false, nil
 	}
-	if maxAbs < 0.05 {
-		maxAbs = 0.05
-	}
+	scale := gainScale(maxAbs)
 	sorted := func(m map[string]bool, less func(a, b string) bool) []string {
 		out := make([]string, 0, len(m))
 		for k := range m {
@@ -100,8 +145,9 @@ func gainsFigure(st *analysis.Study, cond string) (Figure, bool, error) {
 	byName := func(a, b string) bool { return a < b }
 	tl, wl, sl := sorted(tasks, byName), sorted(wfs, byName), sorted(scales, analysis.ScaleLess)
 	var plots []*plot.Plot
+	var grids []*gainGrid
 	for _, task := range tl {
-		g := &gainGrid{scale: maxAbs}
+		g := &gainGrid{scale: scale}
 		for _, wf := range wl {
 			row := make([]float64, len(sl))
 			crow := make([]analysis.Estimate, len(sl))
@@ -124,36 +170,87 @@ func gainsFigure(st *analysis.Study, cond string) (Figure, bool, error) {
 		p.NominalX(sl...)
 		p.NominalY(wl...)
 		plots = append(plots, p)
+		grids = append(grids, g)
 	}
 	title := fmt.Sprintf("Gain of %s over base, final accuracy", cond)
-	w := vg.Length(len(plots))*4*vg.Inch + 0.5*vg.Inch
-	h := vg.Length(1.4+0.6*float64(len(wl))) * vg.Inch
+	const barW = 1.1 * vg.Inch // the colour bar and its labels, right of the panels
+	w := vg.Length(len(plots))*(1.3*vg.Inch+vg.Length(len(sl))*1.2*vg.Inch) + barW + 2*figMargin
+	h := vg.Length(1.5+0.7*float64(len(wl)))*vg.Inch + 2*figMargin
 	draws := func(c vg.CanvasSizer) {
-		dc := draw.New(c)
+		dc := draw.Crop(draw.New(c), figMargin, -figMargin, figMargin, -figMargin)
 		tsty := text.Style{Color: color.Black, Font: plots[0].Title.TextStyle.Font, XAlign: draw.XCenter, YAlign: draw.YTop, Handler: plots[0].Title.TextStyle.Handler}
 		tsty.Font.Size = vg.Points(13)
-		dc.FillText(tsty, vg.Point{X: (dc.Min.X + dc.Max.X) / 2, Y: dc.Max.Y - vg.Points(4)}, title+" (red: gain, blue: loss)")
-		body := draw.Crop(dc, 0, 0, 0, -vg.Points(24))
+		dc.FillText(tsty, vg.Point{X: (dc.Min.X + dc.Max.X) / 2, Y: dc.Max.Y}, title)
+		body := draw.Crop(dc, 0, -barW, 0, -vg.Points(24))
 		tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Points(20), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
 		canv := plot.Align([][]*plot.Plot{plots}, tiles, body)
 		for i, p := range plots {
 			p.Draw(canv[0][i])
 		}
+		bar := draw.Crop(dc, dc.Max.X-dc.Min.X-barW+vg.Points(12), 0, vg.Points(40), -vg.Points(44))
+		drawGainBar(bar, scale, plots[0].X.Tick.Label)
 	}
-	ic := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(pngDPI))
-	draws(ic)
-	var pb bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: ic}).WriteTo(&pb); err != nil {
-		return Figure{}, false, fmt.Errorf("figure gains_%s: encoding PNG: %w", cond, err)
+	pb, sb, err := encode(w, h, draws)
+	if err != nil {
+		return Figure{}, false, fmt.Errorf("figure gains_%s: %w", cond, err)
 	}
-	sc := vgsvg.New(w, h)
-	draws(sc)
-	var sb bytes.Buffer
-	if _, err := sc.WriteTo(&sb); err != nil {
-		return Figure{}, false, fmt.Errorf("figure gains_%s: encoding SVG: %w", cond, err)
+	omitted := false
+	for _, g := range grids {
+		omitted = omitted || g.omitted
 	}
-	return Figure{
-		Name: "gains_final_" + cond, Title: title, PNG: pb.Bytes(), SVG: sb.Bytes(),
-		Caption: fmt.Sprintf("Final accuracy of %s minus base accuracy per cell (mean over seeds) with its %g%% interval in brackets; rows are workflows, columns scales, one panel per task.", cond, st.Params.CI*100),
-	}, true, nil
+	caption := fmt.Sprintf("Final accuracy of %s minus base accuracy per cell (mean over seeds) with its %g%% interval below it; rows are workflows, columns scales, one panel per task. "+
+		"Diverging colours, symmetric about 0: blue is a gain, red a loss, white no change; the colour bar runs from %s to %s.", cond, st.Params.CI*100, tickLabel(-scale), tickLabel(scale))
+	if omitted {
+		caption += " Intervals too wide for their cell are left out; the matrix gives them."
+	}
+	return Figure{Name: "gains_final_" + cond, Kind: kindGains, Title: title, PNG: pb, SVG: sb, Caption: caption}, true, nil
+}
+
+// gainScale is the end of the symmetric colour scale: the largest |gain|
+// rounded up to a multiple of 0.05 (below 0.1) or of 0.1, at least 0.05.
+func gainScale(maxAbs float64) float64 {
+	if maxAbs <= 0.1 {
+		return math.Max(0.05, math.Ceil(maxAbs*20-1e-9)/20)
+	}
+	return math.Ceil(maxAbs*10-1e-9) / 10
+}
+
+// tickLabel writes a colour-bar value with its sign ("0" for zero).
+func tickLabel(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	s := strconv.FormatFloat(math.Abs(v), 'f', -1, 64)
+	if v < 0 {
+		return "−" + s
+	}
+	return "+" + s
+}
+
+// drawGainBar draws the colour bar of the gains scale in c: a vertical bar
+// from -scale (bottom) to +scale (top) with five labelled ticks and its
+// name above.
+func drawGainBar(c draw.Canvas, scale float64, lbl text.Style) {
+	const slices = 64
+	barW := vg.Points(12)
+	x0, x1 := c.Min.X, c.Min.X+barW
+	hgt := c.Max.Y - c.Min.Y
+	for i := 0; i < slices; i++ {
+		v := scale * (2*(float64(i)+0.5)/slices - 1)
+		y0 := c.Min.Y + hgt*vg.Length(i)/slices
+		y1 := c.Min.Y + hgt*vg.Length(i+1)/slices
+		c.FillPolygon(gainColor(v, scale), []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}})
+	}
+	edge := draw.LineStyle{Color: color.Gray{Y: 90}, Width: vg.Points(0.5)}
+	c.StrokeLines(edge, []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}, {X: x0, Y: c.Min.Y}})
+	sty := lbl
+	sty.XAlign, sty.YAlign = draw.XLeft, draw.YCenter
+	for _, f := range []float64{-1, -0.5, 0, 0.5, 1} {
+		y := c.Min.Y + hgt*vg.Length((f+1)/2)
+		c.StrokeLine2(edge, x1, y, x1+vg.Points(4), y)
+		c.FillText(sty, vg.Point{X: x1 + vg.Points(6), Y: y}, tickLabel(f*scale))
+	}
+	name := lbl
+	name.XAlign, name.YAlign = draw.XLeft, draw.YBottom
+	c.FillText(name, vg.Point{X: x0, Y: c.Max.Y + vg.Points(8)}, "gain")
 }

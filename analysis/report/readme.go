@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,9 +56,11 @@ func cellEsc(s string) string {
 // md appends formatted markdown to the document being built.
 type md func(format string, a ...any)
 
-// readme renders README.md: the matrix, findings, the comparison with the
-// paper's claims, figures, failure-mode evidence, definitions and
-// parameters, provenance and the rebuild command.
+// readme renders README.md with its answer first: a summary (the verdict
+// on each of the paper's claims and the computed findings) and an index of
+// the figures, then the matrix, each claim's rule and evidence, the
+// figures, failure-mode evidence, definitions and parameters, provenance
+// and the rebuild command.
 func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	var b strings.Builder
 	w := md(func(format string, a ...any) { fmt.Fprintf(&b, format, a...) })
@@ -65,12 +68,22 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	w("Built by `marlow report` from the stored logs of %d runs (%d run views: an SA-RL run is viewed once per workflow it was evaluated in) in %d cells. Every number, figure and `summary.parquet` is recomputed from the logs; the same logs give byte-identical output.\n\n",
 		countRuns(st), len(st.Runs), len(st.Cells))
 	writePartial(w, opts.Incomplete)
-	writeMatrix(w, st)
-	w("\n## Findings\n\n")
+	cl := analysis.CompareClaims(st)
+	w("## Summary\n\n")
+	w("The answer first: the verdict on each of the paper's claims, judged from the logs, and the findings computed from them. " +
+		"The figure index, the matrix of every cell, each claim's rule, counts and per-cell evidence, and the figures follow.\n\n")
+	if warn := fewSeedsWarning(st); warn != "" {
+		w("%s\n", warn)
+	}
+	writeClaimsTable(w, cl)
+	w("\n### Findings\n\n")
 	for _, s := range findings(st) {
 		w("- %s\n", s)
 	}
-	writeClaims(w, st)
+	writeFigureIndex(w, figs)
+	w("\n")
+	writeMatrix(w, st)
+	writeClaims(w, cl)
 
 	writeFigures(w, figs)
 	writeCliffs(w, st)
@@ -88,8 +101,8 @@ func writeMatrix(w md, st *analysis.Study) {
 	ciPct := fmt.Sprintf("%g%%", st.Params.CI*100)
 	w("## Matrix\n\n")
 	w("Validation accuracy of the workflow's final answer. Cells show the mean over seeds with the %s interval in brackets (see *Definitions*); *seeds* and *problems* are what each number rests on (problems: validation problems per seed that the interval resampled). Gains are on final accuracy.\n\n", ciPct)
-	if warn := fewSeedsWarning(st); warn != "" {
-		w("%s\n", warn)
+	if fewSeedsWarning(st) != "" {
+		w("The cell conditions with fewer than %d seeds are named in the warning of the summary, with what that does to their intervals.\n\n", analysis.MinSeeds)
 	}
 	w("| task | workflow | scale | condition | seeds | problems | base | ceiling | ceiling step | final | floor | drop | AUC | cliffs | gain vs base | gain vs SA-RL | CI |\n")
 	w("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
@@ -108,12 +121,105 @@ func writeMatrix(w md, st *analysis.Study) {
 	}
 }
 
+// figureGroups splits figures into the study-wide ones and those of each
+// cell, keeping their order; cells are in order of first appearance.
+func figureGroups(figs []Figure) (study []Figure, cells []string, byCell map[string][]Figure) {
+	byCell = map[string][]Figure{}
+	for _, f := range figs {
+		if f.Cell == "" {
+			study = append(study, f)
+			continue
+		}
+		if byCell[f.Cell] == nil {
+			cells = append(cells, f.Cell)
+		}
+		byCell[f.Cell] = append(byCell[f.Cell], f)
+	}
+	return study, cells, byCell
+}
+
+// figureAbout is the one-line description of a kind of figure.
+func figureAbout(kind string) string {
+	for _, k := range figureKinds {
+		if k.kind == kind {
+			return k.about
+		}
+	}
+	return ""
+}
+
+// writeFigureIndex lists every figure with a link to its PNG: the
+// study-wide figures one a line with their description, then a table of
+// the figures of each cell, one column per kind, under a line describing
+// each kind.
+func writeFigureIndex(w md, figs []Figure) {
+	if len(figs) == 0 {
+		return
+	}
+	studyFigs, cells, byCell := figureGroups(figs)
+	w("\n## Figure index\n\n")
+	w("Every figure of the report; each link opens its PNG, and its section under *Figures* gives the caption and an SVG.\n")
+	if len(studyFigs) > 0 {
+		w("\n**Study-wide**\n\n")
+		for _, f := range studyFigs {
+			w("- [%s](figures/%s.png): %s.\n", f.Title, f.Name, figureAbout(f.Kind))
+		}
+	}
+	if len(cells) == 0 {
+		return
+	}
+	var kinds []string // the kinds drawn for some cell, in figureKinds order
+	for _, k := range figureKinds {
+		for _, c := range cells {
+			if slices.ContainsFunc(byCell[c], func(f Figure) bool { return f.Kind == k.kind }) {
+				kinds = append(kinds, k.kind)
+				break
+			}
+		}
+	}
+	w("\n**Per cell** (workflow/task/scale; – where a cell has no such figure, e.g. the single workflow's one role has no gradient cosine)\n\n")
+	for _, k := range kinds {
+		w("- *%s*: %s.\n", k, figureAbout(k))
+	}
+	w("\n| cell |")
+	for _, k := range kinds {
+		w(" %s |", k)
+	}
+	w("\n|---|%s\n", strings.Repeat("---|", len(kinds)))
+	for _, c := range cells {
+		w("| %s |", cellEsc(c))
+		for _, k := range kinds {
+			i := slices.IndexFunc(byCell[c], func(f Figure) bool { return f.Kind == k })
+			if i < 0 {
+				w(" – |")
+				continue
+			}
+			w(" [PNG](figures/%s.png) |", byCell[c][i].Name)
+		}
+		w("\n")
+	}
+}
+
+// writeFigures writes every figure with its caption: the study-wide ones
+// first, then those of each cell under the cell's heading.
 func writeFigures(w md, figs []Figure) {
 	w("\n## Figures\n\n")
-	for _, f := range figs {
-		w("### %s\n\n![%s](figures/%s.png)\n\n%s ([SVG](figures/%s.svg))\n\n", f.Title, f.Title, f.Name, f.Caption, f.Name)
+	studyFigs, cells, byCell := figureGroups(figs)
+	one := func(f Figure) {
+		w("#### %s\n\n![%s](figures/%s.png)\n\n%s ([SVG](figures/%s.svg))\n\n", f.Title, f.Title, f.Name, f.Caption, f.Name)
 	}
-
+	if len(studyFigs) > 0 {
+		w("### Study-wide\n\n")
+		for _, f := range studyFigs {
+			one(f)
+		}
+	}
+	for _, c := range cells {
+		w("### Cell %s\n\n", c)
+		for _, f := range byCell[c] {
+			one(f)
+		}
+	}
 }
 
 // writeCliffs lists the runs that met the terminal-cliff test.

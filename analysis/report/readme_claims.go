@@ -8,27 +8,33 @@ import (
 	"github.com/marlowlab/marlow/analysis"
 )
 
-// writeClaims writes the comparison with the paper's four claims, the
-// gains over SA-RL per cell and the paper's headline gains, all computed
-// by analysis.CompareClaims and worded here (claims_prose.go).
-func writeClaims(w md, st *analysis.Study) {
-	cl := analysis.CompareClaims(st)
-	ciPct := fmt.Sprintf("%g%%", cl.CI*100)
-	w("\n## The paper's claims\n\n")
-	w("Each claim of the paper is judged from the logs by the rule printed under it; no verdict is written by hand. "+
-		"Intervals are %s intervals by the rule of *Definitions* (over seeds and validation problems; the capture rate and the aggregator's length ratio, which are not recomputed on resampled problems, over seeds alone). "+
-		"A cell is judged only when every condition it compares has %d or more seeds; otherwise it counts as *%s* and the claim cannot rest on it.\n\n",
-		ciPct, analysis.MinClaimSeeds, outcomeWord(analysis.NoData))
+// writeClaimsTable writes the verdict on each of the paper's claims, one
+// row per claim, for the report's summary.
+func writeClaimsTable(w md, cl *analysis.Claims) {
+	w("### Verdicts on the paper's claims\n\n")
 	w("| claim | verdict | rests on |\n|---|---|---|\n")
-	claims := claimTexts(cl)
-	for _, c := range claims {
+	for _, c := range claimTexts(cl) {
 		var rests []string
 		for _, t := range c.tests {
 			rests = append(rests, t.name+": "+countsText(t))
 		}
 		w("| %s. %s | **%s** | %s |\n", c.id, cellEsc(c.statement), c.verdict, cellEsc(strings.Join(rests, "; ")))
 	}
-	w("\n")
+	w("\nEach verdict's rule, counts and per-cell evidence are under *The paper's claims* below the matrix.\n")
+}
+
+// writeClaims writes the comparison with the paper's four claims (its
+// verdicts are in the summary, writeClaimsTable), the gains over SA-RL per
+// cell and the paper's headline gains, all computed by
+// analysis.CompareClaims and worded here (claims_prose.go).
+func writeClaims(w md, cl *analysis.Claims) {
+	ciPct := fmt.Sprintf("%g%%", cl.CI*100)
+	w("\n## The paper's claims\n\n")
+	w("Each claim of the paper is judged from the logs by the rule printed under it; no verdict is written by hand (the summary at the top gathers the verdicts). "+
+		"Intervals are %s intervals by the rule of *Definitions* (over seeds and validation problems; the capture rate and the aggregator's length ratio, which are not recomputed on resampled problems, over seeds alone). "+
+		"A cell is judged only when every condition it compares has %d or more seeds; otherwise it counts as *%s* and the claim cannot rest on it.\n\n",
+		ciPct, analysis.MinClaimSeeds, outcomeWord(analysis.NoData))
+	claims := claimTexts(cl)
 	for _, c := range claims {
 		w("### %s. %s\n\n**Verdict: %s.** %s\n\n", c.id, c.statement, c.verdict, c.why)
 		if len(c.tests) > 1 {
@@ -148,7 +154,7 @@ func writeSARLGains(w md, cl *analysis.Claims, ciPct string) {
 			}
 		}
 		if few {
-			w("\nSome rows rest on fewer than %d seeds per condition: as the warning above the matrix says, their intervals leave out or barely estimate the seed-to-seed spread.\n", analysis.MinSeeds)
+			w("\nSome rows rest on fewer than %d seeds per condition: as the warning in the summary says, their intervals leave out or barely estimate the seed-to-seed spread.\n", analysis.MinSeeds)
 		}
 		if len(sig) == 0 {
 			w("\nNo cell's SP or IP differs from SA-RL at the %s level.\n", ciPct)

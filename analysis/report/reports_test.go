@@ -256,3 +256,53 @@ func TestWriteRefusesCodeFolders(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeAnswerFirst checks the README's order: the summary (the
+// warning about few seeds, the verdicts on the paper's claims and the
+// findings) first, then the figure
+// index, then the matrix, the claims' evidence and the figures; the index
+// links every figure once and the figures section shows each.
+func TestReadmeAnswerFirst(t *testing.T) {
+	st := fixtureStudy(t)
+	figs, err := Figures(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := readme(st, figs, fixtureOpts)
+	heads := []string{"\n## Summary\n", "\n### Verdicts on the paper's claims\n", "\n### Findings\n", "\n## Figure index\n",
+		"\n## Matrix\n", "\n## The paper's claims\n", "\n## Figures\n", "\n### Study-wide\n", "\n## Failure-mode evidence\n"}
+	at := make([]int, len(heads))
+	for i, h := range heads {
+		at[i] = strings.Index(text, h)
+		if at[i] < 0 || i > 0 && at[i] < at[i-1] {
+			t.Fatalf("%q at %d, want it after %q (at %d)", strings.TrimSpace(h), at[i], strings.TrimSpace(heads[max(0, i-1)]), at[max(0, i-1)])
+		}
+	}
+	if !strings.Contains(text[at[0]:at[1]], fewSeedsWarning(st)) || fewSeedsWarning(st) == "" {
+		t.Errorf("summary lacks the warning about the fixture's one- and two-seed cell conditions")
+	}
+	if f := findings(st); !strings.Contains(text[at[2]:at[3]], "- "+f[0]+"\n") {
+		t.Errorf("summary lacks the first finding %q", f[0])
+	}
+	index, section := text[at[3]:at[4]], text[at[6]:at[8]]
+	for _, f := range figs {
+		link := "(figures/" + f.Name + ".png)"
+		if n := strings.Count(index, link); n != 1 {
+			t.Errorf("figure index links %s %d times, want once", f.Name, n)
+		}
+		if !strings.Contains(section, "!["+f.Title+"]"+link) {
+			t.Errorf("figures section lacks %s", f.Name)
+		}
+		if f.Cell == "" && !strings.Contains(index, "["+f.Title+"]"+link+": "+figureAbout(f.Kind)+".") {
+			t.Errorf("figure index lacks the line of %s with its description", f.Name)
+		}
+		if figureAbout(f.Kind) == "" {
+			t.Errorf("figure %s: kind %q has no description", f.Name, f.Kind)
+		}
+	}
+	for _, k := range []string{kindAccuracy, kindGradNorm, kindRoleAcc} {
+		if !strings.Contains(index, "- *"+k+"*: "+figureAbout(k)+".") {
+			t.Errorf("figure index does not describe %s", k)
+		}
+	}
+}

@@ -14,19 +14,48 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure the speed of marlow's components",
 	}
-	var size, name string
+	var size, name, vs string
 	var threads int
 	var minTime time.Duration
+	var kernels bool
 	eng := &cobra.Command{
 		Use:   "engine",
 		Short: "Benchmark an engine: train tok/s, generated tok/s, GEMM GFLOP/s, peak RSS",
-		Args:  cobra.NoArgs,
+		Long: `Benchmark an engine: train tok/s, generated tok/s, GEMM GFLOP/s, peak RSS.
+
+--vs ENGINE measures a reference engine after the one under test, on the same
+model, batch and threads, and prints both side by side with their ratios
+(--vs torch: PyTorch on the CPU through the torch engine). --kernels prints
+the native engine's kernels instead: each one's time on its SIMD and its
+portable path on this CPU, and the path the engine runs.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if kernels {
+				perPath := minTime
+				if !cmd.Flags().Changed("time") {
+					perPath = 300 * time.Millisecond
+				}
+				t, err := bench.Kernels(perPath)
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), t)
+				return nil
+			}
 			engines, err := newEngines()
 			if err != nil {
 				return err
 			}
-			r, err := bench.Engine(cmd.Context(), engines, size, bench.Options{Engine: name, Threads: resolveThreads(threads, 1), MinTime: minTime})
+			opt := bench.Options{Engine: name, Threads: resolveThreads(threads, 1), MinTime: minTime}
+			if vs != "" {
+				c, err := bench.Compare(cmd.Context(), engines, size, opt, vs)
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), c.String())
+				return nil
+			}
+			r, err := bench.Engine(cmd.Context(), engines, size, opt)
 			if err != nil {
 				return err
 			}
@@ -37,7 +66,9 @@ func newBenchCmd() *cobra.Command {
 	eng.Flags().StringVar(&size, "size", "d64l2", "model size: d64l2 or d128l4")
 	eng.Flags().StringVar(&name, "engine", native.Name, "registered engine to measure")
 	addThreadsFlag(eng, &threads, "engine threads")
-	eng.Flags().DurationVar(&minTime, "time", 3*time.Second, "minimum time per measurement")
+	eng.Flags().DurationVar(&minTime, "time", 3*time.Second, "minimum time per measurement (with --kernels: per kernel and path, default 300ms)")
+	eng.Flags().StringVar(&vs, "vs", "", "also measure this reference engine (e.g. torch) on the same model and batch and print the ratios")
+	eng.Flags().BoolVar(&kernels, "kernels", false, "print the native kernels' times on their SIMD and portable paths and the path the engine uses")
 	benchCmd.AddCommand(eng)
 	return benchCmd
 }

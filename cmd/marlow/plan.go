@@ -26,7 +26,13 @@ then, per scale, whether its base model is committed (seeds/models), cached,
 or will be pretrained by marlow run, and a rough time estimate of the runs on
 this machine: each tiny model's engine is calibrated on its shape for about
 a second, turns are taken as long as the pretraining teacher's, and runs
-execute as marlow run's defaults run them (--no-estimate skips it).
+execute as marlow run's defaults run them (--no-estimate skips it). For
+checkpoint models (the paper study) it states the GPU-hours per run and in
+all at a stated throughput (an assumption, labelled as such), the disk the
+runs write, and first subsets to run with --only. A note names the workflow
+settings (n_votes, max_subtasks) that give a tiny model's runs another base
+model than the defaults, and --only warns when it keeps SP or IP runs
+without their cell's SA-RL run.
 With --resolved it prints the spec with every default filled in instead.
 
 It warns (on stderr; it still exits 0) when a run would write more than
@@ -68,7 +74,7 @@ checkpoint model whose config.json cannot be read).`,
 					return err
 				}
 			}
-			for _, w := range runner.PlanWarnings(runs) {
+			for _, w := range append(runner.OnlyWarnings(planned, only), runner.PlanWarnings(runs)...) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "marlow: warning: %s\n", w)
 			}
 			info := runner.PlanInfo{}
@@ -85,6 +91,7 @@ checkpoint model whose config.json cannot be read).`,
 					return err
 				}
 				info.Estimate = &est
+				info.GPU = runner.EstimateGPU(runs)
 			}
 			return runner.WritePlan(out, s, runs, prov, info, asJSON)
 		},

@@ -59,8 +59,9 @@ format compliance.`,
 			if f, ok := errOut.(*os.File); ok {
 				isTerm = term.IsTerminal(int(f.Fd()))
 			}
-			l := pretrain.Locator{RepoRoot: pretrain.RepoRootOf(s.File), OtherRoots: []string{pretrain.WorkRoot()}, CacheRoot: cache, NoBuild: noBuild,
-				Options: pretrain.Options{Threads: threads, Progress: errOut, Bar: isTerm}}
+			l := pretrain.LocatorOf(s)
+			l.CacheRoot, l.NoBuild = cache, noBuild
+			l.Options = pretrain.Options{Threads: threads, Progress: errOut, Bar: isTerm}
 			built, err := pretrain.Build(cmd.Context(), l, jobs, commit)
 			for _, b := range built {
 				line := fmt.Sprintf("%s\t%d params\t%s\t%s", b.Scale, b.Params, b.Where, b.Dir)

@@ -42,7 +42,11 @@ func newReportCmd() *cobra.Command {
 				return err
 			}
 			if len(incomplete) > 0 && !partial {
-				return fmt.Errorf("report: %d runs of experiment %s are not done (pass --partial to report anyway, listing them):\n  %s",
+				verb := "runs of experiment %s are not done"
+				if len(incomplete) == 1 {
+					verb = "run of experiment %s is not done"
+				}
+				return fmt.Errorf("report: %d "+verb+" (pass --partial to report anyway, listing them):\n  %s",
 					len(incomplete), st.Experiment, strings.Join(incomplete, "\n  "))
 			}
 			dst := out

@@ -32,6 +32,7 @@ func newRunCmd() *cobra.Command {
 		progress  string
 		preflight bool
 		every     time.Duration
+		tbDir     string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
@@ -46,8 +47,11 @@ last checkpoint; a folder written by another config is refused (the
 differing keys are listed) before anything runs; --redo GLOB discards the
 matching runs and runs them again. A run another marlow process holds is
 left to it (its pid and host are named). The runs folder must be a writable
-folder, else nothing runs. A dirty work tree is refused unless
---allow-dirty (then recorded).
+folder with free space for the estimated footprint of the runs still to
+write, else nothing runs. A dirty work tree is refused unless --allow-dirty
+(then recorded): results are pinned to a commit, and uncommitted changes
+would make them irreproducible. --tensorboard DIR writes each run's
+scalars as TensorBoard event files under DIR, appended at every commit.
 
 Progress: one bar per active run on a terminal, plain lines otherwise.
 SIGINT/SIGTERM: runs finish their current step, commit it and are marked
@@ -66,18 +70,26 @@ any run starts.`,
 				return err
 			}
 			if preflight {
-				if err := runner.Preflight(cmd.Context(), s, opt.Only, opt.Engines); err != nil {
+				if err := runner.PreflightIn(cmd.Context(), s, opt.Only, opt.RunsDir, opt.Engines); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "preflight %s: checkpoints, data and engines are all present\n", args[0])
+				fmt.Fprintf(cmd.OutOrStdout(), "preflight %s: checkpoints, data and engines are all present, and %s has room for the estimated footprint\n", args[0], opt.RunsDir)
 				return nil
 			}
 			errOut := cmd.ErrOrStderr()
+			if planned, err := spec.Plan(s); err == nil {
+				for _, w := range runner.OnlyWarnings(planned, opt.Only) {
+					fmt.Fprintf(errOut, "marlow: warning: %s\n", w)
+				}
+			}
 			rep, err := newReporter(progress, errOut, every)
 			if err != nil {
 				return err
 			}
 			opt.Reporter = rep
+			if tbDir != "" {
+				opt.Reporter = newTBReporter(rep, tbDir, func(id string) string { return runner.RunDir(opt.RunsDir, s.Experiment, id) })
+			}
 			if opt.Threads, err = runThreads(s, opt); err != nil {
 				return err
 			}
@@ -108,6 +120,7 @@ any run starts.`,
 	f.StringVar(&opt.Redo, "redo", "", "discard the runs whose id matches this glob and run them again from the start")
 	f.StringVar(&progress, "progress", "auto", "progress display: auto (bars on a terminal, else lines), bars, lines or none")
 	f.DurationVar(&every, "log-every", 30*time.Second, "period of a run's progress line in lines mode")
+	f.StringVar(&tbDir, "tensorboard", "", "also write each run's scalars as TensorBoard event files under this folder (one per run), appended at every commit")
 	f.BoolVar(&preflight, "preflight", false, "only check that the checkpoints, data and engines the runs need are present (writes nothing)")
 	return cmd
 }

@@ -60,6 +60,7 @@ type Result struct {
 	Engine       string
 	Size         string
 	Threads      int
+	CPU          string  // the CPU's model name (CPUModel)
 	TrainTokS    float64 // sequence tokens per second of a LoRA GRPO step, batch 32 x T 128
 	TrainSteps   int
 	TrainCores   float64 // process CPU time / wall time while training (cores actually obtained)
@@ -78,7 +79,7 @@ type Result struct {
 // String renders the result as a small report.
 func (r Result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "engine %s, size %s, threads %d\n", r.Engine, r.Size, r.Threads)
+	fmt.Fprintf(&b, "engine %s, size %s, threads %d, CPU %s\n", r.Engine, r.Size, r.Threads, r.CPU)
 	fmt.Fprintf(&b, "train (LoRA GRPO step, batch 32 x T 128): %.0f tok/s over %d steps; %.2f cores busy, %.0f tok/s per busy core\n",
 		r.TrainTokS, r.TrainSteps, r.TrainCores, perCore(r.TrainTokS, r.TrainCores))
 	fmt.Fprintf(&b, "generate (batch 64, prompt 32, 96 new):   %.0f tok/s over %d runs; %.2f cores busy, %.0f tok/s per busy core\n",
@@ -136,7 +137,7 @@ func Engine(ctx context.Context, reg *engine.Registry, size string, opt Options)
 	if opt.MinTime <= 0 {
 		opt.MinTime = 2 * time.Second
 	}
-	res := Result{Engine: opt.Engine, Size: size, Threads: opt.Threads}
+	res := Result{Engine: opt.Engine, Size: size, Threads: opt.Threads, CPU: CPUModel()}
 	if err := reg.Check(ctx, engine.Options{Threads: opt.Threads}, opt.Engine); err != nil {
 		return res, fmt.Errorf("bench: %w", err)
 	}

@@ -129,3 +129,29 @@ func TestCalibrate(t *testing.T) {
 		t.Fatal("an unregistered engine was calibrated")
 	}
 }
+
+// TestCompareAndKernels: a comparison of the native engine with itself
+// prints both columns and their ratios, and the kernel table lists every
+// kernel with the path the engine runs.
+func TestCompareAndKernels(t *testing.T) {
+	c, err := Compare(context.Background(), nativeRegistry(t), "d64l2", Options{Threads: 1, MinTime: time.Millisecond}, native.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := c.String()
+	if c.Engine.TrainTokS <= 0 || c.Reference.GenTokS <= 0 || !strings.Contains(out, "native/native") || strings.Count(out, "x\n") != 4 {
+		t.Fatalf("comparison:\n%s", out)
+	}
+	k, err := Kernels(time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"gemm-nt ", "gemm-nt8", "gemm-nn-tn", "attn-scores16", "attn-pv16", "softmax", "swiglu", "rmsnorm"} {
+		if !strings.Contains(k, "\n"+name) {
+			t.Errorf("kernel table lacks %q:\n%s", name, k)
+		}
+	}
+	if !strings.Contains(k, "engine uses") {
+		t.Errorf("kernel table:\n%s", k)
+	}
+}

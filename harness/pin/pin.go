@@ -118,9 +118,10 @@ func Inspect(specPath string) (Provenance, error) {
 	if err != nil {
 		return Provenance{}, fmt.Errorf("pin: status of %s: %w", p.Repo, err)
 	}
+	self, _ := filepath.Rel(p.Repo, abs)
 	changed := make([]string, 0, len(st))
 	for path, fs := range st {
-		if (fs.Staging != git.Unmodified || fs.Worktree != git.Unmodified) && !IsOutput(path) {
+		if (fs.Staging != git.Unmodified || fs.Worktree != git.Unmodified) && !IsOutput(path) && !otherSpec(path, filepath.ToSlash(self), fs) {
 			changed = append(changed, path)
 		}
 	}
@@ -141,6 +142,18 @@ func Inspect(specPath string) (Provenance, error) {
 		p.changed = changed
 	}
 	return p, nil
+}
+
+// otherSpec reports whether an untracked path is an experiment file other
+// than the spec being pinned (self, relative to the repository): a run
+// reads only its own spec, so a user's untracked mine.yaml does not make
+// `make demo` refuse the tree. The spec itself, and every tracked change,
+// still counts.
+func otherSpec(path, self string, fs *git.FileStatus) bool {
+	if fs.Worktree != git.Untracked || path == self {
+		return false
+	}
+	return strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")
 }
 
 func (p Provenance) changedSummary() string {

@@ -71,6 +71,14 @@ func TestResolve(t *testing.T) {
 			setup: func(t *testing.T, dir string, _ plumbing.Hash) { write(t, filepath.Join(dir, "data.txt"), "changed") }},
 		{name: "untracked file is dirty", wantErr: ErrDirty,
 			setup: func(t *testing.T, dir string, _ plumbing.Hash) { write(t, filepath.Join(dir, "new.go"), "package x") }},
+		{name: "another untracked spec keeps the tree clean", wantBranch: "master",
+			setup: func(t *testing.T, dir string, _ plumbing.Hash) {
+				write(t, filepath.Join(dir, "mine.yaml"), "experiment: mine\n")
+			}},
+		{name: "a tracked spec changed is dirty", wantErr: ErrDirty,
+			setup: func(t *testing.T, dir string, _ plumbing.Hash) {
+				write(t, filepath.Join(dir, "seeds", "spec.yaml"), "experiment: y\n")
+			}},
 		{name: "no repository refused", noRepo: true, wantErr: ErrNoRepo},
 		{name: "no repository accepted with flag", noRepo: true, allowDirty: true, wantDirty: true},
 		{name: "detached head", wantBranch: "",
@@ -225,5 +233,19 @@ func TestReportFolderKeepsTreeClean(t *testing.T) {
 	write(t, filepath.Join(dir, "reports", "render.go"), "package reports\n")
 	if _, err := Resolve(filepath.Join(dir, "seeds", "spec.yaml"), false, nil); err == nil {
 		t.Fatal("a new source file under reports/ did not make the tree dirty")
+	}
+}
+
+// An untracked spec is refused when it is the spec being run (commit it or
+// pass --allow-dirty), though it does not dirty the tree for other specs.
+func TestUntrackedSpecItself(t *testing.T) {
+	dir, _ := newRepo(t)
+	mine := filepath.Join(dir, "mine.yaml")
+	write(t, mine, "experiment: mine\n")
+	if _, err := Resolve(mine, false, nil); !errors.Is(err, ErrDirty) || !strings.Contains(err.Error(), "mine.yaml") {
+		t.Errorf("untracked spec run: err %v, want %v naming mine.yaml", err, ErrDirty)
+	}
+	if _, err := Resolve(filepath.Join(dir, "seeds", "spec.yaml"), false, nil); err != nil {
+		t.Errorf("another spec: %v", err)
 	}
 }

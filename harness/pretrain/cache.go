@@ -217,9 +217,18 @@ func Ensure(ctx context.Context, s *spec.Spec, scale string, opt Options) (strin
 	if err != nil {
 		return "", err
 	}
-	l := Locator{RepoRoot: RepoRootOf(s.File), OtherRoots: []string{WorkRoot()}, Options: opt}
+	l := LocatorOf(s)
+	l.Options = opt
 	dir, _, err := l.Ensure(ctx, job)
 	return dir, err
+}
+
+// LocatorOf is the Locator that Ensure, `marlow pretrain` and `marlow plan`
+// all use for spec s, so that they agree on where a checkpoint comes from:
+// the repository holding the spec (RepoRootOf), then the one marlow runs in
+// (WorkRoot), then the cache.
+func LocatorOf(s *spec.Spec) Locator {
+	return Locator{RepoRoot: RepoRootOf(s.File), OtherRoots: []string{WorkRoot()}}
 }
 
 // Scales returns the spec's matrix scales that have a tiny shape, in the

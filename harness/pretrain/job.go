@@ -175,6 +175,23 @@ func (j Job) DirName() (string, error) {
 	return j.Scale + "-" + k[:12], nil
 }
 
+// KeySettings names the workflow settings of spec s that enter the
+// pretraining key of a tiny scale and differ from their defaults, as
+// "n_votes 5 (default 3)": a run with such a setting starts from another
+// base model than one at the defaults. n_votes does not count when
+// pretrain.n_votes_mix is set (the mix replaces it).
+func KeySettings(s *spec.Spec) []string {
+	def := spec.DefaultWorkflowSettings()
+	var out []string
+	if len(s.Pretrain.NVotesMix) == 0 && s.Workflow.NVotes != def.NVotes {
+		out = append(out, fmt.Sprintf("n_votes %d (default %d)", s.Workflow.NVotes, def.NVotes))
+	}
+	if s.Workflow.MaxSubtasks != def.MaxSubtasks {
+		out = append(out, fmt.Sprintf("max_subtasks %d (default %d)", s.Workflow.MaxSubtasks, def.MaxSubtasks))
+	}
+	return out
+}
+
 // Validate checks the job's pieces.
 func (j Job) Validate() error {
 	if err := j.Model.Validate(); err != nil {
@@ -284,6 +301,11 @@ func FromSpec(s *spec.Spec, scale string, cfg Config) (Job, error) {
 	}
 	j := Job{Scale: scale, Model: TinyModel(*m.Tiny, tok.VocabSize(), int(tok.ID(model.ImEnd))),
 		Alphabet: alphabet, Pretrain: cfg.Clone(), NVotes: s.Workflow.NVotes, MaxSubtasks: s.Workflow.MaxSubtasks}
+	if len(cfg.NVotesMix) > 0 {
+		// the mix replaces workflow.n_votes, so that specs differing only
+		// in n_votes share the checkpoint
+		j.NVotes = 0
+	}
 	names := slices.Sorted(maps.Keys(s.Tasks))
 	have := map[string]bool{}
 	for _, n := range names {

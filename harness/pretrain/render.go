@@ -138,10 +138,15 @@ func (r *rendering) evaluator() error {
 	return nil
 }
 
-// aggregator selects a correct candidate among nVotes, or a random one at
-// the noise rate (or when none is correct).
+// aggregator selects a correct candidate among nVotes (or a count drawn
+// from pretrain.n_votes_mix), or a random one at the noise rate (or when
+// none is correct).
 func (r *rendering) aggregator() error {
-	if err := r.shown(r.t.nVotes); err != nil {
+	n := r.t.nVotes
+	if mix := r.t.cfg.NVotesMix; len(mix) > 0 {
+		n = mix[r.rng.Intn(len(mix))]
+	}
+	if err := r.shown(n); err != nil {
 		return err
 	}
 	r.tr.Prompt = workflow.AggregatorPrompt(r.p, r.tr.Shown)

@@ -92,7 +92,8 @@ var (
 
 // NewTeacher returns the teacher over tasks (each a synth-math or
 // synth-code task), with nVotes candidates per aggregator prompt and at most
-// maxSubtasks strategies per orchestrator.
+// maxSubtasks strategies per orchestrator. With cfg.NVotesMix set, nVotes
+// must be 0 and each aggregator transcript draws its count from the mix.
 func NewTeacher(cfg Config, tasks []datasets.Task, nVotes, maxSubtasks int) (*Teacher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("pretrain: teacher: %w", err)
@@ -100,7 +101,10 @@ func NewTeacher(cfg Config, tasks []datasets.Task, nVotes, maxSubtasks int) (*Te
 	if len(tasks) == 0 {
 		return nil, errors.New("pretrain: teacher: no tasks")
 	}
-	if nVotes < 1 || nVotes > 9 {
+	switch {
+	case len(cfg.NVotesMix) > 0 && nVotes != 0:
+		return nil, fmt.Errorf("pretrain: teacher: n_votes %d given with pretrain.n_votes_mix %v; the mix sets the counts", nVotes, cfg.NVotesMix)
+	case len(cfg.NVotesMix) == 0 && (nVotes < 1 || nVotes > 9):
 		return nil, fmt.Errorf("pretrain: teacher: n_votes %d out of range [1, 9]", nVotes)
 	}
 	if maxSubtasks < 1 || maxSubtasks > 9 {

@@ -69,7 +69,11 @@ func ArchiveRuns(runsDir, out string, keep func(runDir string) bool) (int, error
 			return 0, fmt.Errorf("archive: %w", err)
 		}
 		if probs := verifyInventory(s, d, m, true, false); len(probs) > 0 {
-			return 0, fmt.Errorf("archive: %s: %w (%d problems in the run)", probs[0].Path, probs[0].Err, len(probs))
+			n := fmt.Sprintf("%d problems", len(probs))
+			if len(probs) == 1 {
+				n = "1 problem"
+			}
+			return 0, fmt.Errorf("archive: %s: %w (%s in the run; marlow check lists them)", probs[0].Path, probs[0].Err, n)
 		}
 		files = append(files, path.Join(d, ManifestFile))
 		for _, tb := range Tables {

@@ -86,7 +86,10 @@ func checkRun(s source, dir string, opt CheckOptions) []Problem {
 	var content []Problem
 	content = append(content, checkTable(s, dir, stepsDef, m)...)
 	content = append(content, checkTable(s, dir, evalsDef, m)...)
-	content = append(content, checkTable(s, dir, samplesDef, m)...)
+	content = append(content, checkTable(s, dir, samplesFor(m.SchemaVersion), m)...)
+	if m.SchemaVersion >= 2 {
+		content = append(content, checkTable(s, dir, promptsDef, m)...)
+	}
 	content = append(content, checkTable(s, dir, timingDef, m)...)
 	probs = append(probs, content...)
 	// A file whose content is already reported is not reported again for

@@ -111,8 +111,8 @@ func TestCorruptFiles(t *testing.T) {
 			}
 		}, ErrForeignSchema, seg, `table "evals" in a steps folder`},
 		{"future version", replace(seg, func(t *testing.T) []byte {
-			return parquetWith(t, map[string]string{MetaSchemaVersion: "3", MetaTable: TableSteps})
-		}), ErrSchemaVersion, seg, "version 3"},
+			return parquetWith(t, map[string]string{MetaSchemaVersion: "9", MetaTable: TableSteps})
+		}), ErrSchemaVersion, seg, "version 9"},
 		{"missing manifest", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, ManifestFile)); err != nil {
 				t.Fatal(err)

@@ -167,7 +167,8 @@ func TestDuckDB(t *testing.T) {
 		var completion, parsed, finish string
 		var compliant, correct bool
 		var adv sql.NullFloat64
-		q := "SELECT completion, parsed, finish, compliant, correct, advantage FROM " + src(TableSamples) + " WHERE step = ? AND prompt = ?"
+		q := "SELECT completion, parsed, finish, compliant, correct, advantage FROM " + src(TableSamples) + " s JOIN " + src(TablePrompts) +
+			" p USING (run_id, prompt_id) WHERE s.step = ? AND p.prompt = ?"
 		if err := db.QueryRow(q, s.Step, s.Prompt).Scan(&completion, &parsed, &finish, &compliant, &correct, &adv); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

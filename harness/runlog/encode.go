@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -51,7 +52,13 @@ func writerProps(cols []colInfo) *parquet.WriterProperties {
 	for _, c := range cols {
 		switch c.kind {
 		case kString:
-			opts = append(opts, parquet.WithDictionaryFor(c.name, true))
+			if !c.distinct {
+				opts = append(opts, parquet.WithDictionaryFor(c.name, true))
+			}
+		case kInt64:
+			if c.dict {
+				opts = append(opts, parquet.WithDictionaryFor(c.name, true))
+			}
 		case kFloatMap:
 			opts = append(opts, parquet.WithDictionaryFor(c.name+".key_value.key", true))
 		}
@@ -158,57 +165,62 @@ func checkFrame(data []byte) error {
 // openTable parses a segment file and checks its table name, schema version
 // and columns against t. It never panics on bad input.
 func openTable(t tableInfo, data []byte) (tbl arrow.Table, err error) {
-	tbl, _, err = openTableVersion(t, data)
-	return tbl, err
-}
-
-// openTableVersion is openTable that also returns the file's schema
-// version: a file of version v holds the first t.colsAt(v) columns.
-func openTableVersion(t tableInfo, data []byte) (tbl arrow.Table, version int, err error) {
 	if err := checkFrame(data); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			tbl, version, err = nil, 0, fmt.Errorf("%w: %v", ErrCorrupt, p)
+			tbl, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, p)
 		}
 	}()
 	pf, err := file.NewParquetReader(bytes.NewReader(data))
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	defer pf.Close()
 	kv := pf.MetaData().KeyValueMetadata()
 	ver := kv.FindValue(MetaSchemaVersion)
 	if ver == nil {
-		return nil, 0, fmt.Errorf("%w: no %s metadata (not written by marlow runlog)", ErrForeignSchema, MetaSchemaVersion)
+		return nil, fmt.Errorf("%w: no %s metadata (not written by marlow runlog)", ErrForeignSchema, MetaSchemaVersion)
 	}
 	version, verr := strconv.Atoi(*ver)
-	if verr != nil || version < OldestSchemaVersion || version > SchemaVersion {
-		return nil, 0, fmt.Errorf("%w: file has version %s, this build reads %d to %d", ErrSchemaVersion, *ver, OldestSchemaVersion, SchemaVersion)
+	if verr != nil || !t.reads(version) {
+		return nil, fmt.Errorf("%w: %s file has version %s, this build reads %s", ErrSchemaVersion, t.name, *ver, readVersions(t))
 	}
 	if name := kv.FindValue(MetaTable); name == nil || *name != t.name {
 		got := "none"
 		if name != nil {
 			got = strconv.Quote(*name)
 		}
-		return nil, 0, fmt.Errorf("%w: table %s in a %s folder", ErrForeignSchema, got, t.name)
+		return nil, fmt.Errorf("%w: table %s in a %s folder", ErrForeignSchema, got, t.name)
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if err := checkSchema(t, fr, t.colsAt(version)); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	tbl, err = fr.ReadTable(context.Background())
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	return tbl, version, nil
+	return tbl, nil
 }
 
-// checkSchema checks that the file's columns are the first n of t's.
+// readVersions names the schema versions a table definition reads.
+func readVersions(t tableInfo) string {
+	var vs []string
+	for v := MinReadVersion; v <= SchemaVersion; v++ {
+		if t.reads(v) {
+			vs = append(vs, strconv.Itoa(v))
+		}
+	}
+	return strings.Join(vs, " and ")
+}
+
+// checkSchema checks that the file's columns are the first n of t's (a
+// file of an older version lacks the columns appended since).
 func checkSchema(t tableInfo, fr *pqarrow.FileReader, n int) error {
 	got, err := fr.Schema()
 	if err != nil {

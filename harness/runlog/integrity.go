@@ -201,7 +201,13 @@ func segmentRows(table string, data []byte) (int64, error) {
 		n = len(r)
 	case TableSamples:
 		var r []SampleRow
-		r, err = samplesDef.decode(data)
+		if r, err = samplesDef.decode(data); errors.Is(err, ErrSchemaVersion) {
+			r, err = samplesV1Def.decode(data)
+		}
+		n = len(r)
+	case TablePrompts:
+		var r []PromptRow
+		r, err = promptsDef.decode(data)
 		n = len(r)
 	case TableTiming:
 		var r []TimingRow

@@ -96,8 +96,8 @@ func parseManifest(s source, dir string) (Manifest, error) {
 	if err := dec.Decode(&m); err != nil {
 		return Manifest{}, fmt.Errorf("%w: %w", ErrBadManifest, err)
 	}
-	if m.SchemaVersion < OldestSchemaVersion || m.SchemaVersion > SchemaVersion {
-		return Manifest{}, fmt.Errorf("%w: manifest has version %d, this build reads %d to %d", ErrSchemaVersion, m.SchemaVersion, OldestSchemaVersion, SchemaVersion)
+	if m.SchemaVersion < MinReadVersion || m.SchemaVersion > SchemaVersion {
+		return Manifest{}, fmt.Errorf("%w: manifest has version %d, this build reads %d to %d", ErrSchemaVersion, m.SchemaVersion, MinReadVersion, SchemaVersion)
 	}
 	if m.RunID == "" {
 		return Manifest{}, fmt.Errorf("%w: no run_id", ErrBadManifest)
@@ -182,8 +182,17 @@ func readRunFS(s source, dir string) (*Run, error) {
 	if r.Evals, err = readTableRows(s, dir, evalsDef, m.LastStep, idx); err != nil {
 		return nil, err
 	}
-	if r.Samples, err = readTableRows(s, dir, samplesDef, m.LastStep, idx); err != nil {
+	if r.Samples, err = readTableRows(s, dir, samplesFor(m.SchemaVersion), m.LastStep, idx); err != nil {
 		return nil, err
+	}
+	if m.SchemaVersion >= 2 {
+		prompts, err := readTableRows(s, dir, promptsDef, m.LastStep, idx)
+		if err != nil {
+			return nil, err
+		}
+		if err := joinPrompts(r.Samples, prompts); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name(path.Join(dir, TableSamples)), err)
+		}
 	}
 	if r.Timing, err = readTableRows(s, dir, timingDef, m.LastStep, idx); err != nil {
 		return nil, err
@@ -192,6 +201,27 @@ func readRunFS(s source, dir string) (*Run, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// joinPrompts fills the Prompt of every sample row from the prompts/ row
+// its prompt_id names; an id with no prompt row is ErrCorrupt.
+func joinPrompts(samples []SampleRow, prompts []PromptRow) error {
+	text := make(map[int64]string, len(prompts))
+	for _, p := range prompts {
+		text[p.ID] = p.Prompt
+	}
+	for i := range samples {
+		h := samples[i].promptID
+		if h == 0 {
+			continue
+		}
+		t, ok := text[h]
+		if !ok {
+			return fmt.Errorf("%w: sample row %d (step %d, %s) names prompt_id %d, which prompts/ does not hold", ErrCorrupt, i, samples[i].Step, samples[i].Agent, h)
+		}
+		samples[i].Prompt, samples[i].promptID = t, 0
+	}
+	return nil
 }
 
 // runDigest hashes a run's manifest and committed segments, each as its
@@ -273,8 +303,7 @@ func findRuns(s source) (runs, orphans []string, err error) {
 // ReadTable reads every committed segment of one table of the run in dir as
 // a single Arrow table, in commit order. The caller releases it.
 func ReadTable(dir, table string) (arrow.Table, error) {
-	t, ok := tableInfoByName(table)
-	if !ok {
+	if !slices.Contains(Tables, table) {
 		return nil, fmt.Errorf("read table: unknown table %q (tables: %s)", table, strings.Join(Tables, ", "))
 	}
 	s := source{fsys: os.DirFS(dir), label: dir}
@@ -282,6 +311,7 @@ func ReadTable(dir, table string) (arrow.Table, error) {
 	if err != nil {
 		return nil, err
 	}
+	t, _ := tableInfoByName(table, m.SchemaVersion)
 	segs, err := committedSegments(s, ".", table, m.LastStep)
 	if err != nil {
 		return nil, err

@@ -80,6 +80,8 @@ func truncateSegment(table, path string, last int64) (bool, error) {
 		return truncateRows(evalsDef, path, data, last)
 	case TableSamples:
 		return truncateRows(samplesDef, path, data, last)
+	case TablePrompts:
+		return truncateRows(promptsDef, path, data, last)
 	case TableTiming:
 		return truncateRows(timingDef, path, data, last)
 	}
@@ -100,6 +102,8 @@ func minStep(table, path string) (step int64, ok bool, err error) {
 		return minRowStep(evalsDef, path, data)
 	case TableSamples:
 		return minRowStep(samplesDef, path, data)
+	case TablePrompts:
+		return minRowStep(promptsDef, path, data)
 	case TableTiming:
 		return minRowStep(timingDef, path, data)
 	}
@@ -155,8 +159,15 @@ func (w *Writer) Rewind(step int64) error {
 	if step < -1 || step > w.m.LastStep {
 		return fmt.Errorf("run %s: rewind to step %d: outside -1..%d", w.dir, step, w.m.LastStep)
 	}
-	w.steps, w.evals, w.samples, w.timing = nil, nil, nil, nil
+	w.steps, w.evals, w.samples, w.prompts, w.timing = nil, nil, nil, nil, nil
 	if step == w.m.LastStep {
+		// forget the hashes of the discarded rows' prompts
+		seen, err := committedPrompts(w.dir, step)
+		if err != nil {
+			w.err = err
+			return fmt.Errorf("run %s: rewind: %w", w.dir, err)
+		}
+		w.seen = seen
 		return nil
 	}
 	for _, tb := range Tables {
@@ -192,5 +203,11 @@ func (w *Writer) Rewind(step int64) error {
 		w.err = err
 		return fmt.Errorf("run %s: rewind: %w", w.dir, err)
 	}
+	seen, err := committedPrompts(w.dir, step)
+	if err != nil {
+		w.err = err
+		return fmt.Errorf("run %s: rewind: %w", w.dir, err)
+	}
+	w.seen = seen
 	return nil
 }

@@ -78,16 +78,23 @@ type EvalRow struct {
 
 // SampleRow is one row of samples/: one agent turn.
 type SampleRow struct {
-	RunID      string
-	Step       int64
-	Workflow   string
-	Split      string // "train" or "val"
-	ProblemID  string
-	Rollout    int64
-	Agent      string // e.g. "generator1"
-	Role       string
-	Policy     string // adapter name, "" for the base policy
-	Prompt     string
+	RunID     string
+	Step      int64
+	Workflow  string
+	Split     string // "train" or "val"
+	ProblemID string
+	Rollout   int64
+	Agent     string // e.g. "generator1"
+	Role      string
+	Policy    string // adapter name, "" for the base policy
+	// Prompt is the prompt text: written to prompts/ once per run and
+	// filled in by the readers from there (schema version 1 stored it in
+	// every row).
+	Prompt string
+	// promptID is the prompt's prompt_id on its way to and from the
+	// column; rows the readers return have it cleared, so that a row reads
+	// back equal to the row written.
+	promptID   int64
 	Completion string
 	Parsed     string // parsed answer, verdict, selection or strategy list
 	Compliant  bool
@@ -97,6 +104,15 @@ type SampleRow struct {
 	Tokens     int64
 	Finish     string
 	Fallback   string // supervisory turns: the workflow's fallback word, "" when parsed
+}
+
+// PromptRow is one row of prompts/: a distinct prompt of the run, stored
+// once and named by its id from samples/.
+type PromptRow struct {
+	RunID  string
+	Step   int64 // step of the first sample row that uses it
+	ID     int64 // 1, 2, ... in the order of first use
+	Prompt string
 }
 
 // Run states recorded in a manifest.

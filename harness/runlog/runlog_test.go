@@ -57,7 +57,18 @@ func TestRoundTrip(t *testing.T) {
 			})
 		}},
 		{"evals", func(t *testing.T) { roundTrip(t, evalsDef, genEvals("r", 9)) }},
-		{"samples", func(t *testing.T) { roundTrip(t, samplesDef, genSamples("r", 5, 40)) }},
+		{"samples", func(t *testing.T) {
+			// samples/ holds the hash; the text goes to prompts/
+			rows := genSamples("r", 5, 40)
+			for i := range rows {
+				rows[i].promptID, rows[i].Prompt = int64(i%7), ""
+			}
+			roundTrip(t, samplesDef, rows)
+		}},
+		{"samples-v1", func(t *testing.T) { roundTrip(t, samplesV1Def, genSamples("r", 5, 40)) }},
+		{"prompts", func(t *testing.T) {
+			roundTrip(t, promptsDef, []PromptRow{{RunID: "r", Step: 0, ID: 1, Prompt: "a"}, {RunID: "r", Step: 3, ID: 2, Prompt: "«b»"}})
+		}},
 		{"samples-empty-strings", func(t *testing.T) { roundTrip(t, samplesDef, []SampleRow{{RunID: "r", Advantage: math.NaN()}}) }},
 		{"timing", func(t *testing.T) { roundTrip(t, timingDef, genTiming("r", 2)) }},
 	}
@@ -229,7 +240,7 @@ func TestOpenRejects(t *testing.T) {
 	if _, err := ReadManifest(dir); err != nil {
 		t.Fatalf("reading a version-1 manifest: %v", err)
 	}
-	if _, _, err := Open(dir, testManifest("r")); !errors.Is(err, ErrSchemaVersion) || !strings.Contains(err.Error(), "can be read but not resumed") {
+	if _, _, err := Open(dir, testManifest("r")); !errors.Is(err, ErrSchemaVersion) || !strings.Contains(err.Error(), "cannot be resumed") {
 		t.Fatalf("resume of a version-1 run: %v", err)
 	}
 	if err := os.WriteFile(mf, raw, 0o644); err != nil {

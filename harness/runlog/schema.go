@@ -2,7 +2,9 @@ package runlog
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,19 +13,19 @@ import (
 
 // SchemaVersion is the version of the run-table schemas and of the manifest
 // layout. It is stored in every Parquet file's key-value metadata (key
-// MetaSchemaVersion) and in manifest.json. Bump it whenever a column is
-// added, removed, renamed or changes meaning.
-//
-// Version 2 appended steps' coherence_cos and coherence_scale, evals'
-// strict_accuracy and fallback_rate and samples' fallback. Readers also
-// accept version-1 files (OldestSchemaVersion), which lack those trailing
-// columns: they read as null (NaN, a nil map, an empty string).
-const SchemaVersion = 2
+// MetaSchemaVersion) and in manifest.json, and readers refuse other versions.
+// Bump it whenever a column is added, removed, renamed or changes meaning.
+// Version 2 moved the prompt text of samples/ into prompts/ (each distinct
+// prompt once per run, by hash); the readers still read version 1 logs.
+// Version 3 appended steps' coherence_cos and coherence_scale, evals'
+// strict_accuracy and fallback_rate and samples' fallback; in files of
+// versions 1 and 2, which lack them, they read as null (NaN, a nil map, an
+// empty string).
+const SchemaVersion = 3
 
-// OldestSchemaVersion is the oldest version the readers accept; committed
-// archives of version 1 must stay readable. Only the current version is
-// written, and a run of an older version is not resumed.
-const OldestSchemaVersion = 1
+// MinReadVersion is the oldest schema version the readers accept. Runs of
+// an older version than SchemaVersion are read, never resumed.
+const MinReadVersion = 1
 
 // Key-value metadata keys written into every segment file.
 const (
@@ -37,11 +39,13 @@ const (
 	TableSteps   = "steps"
 	TableEvals   = "evals"
 	TableSamples = "samples"
+	TablePrompts = "prompts"
 	TableTiming  = "timing"
 )
 
 // Tables lists the run tables in the order they are written and documented.
-var Tables = []string{TableSteps, TableEvals, TableSamples, TableTiming}
+// Runs of schema version 1 have no prompts/ folder.
+var Tables = []string{TableSteps, TableEvals, TableSamples, TablePrompts, TableTiming}
 
 // kind is the logical type of a column.
 type kind int
@@ -113,9 +117,22 @@ type tableDef[R any] struct {
 	key  func(*R) string
 	step func(*R) int64
 	run  func(*R) *string
-	// v1 is the number of leading columns a version-1 file holds (0: all
-	// of them); the columns after it were appended in version 2.
-	v1 int
+	// versions are the schema versions whose files this definition reads
+	// (nil: every version from MinReadVersion to SchemaVersion); its files
+	// are written as the newest of them (SchemaVersion when nil).
+	versions []int
+	// before3 is the number of leading columns a file of schema version 1
+	// or 2 holds (0: all of them); the columns after it were appended in
+	// version 3.
+	before3 int
+}
+
+// reads reports whether the definition reads files of schema version v.
+func (t *tableDef[R]) reads(v int) bool {
+	if t.versions == nil {
+		return v >= MinReadVersion && v <= SchemaVersion
+	}
+	return slices.Contains(t.versions, v)
 }
 
 // schema returns the table's Arrow schema with the version metadata.
@@ -124,9 +141,13 @@ func (t *tableDef[R]) schema() *arrow.Schema {
 	for i, c := range t.cols {
 		fields[i] = arrow.Field{Name: c.name, Type: c.kind.arrowType(), Nullable: c.kind.nullable()}
 	}
+	v := SchemaVersion
+	if t.versions != nil {
+		v = slices.Max(t.versions)
+	}
 	md := arrow.NewMetadata(
 		[]string{MetaSchemaVersion, MetaTable},
-		[]string{strconv.Itoa(SchemaVersion), t.name},
+		[]string{strconv.Itoa(v), t.name},
 	)
 	return arrow.NewSchema(fields, &md)
 }
@@ -161,16 +182,16 @@ var stepsDef = &tableDef[StepRow]{
 		{"reward_std", kFloat64, "standard deviation of those rewards", func(r *StepRow) any { return &r.RewardStd }},
 		{"zero_var_frac", kFloat64, "fraction of the role's GRPO groups whose rewards had zero variance", func(r *StepRow) any { return &r.ZeroVarFrac }},
 		{"lr", kFloat64, "learning rate used at this step", func(r *StepRow) any { return &r.LR }},
-		{"coherence_cos", kFloat64, "coherence regularizer (`grpo.coherence`): cosine between the role's gradient and the EMA of its past gradients, before scaling; null when the regularizer is off, on the `*` row, and at the role's first trained step (no EMA yet). Since schema 2", func(r *StepRow) any { return &r.CoherenceCos }},
-		{"coherence_scale", kFloat64, "factor `1 - lambda * max(0, coherence_cos)` the role's gradient was multiplied by before the roles' gradients were summed (1 at the role's first trained step); null when the regularizer is off and on the `*` row. Since schema 2", func(r *StepRow) any { return &r.CoherenceScale }},
+		{"coherence_cos", kFloat64, "coherence regularizer (`grpo.coherence`): cosine between the role's gradient and the EMA of its past gradients, before scaling; null when the regularizer is off, on the `*` row, and at the role's first trained step (no EMA yet). Since schema 3", func(r *StepRow) any { return &r.CoherenceCos }},
+		{"coherence_scale", kFloat64, "factor `1 - lambda * max(0, coherence_cos)` the role's gradient was multiplied by before the roles' gradients were summed (1 at the role's first trained step); null when the regularizer is off and on the `*` row. Since schema 3", func(r *StepRow) any { return &r.CoherenceScale }},
 	},
 	order: func(a, b *StepRow) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Role, b.Role))
 	},
-	key:  func(r *StepRow) string { return keyOf(r.Step, r.Policy, r.Role) },
-	step: func(r *StepRow) int64 { return r.Step },
-	run:  func(r *StepRow) *string { return &r.RunID },
-	v1:   23,
+	key:     func(r *StepRow) string { return keyOf(r.Step, r.Policy, r.Role) },
+	step:    func(r *StepRow) int64 { return r.Step },
+	run:     func(r *StepRow) *string { return &r.RunID },
+	before3: 23,
 }
 
 var evalsDef = &tableDef[EvalRow]{
@@ -192,17 +213,17 @@ var evalsDef = &tableDef[EvalRow]{
 		{"mean_len", kFloat64, "mean output length in tokens", func(r *EvalRow) any { return &r.MeanLen }},
 		{"problems", kInt64, "validation episodes the row covers: problems x `eval.samples` rollouts", func(r *EvalRow) any { return &r.Problems }},
 		{"turns", kInt64, "agent turns of the role", func(r *EvalRow) any { return &r.Turns }},
-		{"strict_accuracy", kFloat64, "`*`: accuracy counting an episode wrong when a supervisory turn's output (aggregator, evaluator, orchestrator, synthesizer) did not parse, whatever the fallback then chose; equals `accuracy` for workflows without supervisory roles; null on role rows. `accuracy` is the lenient figure. Since schema 2", func(r *EvalRow) any { return &r.StrictAccuracy }},
-		{"fallback_rate", kFloatMap, "supervisory roles: for each fallback the workflow took in place of the role's parsed output (`incorrect`, `first-digit`, `candidate-1`, `list-items`, `dropped`, `free-worker`), the fraction of the role's turns it was taken for, keyed by that word (fallbacks never taken are absent; an empty map: none taken); null for other roles and `*`. Since schema 2", func(r *EvalRow) any { return &r.FallbackRate }},
+		{"strict_accuracy", kFloat64, "`*`: accuracy counting an episode wrong when a supervisory turn's output (aggregator, evaluator, orchestrator, synthesizer) did not parse, whatever the fallback then chose; equals `accuracy` for workflows without supervisory roles; null on role rows. `accuracy` is the lenient figure. Since schema 3", func(r *EvalRow) any { return &r.StrictAccuracy }},
+		{"fallback_rate", kFloatMap, "supervisory roles: for each fallback the workflow took in place of the role's parsed output (`incorrect`, `first-digit`, `candidate-1`, `list-items`, `dropped`, `free-worker`), the fraction of the role's turns it was taken for, keyed by that word (fallbacks never taken are absent; an empty map: none taken); null for other roles and `*`. Since schema 3", func(r *EvalRow) any { return &r.FallbackRate }},
 	},
 	order: func(a, b *EvalRow) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Workflow, b.Workflow),
 			cmp.Compare(a.Split, b.Split), cmp.Compare(a.Role, b.Role))
 	},
-	key:  func(r *EvalRow) string { return keyOf(r.Step, r.Workflow, r.Split, r.Role) },
-	step: func(r *EvalRow) int64 { return r.Step },
-	run:  func(r *EvalRow) *string { return &r.RunID },
-	v1:   12,
+	key:     func(r *EvalRow) string { return keyOf(r.Step, r.Workflow, r.Split, r.Role) },
+	step:    func(r *EvalRow) int64 { return r.Step },
+	run:     func(r *EvalRow) *string { return &r.RunID },
+	before3: 12,
 }
 
 var samplesDef = &tableDef[SampleRow]{
@@ -211,9 +232,10 @@ var samplesDef = &tableDef[SampleRow]{
 		"validation rollouts at eval steps. Rows of one rollout keep their turn order. Every " +
 		"validation episode ends with a row of the pseudo-role `final` (agent `final`), which " +
 		"holds the workflow's final answer: `completion` is its text, `parsed` the extracted " +
-		"answer, `correct` its grade and `compliant` whether an answer was found; its `prompt`, " +
+		"answer, `correct` its grade and `compliant` whether an answer was found; its `prompt_id` is 0, its " +
 		"`policy` and `finish` are empty and `tokens` is 0. Accuracy per problem is read from " +
-		"these rows.",
+		"these rows. The prompt text is in `prompts/`, once per run (schema version 2; version 1 " +
+		"logs have a `prompt` column here instead of `prompt_id`, and the readers read both).",
 	cols: []column[SampleRow]{
 		{"run_id", kString, "run id, as in the manifest", func(r *SampleRow) any { return &r.RunID }},
 		{"step", kInt64, "training step: for `train` rows the step they were rolled out for (from 1), for `val` rows the step the policy had reached (0: before training)", func(r *SampleRow) any { return &r.Step }},
@@ -224,7 +246,7 @@ var samplesDef = &tableDef[SampleRow]{
 		{"agent", kString, "agent name, e.g. `generator1`", func(r *SampleRow) any { return &r.Agent }},
 		{"role", kString, "role type of the agent, or `final` (see above)", func(r *SampleRow) any { return &r.Role }},
 		{"policy", kString, "adapter that produced the turn, named as in `steps/`; empty for the base model and for `final` rows", func(r *SampleRow) any { return &r.Policy }},
-		{"prompt", kString, "prompt text as given to the engine", func(r *SampleRow) any { return &r.Prompt }},
+		{"prompt_id", kInt64, "the turn's prompt: the `prompt_id` of its row in `prompts/` (0 for `final` rows, whose prompt is empty)", func(r *SampleRow) any { return &r.promptID }},
 		{"completion", kString, "completion text", func(r *SampleRow) any { return &r.Completion }},
 		{"parsed", kString, "parsed answer, verdict, selection or strategy list", func(r *SampleRow) any { return &r.Parsed }},
 		{"compliant", kBool, "the output followed the role's format", func(r *SampleRow) any { return &r.Compliant }},
@@ -233,15 +255,65 @@ var samplesDef = &tableDef[SampleRow]{
 		{"advantage", kFloat64, "`train` rows: GRPO advantage of the turn (0 in a group whose rewards are all equal: not trained on); `val` rows: 0, since validation turns are not trained on", func(r *SampleRow) any { return &r.Advantage }},
 		{"tokens", kInt64, "completion tokens", func(r *SampleRow) any { return &r.Tokens }},
 		{"finish", kString, "finish reason reported by the engine (e.g. `stop`, `length`)", func(r *SampleRow) any { return &r.Finish }},
-		{"fallback", kString, "supervisory turns: the fallback the workflow took in place of the parsed output (the words of `evals/` `fallback_rate`), empty when the output was used as parsed and for other roles. Since schema 2 (empty in version-1 files)", func(r *SampleRow) any { return &r.Fallback }},
+		{"fallback", kString, "supervisory turns: the fallback the workflow took in place of the parsed output (the words of `evals/` `fallback_rate`), empty when the output was used as parsed and for other roles. Since schema 3 (empty in older files)", func(r *SampleRow) any { return &r.Fallback }},
 	},
 	order: func(a, b *SampleRow) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Split, b.Split), cmp.Compare(a.Workflow, b.Workflow),
 			cmp.Compare(a.ProblemID, b.ProblemID), cmp.Compare(a.Rollout, b.Rollout))
 	},
-	step: func(r *SampleRow) int64 { return r.Step },
-	run:  func(r *SampleRow) *string { return &r.RunID },
-	v1:   18,
+	step:     func(r *SampleRow) int64 { return r.Step },
+	run:      func(r *SampleRow) *string { return &r.RunID },
+	versions: []int{2, 3},
+	before3:  18,
+}
+
+// samplesV1Def is samples/ as schema version 1 wrote it: samplesDef with
+// the prompt text in every row where version 2 has prompt_id. The readers
+// read it; nothing writes it.
+var samplesV1Def = func() *tableDef[SampleRow] {
+	d := *samplesDef
+	d.cols = slices.Clone(samplesDef.cols[:samplesDef.before3]) // without fallback (version 3)
+	d.before3 = 0
+	for i, c := range d.cols {
+		if c.name == "prompt_id" {
+			d.cols[i] = column[SampleRow]{"prompt", kString, "prompt text as given to the engine", func(r *SampleRow) any { return &r.Prompt }}
+		}
+	}
+	d.versions = []int{1}
+	return &d
+}()
+
+var promptsDef = &tableDef[PromptRow]{
+	name: TablePrompts,
+	doc: "One row per distinct prompt of a run (distinct by the SHA-256 of its text), written with the " +
+		"commit of the first `samples/` row that uses it; `samples/` names it by `prompt_id`, so a prompt " +
+		"the run gives again (the same validation problem at every evaluation, the rollouts of one group, " +
+		"voting's generators) is stored once. Join on (`run_id`, `prompt_id`); the `samples` view below " +
+		"does. Runs of schema version 1 have no `prompts/` folder: their `samples/` hold the `prompt` text " +
+		"in every row.",
+	cols: []column[PromptRow]{
+		{"run_id", kString, "run id, as in the manifest", func(r *PromptRow) any { return &r.RunID }},
+		{"step", kInt64, "step of the first `samples/` row with this prompt", func(r *PromptRow) any { return &r.Step }},
+		{"prompt_id", kInt64, "the prompt's number in the run, 1 for the first distinct prompt, in the order of first use (distinct by SHA-256 of the text)", func(r *PromptRow) any { return &r.ID }},
+		{"prompt", kString, "prompt text as given to the engine", func(r *PromptRow) any { return &r.Prompt }},
+	},
+	order:    func(a, b *PromptRow) int { return cmp.Compare(a.Step, b.Step) },
+	key:      func(r *PromptRow) string { return strconv.FormatInt(r.ID, 10) },
+	step:     func(r *PromptRow) int64 { return r.Step },
+	run:      func(r *PromptRow) *string { return &r.RunID },
+	versions: []int{2, 3},
+}
+
+// promptKey is what the Writer tells prompts apart by: the SHA-256 of
+// the text.
+func promptKey(prompt string) [sha256.Size]byte { return sha256.Sum256([]byte(prompt)) }
+
+// samplesFor is the samples definition of a run of schema version v.
+func samplesFor(v int) *tableDef[SampleRow] {
+	if v < 2 {
+		return samplesV1Def
+	}
+	return samplesDef
 }
 
 var timingDef = &tableDef[TimingRow]{
@@ -278,13 +350,14 @@ type tableInfo struct {
 	name, doc string
 	schema    *arrow.Schema
 	cols      []colInfo
-	v1        int // columns of a version-1 file (all when 0)
+	reads     func(version int) bool
+	before3   int // columns of a file of version 1 or 2 (all when 0)
 }
 
 // colsAt is the number of leading columns a file of schema version v holds.
 func (t tableInfo) colsAt(v int) int {
-	if v < 2 && t.v1 > 0 {
-		return t.v1
+	if v < 3 && t.before3 > 0 {
+		return t.before3
 	}
 	return len(t.cols)
 }
@@ -293,22 +366,32 @@ type colInfo struct {
 	name string
 	kind kind
 	doc  string
+	// dict turns dictionary encoding on for an INT64 column whose values
+	// repeat; distinct turns it off for a STRING column whose values never
+	// repeat (on for every other STRING column).
+	dict, distinct bool
 }
 
 func (t *tableDef[R]) info() tableInfo {
-	ti := tableInfo{name: t.name, doc: t.doc, schema: t.schema(), v1: t.v1}
+	ti := tableInfo{name: t.name, doc: t.doc, schema: t.schema(), reads: t.reads, before3: t.before3}
 	for _, c := range t.cols {
-		ti.cols = append(ti.cols, colInfo{c.name, c.kind, c.doc})
+		ti.cols = append(ti.cols, colInfo{name: c.name, kind: c.kind, doc: c.doc,
+			dict: c.name == "prompt_id" && t.name == TableSamples, distinct: c.name == "prompt" && t.name == TablePrompts})
 	}
 	return ti
 }
 
 // tableInfos returns the definitions of all tables in Tables order.
 func tableInfos() []tableInfo {
-	return []tableInfo{stepsDef.info(), evalsDef.info(), samplesDef.info(), timingDef.info()}
+	return []tableInfo{stepsDef.info(), evalsDef.info(), samplesDef.info(), promptsDef.info(), timingDef.info()}
 }
 
-func tableInfoByName(name string) (tableInfo, bool) {
+// tableInfoByName returns a table's definition for runs of schema version
+// v (samples/ changed between versions 1 and 2).
+func tableInfoByName(name string, v int) (tableInfo, bool) {
+	if name == TableSamples {
+		return samplesFor(v).info(), true
+	}
 	for _, t := range tableInfos() {
 		if t.name == name {
 			return t, true
@@ -325,9 +408,10 @@ func SchemaMarkdown() string {
 	b.WriteString("# Run log schema\n\n")
 	fmt.Fprintf(&b, "Schema version: **%d**. Every Parquet file stores it in its key-value metadata as `%s`, "+
 		"with the table name as `%s`; readers refuse files of another table and of versions they do not know. "+
-		"Version 2 appended columns marked \"Since schema 2\" below; the readers also accept version-%d files, "+
-		"where those columns read as null (an empty string for `fallback`), and a run of an older version is read but not resumed.\n\n",
-		SchemaVersion, MetaSchemaVersion, MetaTable, OldestSchemaVersion)
+		"The readers read every version from %d on: version 2 moved the prompt text of `samples/` into `prompts/`, "+
+		"and version 3 appended the columns marked \"Since schema 3\" below, which read as null in older files "+
+		"(an empty string for `fallback`). A run of an older version is read but not resumed.\n\n",
+		SchemaVersion, MetaSchemaVersion, MetaTable, MinReadVersion)
 	b.WriteString("A run directory `runs/<experiment>/<run-id>/` holds `manifest.json` and one folder per table. " +
 		"Each folder holds Parquet segments (zstd) named after the step they were committed at, " +
 		"`000012.parquet` for the commit at step 12; a segment holds the rows added since the previous " +
@@ -346,7 +430,7 @@ func SchemaMarkdown() string {
 		"nullable. `STRING` is BYTE_ARRAY with the STRING logical type (DuckDB `VARCHAR`), `INT64` is DuckDB " +
 		"`BIGINT`, and `MAP<STRING, DOUBLE>` is the standard Parquet MAP (DuckDB `MAP(VARCHAR, DOUBLE)`, " +
 		"pyarrow `map<string, double>`, which pandas shows as a list of (key, value) tuples).\n\n")
-	b.WriteString("Determinism: for the same commit, spec and seed, `steps/`, `evals/` and `samples/` are " +
+	b.WriteString("Determinism: for the same commit, spec and seed, `steps/`, `evals/`, `samples/` and `prompts/` are " +
 		"byte-identical, also after a crash and resume. Wall-clock seconds live in `timing/` alone " +
 		"because they are not.\n")
 	for _, t := range tableInfos() {
@@ -361,7 +445,9 @@ func SchemaMarkdown() string {
 		"These DuckDB views join them for the runs of one experiment folder (replace `runs/demo` with yours; " +
 		"the same SQL is run by the duckdb-tagged test of this package). The manifest's `workflow` is the one the " +
 		"run trained in (`single` for sa-rl) and is called `run_workflow`; `evals/` and `samples/` keep their own " +
-		"`workflow`, the one evaluated.\n\n```sql\n")
+		"`workflow`, the one evaluated. The `samples` view joins each row's prompt text back from `prompts/`, so " +
+		"queries written for schema version 1 (`WHERE prompt = ...`) keep working; for a folder of version 1 logs " +
+		"(no `prompts/`), read `samples/*.parquet` directly, since they hold `prompt` themselves.\n\n```sql\n")
 	b.WriteString(DuckDBViews)
 	b.WriteString("```\n")
 	b.WriteString("\n## `manifest.json`\n\n")
@@ -386,9 +472,12 @@ CREATE VIEW steps AS
 CREATE VIEW evals AS
   SELECT r.experiment, r.run_workflow, r.task, r.scale, r.condition, r.seed_index, t.*
   FROM read_parquet('runs/demo/*/evals/*.parquet') t JOIN runs r USING (run_id);
+CREATE VIEW prompts AS
+  SELECT * FROM read_parquet('runs/demo/*/prompts/*.parquet');
 CREATE VIEW samples AS
-  SELECT r.experiment, r.run_workflow, r.task, r.scale, r.condition, r.seed_index, t.*
-  FROM read_parquet('runs/demo/*/samples/*.parquet') t JOIN runs r USING (run_id);
+  SELECT r.experiment, r.run_workflow, r.task, r.scale, r.condition, r.seed_index, t.*, coalesce(p.prompt, '') AS prompt
+  FROM read_parquet('runs/demo/*/samples/*.parquet') t JOIN runs r USING (run_id)
+  LEFT JOIN prompts p ON p.run_id = t.run_id AND p.prompt_id = t.prompt_id;
 -- e.g. final validation accuracy per condition:
 -- SELECT condition, workflow, step, avg(accuracy) FROM evals WHERE role = '*' GROUP BY ALL ORDER BY ALL;
 `

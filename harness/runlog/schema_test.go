@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -39,7 +40,11 @@ func TestSchemaDefs(t *testing.T) {
 	}{
 		{stepsDef.info(), numFields(StepRow{}), func() []any { return refsOf(stepsDef) }},
 		{evalsDef.info(), numFields(EvalRow{}), func() []any { return refsOf(evalsDef) }},
-		{samplesDef.info(), numFields(SampleRow{}), func() []any { return refsOf(samplesDef) }},
+		// samples/ stores the prompt by hash (its text is in prompts/);
+		// version 1 stored the text and no hash, and no fallback (version 3)
+		{samplesDef.info(), numFields(SampleRow{}) - 1, func() []any { return refsOf(samplesDef) }},
+		{samplesV1Def.info(), numFields(SampleRow{}) - 2, func() []any { return refsOf(samplesV1Def) }},
+		{promptsDef.info(), numFields(PromptRow{}), func() []any { return refsOf(promptsDef) }},
 		{timingDef.info(), numFields(TimingRow{}), func() []any { return refsOf(timingDef) }},
 	}
 	for _, tc := range tests {
@@ -61,7 +66,11 @@ func TestSchemaDefs(t *testing.T) {
 				}
 				seen[r] = true
 			}
-			if v := tc.info.schema.Metadata().Values(); len(v) != 2 || v[0] != "2" || v[1] != tc.info.name {
+			want := strconv.Itoa(SchemaVersion)
+			if tc.info.reads(1) && !tc.info.reads(SchemaVersion) {
+				want = "1"
+			}
+			if v := tc.info.schema.Metadata().Values(); len(v) != 2 || v[0] != want || v[1] != tc.info.name {
 				t.Errorf("schema metadata %v", v)
 			}
 		})

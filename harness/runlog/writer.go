@@ -65,10 +65,15 @@ type Writer struct {
 	steps   []StepRow
 	evals   []EvalRow
 	samples []SampleRow
+	prompts []PromptRow // prompts first used by the buffered samples
 	timing  []TimingRow
-	err     error // set when a commit failed half-way; the run must be reopened
-	closed  bool
-	ckpt    func(step int64) string // checkpoint folder of a step (TrackCheckpoints)
+	// seen maps the SHA-256 of each prompt committed to prompts/ (or
+	// buffered in prompts) to its prompt_id, so that each is written once
+	// per run.
+	seen   map[[32]byte]int64
+	err    error // set when a commit failed half-way; the run must be reopened
+	closed bool
+	ckpt   func(step int64) string // checkpoint folder of a step (TrackCheckpoints)
 }
 
 // Open creates the run directory dir with manifest m, or reopens an
@@ -93,11 +98,12 @@ func Open(dir string, m Manifest) (*Writer, int64, error) {
 		if old.RunID != m.RunID {
 			return nil, 0, fmt.Errorf("open run %s: directory holds run %q, not %q", dir, old.RunID, m.RunID)
 		}
-		if old.SchemaVersion != SchemaVersion {
-			return nil, 0, fmt.Errorf("open run %s: %w: the run was written with schema version %d and this build writes %d; it can be read but not resumed (rerun it in a fresh folder)", dir, ErrSchemaVersion, old.SchemaVersion, SchemaVersion)
-		}
 		if old.ConfigHash != m.ConfigHash {
 			return nil, 0, fmt.Errorf("open run %s: directory holds config hash %q, resuming with %q", dir, old.ConfigHash, m.ConfigHash)
+		}
+		if old.SchemaVersion != SchemaVersion {
+			return nil, 0, fmt.Errorf("open run %s: %w: the run was written with log schema version %d and cannot be resumed in version %d (it is still read); "+
+				"run it again from the start with --redo, or finish it with the marlow of its commit", dir, ErrSchemaVersion, old.SchemaVersion, SchemaVersion)
 		}
 		changed, err := recoverRun(dir, old.LastStep)
 		if err != nil {
@@ -144,14 +150,36 @@ func Open(dir string, m Manifest) (*Writer, int64, error) {
 		if err := atomicfile.SyncDir(dir); err != nil {
 			return nil, 0, fmt.Errorf("open run: %w", err)
 		}
-		return &Writer{dir: dir, m: m}, m.LastStep, nil
+		return &Writer{dir: dir, m: m, seen: map[[32]byte]int64{}}, m.LastStep, nil
 	default:
 		return nil, 0, fmt.Errorf("open run: %w", err)
 	}
 	if err := writeManifest(dir, m); err != nil {
 		return nil, 0, err
 	}
-	return &Writer{dir: dir, m: m}, m.LastStep, nil
+	seen, err := committedPrompts(dir, m.LastStep)
+	if err != nil {
+		return nil, 0, fmt.Errorf("open run %s for resume: %w", dir, err)
+	}
+	return &Writer{dir: dir, m: m, seen: seen}, m.LastStep, nil
+}
+
+// committedPrompts maps the SHA-256 of each prompt committed up to step
+// last in a run folder to its prompt_id.
+func committedPrompts(dir string, last int64) (map[[32]byte]int64, error) {
+	s := source{fsys: os.DirFS(dir), label: dir}
+	rows, err := readTableRows(s, ".", promptsDef, last, nil)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[[32]byte]int64, len(rows))
+	for i, r := range rows {
+		if r.ID != int64(i)+1 {
+			return nil, fmt.Errorf("%s: %w: prompt row %d has prompt_id %d, want %d", filepath.Join(dir, TablePrompts), ErrCorrupt, i, r.ID, i+1)
+		}
+		seen[promptKey(r.Prompt)] = r.ID
+	}
+	return seen, nil
 }
 
 // Manifest returns the run's current manifest.
@@ -210,8 +238,32 @@ func (w *Writer) AddSteps(rows ...StepRow) error { return addRows(w, stepsDef, &
 // AddEvals buffers evals rows for the next commit.
 func (w *Writer) AddEvals(rows ...EvalRow) error { return addRows(w, evalsDef, &w.evals, rows) }
 
-// AddSamples buffers samples rows for the next commit.
-func (w *Writer) AddSamples(rows ...SampleRow) error { return addRows(w, samplesDef, &w.samples, rows) }
+// AddSamples buffers samples rows for the next commit. Each row's prompt is
+// stored once per run: a prompt the run has not written before (by the
+// SHA-256 of its text) gets the next prompt_id and is buffered for prompts/
+// with the row's step; the row keeps only the id.
+func (w *Writer) AddSamples(rows ...SampleRow) error {
+	start := len(w.samples)
+	if err := addRows(w, samplesDef, &w.samples, rows); err != nil {
+		return err
+	}
+	for i := start; i < len(w.samples); i++ {
+		r := &w.samples[i]
+		if r.Prompt == "" {
+			r.promptID = 0
+			continue
+		}
+		k := promptKey(r.Prompt)
+		if id, ok := w.seen[k]; ok {
+			r.promptID = id
+			continue
+		}
+		r.promptID = int64(len(w.seen)) + 1
+		w.seen[k] = r.promptID
+		w.prompts = append(w.prompts, PromptRow{RunID: r.RunID, Step: r.Step, ID: r.promptID, Prompt: r.Prompt})
+	}
+	return nil
+}
 
 // AddTiming buffers timing rows for the next commit.
 func (w *Writer) AddTiming(rows ...TimingRow) error { return addRows(w, timingDef, &w.timing, rows) }
@@ -291,6 +343,9 @@ func (w *Writer) commit(step int64) error {
 	if err := write(TableSamples, func() ([]byte, error) { return samplesDef.encode(w.samples) }, len(w.samples)); err != nil {
 		return err
 	}
+	if err := write(TablePrompts, func() ([]byte, error) { return promptsDef.encode(w.prompts) }, len(w.prompts)); err != nil {
+		return err
+	}
 	if err := write(TableTiming, func() ([]byte, error) { return timingDef.encode(w.timing) }, len(w.timing)); err != nil {
 		return err
 	}
@@ -322,7 +377,7 @@ func (w *Writer) commit(step int64) error {
 	}
 	hook("manifest-committed")
 	w.m = m
-	w.steps, w.evals, w.samples, w.timing = nil, nil, nil, nil
+	w.steps, w.evals, w.samples, w.prompts, w.timing = nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -352,7 +407,7 @@ func (w *Writer) SetStatus(status, errText string) error {
 // discarded, exactly as after a crash; a resumed run regenerates them.
 func (w *Writer) Close() error {
 	w.closed = true
-	w.steps, w.evals, w.samples, w.timing = nil, nil, nil, nil
+	w.steps, w.evals, w.samples, w.prompts, w.timing = nil, nil, nil, nil, nil
 	return nil
 }
 

@@ -28,6 +28,14 @@ type BaseModel struct {
 	Where         string // BaseCommitted, BaseCached, BasePretrain, BaseCheckpoint or BaseMissing
 	Dir           string // the folder ("" for BasePretrain)
 	PretrainSteps int    // tiny models: the pretraining budget
+	// KeySettings are the spec's workflow settings that differ from their
+	// defaults and enter this tiny model's pretraining key (so its runs
+	// start from another base model than at the defaults), as
+	// pretrain.KeySettings names them.
+	KeySettings []string
+	// KeyHint says how to share one base model across such settings ("" if
+	// there is no option for them).
+	KeyHint string
 
 	job *pretrain.Job // tiny models
 }
@@ -57,12 +65,15 @@ func BaseModels(s *spec.Spec, runs []spec.Run) ([]BaseModel, error) {
 		if err != nil {
 			return nil, err
 		}
-		l := pretrain.Locator{RepoRoot: pretrain.RepoRootOf(s.File)}
-		dir, where, err := l.Find(job)
+		dir, where, err := pretrain.LocatorOf(s).Find(job)
 		if err != nil {
 			return nil, err
 		}
-		b := BaseModel{Scale: sc, Dir: dir, PretrainSteps: job.Steps(), job: &job}
+		b := BaseModel{Scale: sc, Dir: dir, PretrainSteps: job.Steps(), KeySettings: pretrain.KeySettings(s), job: &job}
+		if def := spec.DefaultWorkflowSettings(); len(s.Pretrain.NVotesMix) == 0 && s.Workflow.NVotes != def.NVotes {
+			b.KeyHint = fmt.Sprintf("pretrain.n_votes_mix: [%d, %d] in every spec of an n_votes ablation gives them one base model",
+				min(def.NVotes, s.Workflow.NVotes), max(def.NVotes, s.Workflow.NVotes))
+		}
 		switch where {
 		case pretrain.FromCommitted:
 			b.Where = BaseCommitted

@@ -152,8 +152,8 @@ func checkLog(dir string) error {
 	for i, p := range probs {
 		lines[i] = p.String()
 	}
-	return fmt.Errorf("%w: %w (%d problems; rerun it with --redo, or move the folder away, to start over):\n    %s",
-		ErrCorruptLog, probs[0].Err, len(probs), strings.Join(lines, "\n    "))
+	return fmt.Errorf("%w: %w (%d %s; rerun it with --redo, or move the folder away, to start over):\n    %s",
+		ErrCorruptLog, probs[0].Err, len(probs), plural(len(probs), "problem", "problems"), strings.Join(lines, "\n    "))
 }
 
 // train builds the task and runs the GRPO loop from step last.

@@ -7,6 +7,7 @@ import (
 	"github.com/marlowlab/marlow/harness/grpo"
 	"github.com/marlowlab/marlow/harness/model"
 	"github.com/marlowlab/marlow/harness/spec"
+	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
@@ -24,16 +25,20 @@ const (
 
 // Sizes of the footprint estimate, measured on the smoke experiment's logs
 // and rounded up: a Parquet segment's fixed part (schema, footer,
-// statistics) and the compressed bytes of a row of each table; a samples
-// row holds a prompt and a completion, about samplesBytesPerToken per
-// allowed new token.
+// statistics) and the compressed bytes of a row of each table. A prompt
+// and a completion took about 3 bytes per allowed new token together when
+// every samples row held its prompt (log schema 1); the prompt, a third of
+// it, is now stored once per run in prompts/ (a prompt row), and a samples
+// row keeps the completion and the prompt's id.
 const (
 	segmentOverhead      = 4 << 10
 	stepsRowBytes        = 200
 	evalsRowBytes        = 100
 	timingRowBytes       = 40
 	samplesRowBytes      = 64
-	samplesBytesPerToken = 3
+	samplesBytesPerToken = 2
+	promptRowBytes       = 32
+	promptBytesPerToken  = 1
 	loraBytesPerParam    = 4 * 3 // fp32 adapter and two AdamW moments
 	ckptFilesPerAdapter  = 4     // adapter_model, adapter_config, optimizer, state
 	ckptFixedFiles       = 2     // state.json, adapters.json
@@ -68,11 +73,16 @@ func EstimateFootprint(r spec.Run) Footprint {
 		maxTok = max(maxTok, v)
 	}
 	valEpisodes := max(rc.Eval.ValSize, rc.Data.ValSize) * max(rc.Eval.Samples, 1)
-	var evalRows, valSamples int
+	// valPrompts are the new prompts of a validation after the first: its
+	// first-turn prompts (one per problem, shared by voting's generators)
+	// were stored by the first one.
+	var evalRows, valSamples, valPrompts, firstPrompts int
 	for _, wf := range r.EvalWorkflows {
 		rs, _ := workflow.Roles(wf)
 		evalRows += len(rs) + 1
 		valSamples += valEpisodes * maxTurns(wf, rc.WorkflowSet)
+		valPrompts += valEpisodes * laterPrompts(wf, rc.WorkflowSet)
+		firstPrompts += valEpisodes
 	}
 	isEval := func(k int) bool {
 		if k == 0 {
@@ -84,7 +94,7 @@ func EstimateFootprint(r spec.Run) Footprint {
 		return k == 0 || k == steps || (rc.Checkpoint.Every > 0 && k%rc.Checkpoint.Every == 0)
 	}
 	var f Footprint
-	var stepsRows, evalsRows, samplesRows, timingRows int // since the last commit
+	var stepsRows, evalsRows, samplesRows, promptRows, timingRows int // since the last commit
 	seg := func(rows, rowBytes int) {
 		if rows > 0 {
 			f.Segments++
@@ -92,23 +102,32 @@ func EstimateFootprint(r spec.Run) Footprint {
 		}
 	}
 	sampleBytes := samplesRowBytes + samplesBytesPerToken*maxTok
+	promptBytes := promptRowBytes + promptBytesPerToken*maxTok
+	evaluated := false
 	for k := 0; k <= steps; k++ {
 		if k > 0 {
 			stepsRows += len(roles) + len(adapters)
 			samplesRows += rc.GRPO.SamplesPerStep
+			promptRows += rc.GRPO.SamplesPerStep // counted as all new, erring large
 			timingRows++
 		}
 		if isEval(k) {
 			evalsRows += evalRows
 			samplesRows += valSamples
+			promptRows += valPrompts
+			if !evaluated {
+				promptRows += firstPrompts
+				evaluated = true
+			}
 		}
 		if isCommit(k) {
 			f.Commits++
 			seg(stepsRows, stepsRowBytes)
 			seg(evalsRows, evalsRowBytes)
 			seg(samplesRows, sampleBytes)
+			seg(promptRows, promptBytes)
 			seg(timingRows, timingRowBytes)
-			stepsRows, evalsRows, samplesRows, timingRows = 0, 0, 0, 0
+			stepsRows, evalsRows, samplesRows, promptRows, timingRows = 0, 0, 0, 0, 0
 		}
 	}
 	f.Files = 2 + f.Segments + ckptFixedFiles + ckptFilesPerAdapter*len(adapters)
@@ -126,6 +145,22 @@ func maxTurns(wf string, ws spec.WorkflowSettings) int {
 		n += t.N
 	}
 	return n
+}
+
+// laterPrompts is how many distinct prompts one episode of a workflow
+// has besides its first-turn prompt (which repeats with the problem):
+// eval-opt's evaluator and revision turns, voting's aggregator,
+// orch-workers' workers (one strategy each) and synthesizer.
+func laterPrompts(wf string, ws spec.WorkflowSettings) int {
+	switch wf {
+	case study.EvalOpt:
+		return 2*max(ws.MaxIterations, 1) - 1
+	case study.Voting:
+		return 1
+	case study.OrchWorkers:
+		return ws.MaxSubtasks + 1
+	}
+	return 0
 }
 
 // loraParams counts one adapter's parameters: rank x (in + out) for every

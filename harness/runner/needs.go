@@ -51,7 +51,7 @@ func checkpointNeeds(m spec.ModelConfig) []string {
 	dir := m.Checkpoint
 	st, err := os.Stat(dir)
 	if err != nil || !st.IsDir() {
-		return []string{fmt.Sprintf("checkpoint folder %s (models.%s): not found", dir, m.Scale)}
+		return []string{fmt.Sprintf("checkpoint folder %s (models.%s): not found%s", dir, m.Scale, downloadHint(dir))}
 	}
 	var missing []string
 	for _, f := range []string{"config.json", "tokenizer.json"} {
@@ -67,13 +67,44 @@ func checkpointNeeds(m spec.ModelConfig) []string {
 	if len(missing) == 0 {
 		return nil
 	}
-	return []string{fmt.Sprintf("checkpoint folder %s (models.%s) lacks %s", dir, m.Scale, strings.Join(missing, ", "))}
+	return []string{fmt.Sprintf("checkpoint folder %s (models.%s) lacks %s%s", dir, m.Scale, strings.Join(missing, ", "), downloadHint(dir))}
+}
+
+// downloadHint is the command that fetches a Qwen3 checkpoint folder named
+// like its Hugging Face repository (Qwen3-0.6B -> Qwen/Qwen3-0.6B), or ""
+// for another name.
+func downloadHint(dir string) string {
+	if base := filepath.Base(dir); strings.HasPrefix(base, "Qwen") {
+		return fmt.Sprintf("; download it: huggingface-cli download Qwen/%s --local-dir %s", base, dir)
+	}
+	return ""
+}
+
+// dataHint is the command that fetches the paper's data into the layout a
+// spec names (README, "Running the paper study on a GPU node"), or "".
+func dataHint(d spec.DataConfig) string {
+	switch d.Source {
+	case "deepcoder":
+		inc := "*"
+		if len(d.Subsets) == 1 {
+			inc = d.Subsets[0] + "/*"
+		}
+		return fmt.Sprintf("; download it: huggingface-cli download agentica-org/DeepCoder-Preview-Dataset --repo-type dataset --include '%s' --local-dir %s", inc, d.Path)
+	case "dapo-math":
+		const repo = "DAPO-Math-17k-Processed"
+		if i := strings.Index(d.Path, string(filepath.Separator)+repo+string(filepath.Separator)); i >= 0 {
+			root := d.Path[:i+1+len(repo)]
+			rel := filepath.ToSlash(d.Path[len(root)+1:])
+			return fmt.Sprintf("; download it: huggingface-cli download open-r1/%s --repo-type dataset --include '%s' --local-dir %s", repo, rel, root)
+		}
+	}
+	return ""
 }
 
 func dataNeeds(d spec.DataConfig) string {
 	if d.Source == "deepcoder" {
 		if _, err := deepcoder.Shards(d.Path, d.Subsets, deepcoder.SplitTrain); err != nil {
-			return fmt.Sprintf("data of task %s (source deepcoder, Parquet shards): %v", d.Task, err)
+			return fmt.Sprintf("data of task %s (source deepcoder, Parquet shards): %v%s", d.Task, err, dataHint(d))
 		}
 		if d.TestPath != "" {
 			if _, err := deepcoder.Shards(d.TestPath, d.Subsets, deepcoder.SplitTest); err != nil {
@@ -83,7 +114,7 @@ func dataNeeds(d spec.DataConfig) string {
 		return ""
 	}
 	if _, err := os.Stat(d.Path); err != nil {
-		return fmt.Sprintf("data file of task %s (source %s): %s not found", d.Task, d.Source, d.Path)
+		return fmt.Sprintf("data file of task %s (source %s): %s not found%s", d.Task, d.Source, d.Path, dataHint(d))
 	}
 	return ""
 }
@@ -116,9 +147,17 @@ func checkNeeds(ctx context.Context, reg *engine.Registry, runs []spec.Run) erro
 			continue
 		}
 		if d.Check != nil {
-			for _, e := range d.Check(ctx, opt) {
+			errs := d.Check(ctx, opt)
+			for _, e := range errs {
 				lines = append(lines, fmt.Sprintf("engine %s (models.%s): %v", m.Engine, m.Scale, e))
 				unavailable = true
+			}
+			if len(errs) > 0 && m.Engine == "torch" {
+				py := opt.Python
+				if py == "" {
+					py = "python3"
+				}
+				lines = append(lines, fmt.Sprintf("install the torch engine's packages (the versions CI tests): %s -m pip install -r harness/engine/torch/requirements.txt (a CUDA build of torch for --device cuda: see pytorch.org)", py))
 			}
 		}
 	}

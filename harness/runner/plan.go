@@ -16,6 +16,7 @@ import (
 type PlanInfo struct {
 	Bases    []BaseModel
 	Estimate *Estimate // nil: not estimated
+	GPU      *GPUCost  // nil: no checkpoint runs, or not estimated
 }
 
 // WritePlan writes the runs of a plan with the spec's provenance: a table
@@ -28,7 +29,11 @@ func WritePlan(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provenance, 
 	if err := writePlanTable(w, s, runs, prov); err != nil {
 		return err
 	}
-	return writePlanInfo(w, info)
+	if err := writePlanInfo(w, info); err != nil {
+		return err
+	}
+	writeGPUCost(w, info.GPU)
+	return nil
 }
 
 func commitLine(p pin.Provenance) string {

@@ -12,10 +12,11 @@ import (
 
 // baseModelJSON is one base model of `plan --json`.
 type baseModelJSON struct {
-	Scale         string `json:"scale"`
-	Where         string `json:"where"` // committed, cached, pretrain, checkpoint or missing
-	Dir           string `json:"dir"`
-	PretrainSteps int    `json:"pretrain_steps"` // 0 for checkpoint models
+	Scale         string   `json:"scale"`
+	Where         string   `json:"where"` // committed, cached, pretrain, checkpoint or missing
+	Dir           string   `json:"dir"`
+	PretrainSteps int      `json:"pretrain_steps"`         // 0 for checkpoint models
+	KeySettings   []string `json:"key_settings,omitempty"` // non-default workflow settings in the pretraining key
 }
 
 // estimateJSON is the time estimate of `plan --json`.
@@ -33,7 +34,7 @@ type estimateJSON struct {
 func basesJSON(bs []BaseModel) []baseModelJSON {
 	out := []baseModelJSON{}
 	for _, b := range bs {
-		out = append(out, baseModelJSON{b.Scale, b.Where, b.Dir, b.PretrainSteps})
+		out = append(out, baseModelJSON{b.Scale, b.Where, b.Dir, b.PretrainSteps, b.KeySettings})
 	}
 	return out
 }
@@ -87,6 +88,19 @@ func writePlanInfo(w io.Writer, info PlanInfo) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return fmt.Errorf("plan: %w", err)
+		}
+		for _, b := range info.Bases {
+			if len(b.KeySettings) > 0 {
+				verb := "are"
+				if len(b.KeySettings) == 1 {
+					verb = "is"
+				}
+				fmt.Fprintf(w, "  note: %s: %s %s part of the base model's pretraining key, so these runs start from another base model than runs at the defaults\n",
+					b.Scale, strings.Join(b.KeySettings, " and "), verb)
+				if b.KeyHint != "" {
+					fmt.Fprintf(w, "    (%s)\n", b.KeyHint)
+				}
+			}
 		}
 	}
 	e := info.Estimate

@@ -89,7 +89,7 @@ func checkIsolation(runs []spec.Run, unsafe bool) error {
 // which fails with runlog's named error.
 func preflight(s *spec.Spec, runs []spec.Run, runsDir string, redo map[string]bool, verify bool) ([]job, error) {
 	var jobs []job
-	var mismatches []string
+	var mismatches, mismatchIDs []string
 	for _, r := range runs {
 		dir := RunDir(runsDir, s.Experiment, r.ID)
 		j := job{run: r, dir: dir, last: -1, redo: redo[r.ID]}
@@ -107,6 +107,7 @@ func preflight(s *spec.Spec, runs []spec.Run, runsDir string, redo map[string]bo
 					diff = []string{derr.Error()}
 				}
 				mismatches = append(mismatches, mismatchMessage(r.ID, dir, m.ConfigHash, r.ConfigHash, diff))
+				mismatchIDs = append(mismatchIDs, r.ID)
 			} else if m.Status == runlog.StatusDone {
 				if verr := verifyRun(dir, verify); verr != nil {
 					j.damaged = fmt.Errorf("run %s: %w", r.ID, verr)
@@ -119,8 +120,8 @@ func preflight(s *spec.Spec, runs []spec.Run, runsDir string, redo map[string]bo
 		jobs = append(jobs, j)
 	}
 	if len(mismatches) > 0 {
-		return nil, fmt.Errorf("%w; nothing was run. Move or delete those folders, or rename the experiment, to run the new config:\n  %s",
-			ErrConfigMismatch, strings.Join(mismatches, "\n  "))
+		return nil, fmt.Errorf("%w; nothing was run. To run the new config, discard the old runs with --redo GLOB (e.g. --redo '%s'), move or delete those folders, or rename the experiment:\n  %s",
+			ErrConfigMismatch, mismatchIDs[0], strings.Join(mismatches, "\n  "))
 	}
 	return jobs, nil
 }

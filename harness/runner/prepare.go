@@ -58,6 +58,9 @@ func prepare(ctx context.Context, s *spec.Spec, opt Options, checkDir bool) ([]j
 		if err := checkRunsDir(opt.RunsDir, s.Experiment); err != nil {
 			return nil, pin.Provenance{}, err
 		}
+		if err := checkDisk(opt.RunsDir, s.Experiment, runs); err != nil {
+			return nil, pin.Provenance{}, err
+		}
 	}
 	prov, err := pin.Resolve(s.File, opt.AllowDirty, nil)
 	if err != nil {

@@ -52,7 +52,7 @@ func Source(arg, runsDir string) (string, *spec.Spec, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			msg += fmt.Sprintf(" (make them with `marlow run %s`", arg)
 			if a := committedArchive(s); a != "" {
-				msg += fmt.Sprintf(", or read the committed logs: %s", a)
+				msg += fmt.Sprintf(", or read the committed logs: `marlow report %s`", a)
 			}
 			msg += ")"
 		}
@@ -75,19 +75,28 @@ func SourceOrPlan(arg, runsDir string) (string, *spec.Spec, error) {
 	return Source(arg, runsDir)
 }
 
-// committedArchive returns the archive of a spec's experiment committed
-// with its report, reports/<experiment>/logs.tar.zst, looked up from the
-// working folder and from the repository holding the spec; "" when there
+// committedArchive returns the archives of a spec's experiment committed
+// with its report, reports/<experiment>/*.tar.zst (logs.tar.zst, or one
+// per seed such as logs-seed1.tar.zst ... as `make figures` reads them),
+// looked up from the working folder and from the repository holding the
+// spec, joined by spaces as one `marlow report` takes them; "" when there
 // is none.
 func committedArchive(s *spec.Spec) string {
-	rel := filepath.Join("reports", s.Experiment, "logs.tar.zst")
+	rel := filepath.Join("reports", s.Experiment)
 	cands := []string{rel}
 	if root := pretrain.RepoRootOf(s.File); root != "" {
 		cands = append(cands, filepath.Join(root, rel))
 	}
 	for _, c := range cands {
-		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() {
-			return c
+		found, _ := filepath.Glob(filepath.Join(c, "*.tar.zst"))
+		var files []string
+		for _, f := range found {
+			if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() {
+				files = append(files, f)
+			}
+		}
+		if len(files) > 0 {
+			return strings.Join(files, " ")
 		}
 	}
 	return ""

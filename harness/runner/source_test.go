@@ -50,7 +50,7 @@ func TestSource(t *testing.T) {
 	if err := os.WriteFile(archive, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Source(s.File, runs); err == nil || !strings.Contains(err.Error(), "read the committed logs: "+archive) {
+	if _, _, err := Source(s.File, runs); err == nil || !strings.Contains(err.Error(), "read the committed logs: `marlow report "+archive+"`") {
 		t.Errorf("spec without runs but with committed logs: %v", err)
 	}
 	// status reads the plan of a spec whose runs do not exist yet

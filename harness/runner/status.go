@@ -78,7 +78,7 @@ func Status(s *spec.Spec, runsDir, only string) ([]RunStatus, error) {
 			if derr != nil {
 				st.Error = derr.Error()
 			} else {
-				st.Error = fmt.Sprintf("config differs in %d keys", len(diff))
+				st.Error = fmt.Sprintf("config differs in %d %s (marlow run --redo discards it)", len(diff), plural(len(diff), "key", "keys"))
 				if len(diff) > 0 {
 					st.Error += ", first " + diff[0]
 				}
@@ -96,7 +96,7 @@ func Status(s *spec.Spec, runsDir, only string) ([]RunStatus, error) {
 			if st.State != StateRunning {
 				if probs := runlog.VerifyRun(dir, verifyOptions(false)); len(probs) > 0 {
 					st.State = StateDamaged
-					st.Error = fmt.Sprintf("%d problems, first %s", len(probs), probs[0])
+					st.Error = fmt.Sprintf("%d %s, first %s", len(probs), plural(len(probs), "problem", "problems"), probs[0])
 				}
 			}
 		}

@@ -93,7 +93,7 @@ func statusOfManifest(f runlog.FoundRun) RunStatus {
 	if st.State != StateRunning {
 		if probs := runlog.VerifyRun(f.Dir, verifyOptions(false)); len(probs) > 0 {
 			st.State = StateDamaged
-			st.Error = fmt.Sprintf("%d problems, first %s", len(probs), probs[0])
+			st.Error = fmt.Sprintf("%d %s, first %s", len(probs), plural(len(probs), "problem", "problems"), probs[0])
 		}
 	}
 	return st

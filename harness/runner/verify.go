@@ -54,7 +54,7 @@ func problemsError(kind error, advice string, probs []runlog.Problem) error {
 	for i, p := range probs {
 		lines[i] = p.String()
 	}
-	return fmt.Errorf("%w: %w (%d problems; %s):\n    %s", kind, probs[0].Err, len(probs), advice, strings.Join(lines, "\n    "))
+	return fmt.Errorf("%w: %w (%d %s; %s):\n    %s", kind, probs[0].Err, len(probs), plural(len(probs), "problem", "problems"), advice, strings.Join(lines, "\n    "))
 }
 
 // damagedManifest reports whether a manifest's stored config does not hash

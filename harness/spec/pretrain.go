@@ -28,6 +28,12 @@ type Pretrain struct {
 	Roles            PretrainRoles  `yaml:"roles" json:"roles"`
 	Noise            PretrainNoise  `yaml:"noise" json:"noise"`
 	CandidateCorrect float64        `yaml:"candidate_correct" json:"candidate_correct"`
+	// NVotesMix, when set, are the candidate counts of the aggregator's
+	// transcripts, one drawn per transcript, instead of workflow.n_votes
+	// alone: one base model then serves every n_votes in the list (for
+	// ablations), and workflow.n_votes no longer enters its key. Unset
+	// (the default) leaves the key and the transcripts as they were.
+	NVotesMix []int `yaml:"n_votes_mix,omitempty" json:"n_votes_mix,omitempty"`
 }
 
 // PretrainRoles are the shares of teacher transcripts per role (reviser is
@@ -71,6 +77,7 @@ func (p Pretrain) StepsFor(scale string) int {
 // Clone returns a copy that shares nothing with p (Steps is copied).
 func (p Pretrain) Clone() Pretrain {
 	p.Steps = maps.Clone(p.Steps)
+	p.NVotesMix = slices.Clone(p.NVotesMix)
 	return p
 }
 
@@ -146,4 +153,13 @@ func validatePretrain(p Pretrain, c checker) {
 	c.rangeFloat("noise.too_many_strategies", n.TooManyStrategies, 0, 1, false)
 	c.rangeFloat("noise.malformed", n.Malformed, 0, 1, false)
 	c.rangeFloat("candidate_correct", p.CandidateCorrect, 0, 1, false)
+	seen := map[int]bool{}
+	for i, n := range p.NVotesMix {
+		k := fmt.Sprintf("n_votes_mix[%d]", i)
+		c.rangeInt(k, n, 2, 9)
+		if seen[n] {
+			c.errf(k, "duplicate candidate count %d", n)
+		}
+		seen[n] = true
+	}
 }

@@ -282,6 +282,13 @@ type WorkflowSettings struct {
 
 func (w *WorkflowSettings) setDefaults() { *w = WorkflowSettings{NVotes: 3, MaxSubtasks: 3} }
 
+// DefaultWorkflowSettings returns the defaults of the workflow section.
+func DefaultWorkflowSettings() WorkflowSettings {
+	var w WorkflowSettings
+	w.setDefaults()
+	return w
+}
+
 // Eval is the validation schedule.
 type Eval struct {
 	Every          int  `yaml:"every" json:"every"`

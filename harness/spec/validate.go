@@ -154,6 +154,9 @@ func validate(s *Spec, root *yaml.Node, errs *errList) {
 			g, w, gc, wc := s.cell(task, scale, t, m, errs)
 			validateGRPO(g, gc, s.roleSet())
 			validateWorkflow(w, wc)
+			if mix := s.Pretrain.NVotesMix; len(mix) > 0 && m.Tiny != nil && !slices.Contains(mix, w.NVotes) {
+				wc.errf("n_votes", "%d is not in pretrain.n_votes_mix %v: the base model of scale %s would never see that many candidates (add it to the mix)", w.NVotes, mix, scale)
+			}
 			if t.ValSize > 0 && s.Eval.ValSize > t.ValSize {
 				c.errf("eval.val_size", "%d exceeds the validation split of task %s (tasks.%s.val_size = %d)",
 					s.Eval.ValSize, task, task, t.ValSize)
@@ -213,8 +216,14 @@ func checkList(c checker, rel string, vals, allowed []string, nameRe *regexp.Reg
 }
 
 // resolvePath expands ${VAR} and ${VAR:-default} and makes the result
-// absolute against the folder of the spec file.
+// absolute. The one rule for relative results: a path that starts with a
+// variable that is set takes the variable's value as the shell would, so a
+// relative value (MARLOW_DATA=data) is relative to the current folder,
+// exactly as in a shell command such as `make reproduce`'s engine-check
+// ("$MARLOW_MODELS/Qwen3-0.6B"); anything written in the spec itself, a
+// ${VAR:-default} default included, is relative to the spec's folder.
 func resolvePath(specFile, p string) (string, error) {
+	fromEnv := false
 	var b strings.Builder
 	for i := 0; i < len(p); {
 		j := strings.Index(p[i:], "${")
@@ -222,6 +231,7 @@ func resolvePath(specFile, p string) (string, error) {
 			b.WriteString(p[i:])
 			break
 		}
+		start := i + j // where this ${ begins
 		b.WriteString(p[i : i+j])
 		i += j + 2
 		k := strings.IndexByte(p[i:], '}')
@@ -240,11 +250,20 @@ func resolvePath(specFile, p string) (string, error) {
 				return "", fmt.Errorf("environment variable %s is not set (used in %q)", name, p)
 			}
 			val = def
+		} else if start == 0 {
+			fromEnv = true // the path starts with the variable's value
 		}
 		b.WriteString(val)
 	}
 	out := b.String()
 	if !filepath.IsAbs(out) {
+		if fromEnv {
+			abs, err := filepath.Abs(out)
+			if err != nil {
+				return "", fmt.Errorf("resolve %q against the current folder: %w", p, err)
+			}
+			return abs, nil
+		}
 		out = filepath.Join(filepath.Dir(specFile), out)
 	}
 	return filepath.Clean(out), nil

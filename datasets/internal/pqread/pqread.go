@@ -5,7 +5,9 @@ package pqread
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -19,6 +21,9 @@ import (
 // Errors from opening and decoding name path; errors from check are
 // wrapped with path; errors from each are returned as they are.
 func Stream(path string, batch int64, check func(*arrow.Schema) error, each func(arrow.RecordBatch) error) error {
+	if err := checkMagic(path); err != nil {
+		return err
+	}
 	pf, err := file.OpenParquetFile(path, false)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
@@ -53,6 +58,9 @@ func Stream(path string, batch int64, check func(*arrow.Schema) error, each func
 
 // Schema returns the Arrow schema of the Parquet file at path.
 func Schema(path string) (*arrow.Schema, error) {
+	if err := checkMagic(path); err != nil {
+		return nil, err
+	}
 	pf, err := file.OpenParquetFile(path, false)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -67,4 +75,40 @@ func Schema(path string) (*arrow.Schema, error) {
 		return nil, fmt.Errorf("schema of %s: %w", path, err)
 	}
 	return sc, nil
+}
+
+// ErrNotParquet is returned (wrapped) for a file that does not start and
+// end with Parquet's magic bytes.
+var ErrNotParquet = errors.New("not a Parquet file")
+
+// checkMagic refuses a file without Parquet's leading and trailing "PAR1",
+// so that a YAML file or a truncated download is named for what it is
+// rather than by the Parquet reader's footer arithmetic.
+func checkMagic(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	var head, tail [4]byte
+	if st.Size() < 12 {
+		return fmt.Errorf("%s: %w (%d bytes; a Parquet file has at least 12)", path, ErrNotParquet, st.Size())
+	}
+	if _, err := f.ReadAt(head[:], 0); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if _, err := f.ReadAt(tail[:], st.Size()-4); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	switch {
+	case string(head[:]) != "PAR1":
+		return fmt.Errorf("%s: %w (it starts with %q, not PAR1)", path, ErrNotParquet, head[:])
+	case string(tail[:]) != "PAR1":
+		return fmt.Errorf("%s: %w: no PAR1 at its end (truncated? download it again)", path, ErrNotParquet)
+	}
+	return nil
 }

@@ -68,7 +68,7 @@ func TestStream(t *testing.T) {
 		is    error
 	}{
 		{name: "missing file", path: filepath.Join(t.TempDir(), "absent.parquet"), check: accept, want: "open "},
-		{name: "not parquet", path: bad, check: accept, want: "open " + bad},
+		{name: "not parquet", path: bad, check: accept, want: bad + ": not a Parquet file"},
 		{name: "schema refused", path: path, check: func(*arrow.Schema) error { return errors.New(`missing column "y"`) },
 			want: path + `: missing column "y"`},
 		{name: "each error as is", path: path, check: accept, each: func(arrow.RecordBatch) error { return stop }, is: stop},

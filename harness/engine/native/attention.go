@@ -4,7 +4,7 @@ import "math"
 
 // Causal attention with grouped-query heads. Scores and weighted sums go
 // through gonum's serial kernels (or SIMD kernels that give their bits, see
-// gemmTile and attn16_simd.go): a score is alpha * DotUnitary(q_i, k_j)
+// gemmTile, attn16_simd.go and softmax_simd.go): a score is alpha * DotUnitary(q_i, k_j)
 // and an output row is a sequence of AxpyUnitary over the keys in order, so
 // a row gets the same bits whether it is computed alone (decode), with the
 // rows of its sequence (training), or in any batch, as long as key rows sit
@@ -40,7 +40,7 @@ func sgemmSerial(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, 
 // of its backward pass. With head dim 16 and SIMD it runs scores16, which
 // gives the bits of the gonum path.
 func (g attnGeom) scoreRows(m, n int, alpha float32, q []float32, ldq int, k []float32, ldk int, c []float32, ldc int) {
-	if g.HD == 16 && haveAttn16 && m > 0 && n > 0 {
+	if g.HD == 16 && haveAttn16 && kernelUse[kScores16] && m > 0 && n > 0 {
 		scores16(m, n, alpha, q, ldq, k, ldk, c, ldc)
 		return
 	}
@@ -51,7 +51,7 @@ func (g attnGeom) scoreRows(m, n int, alpha float32, q []float32, ldq int, k []f
 // weighted sums of attention, skipping zero weights (pv16 with head dim 16
 // and SIMD, the same bits).
 func (g attnGeom) pvRows(m, n int, p []float32, ldp int, v []float32, ldv int, beta bool, out []float32, ldo int) {
-	if g.HD == 16 && haveAttn16 && m > 0 && n > 0 {
+	if g.HD == 16 && haveAttn16 && kernelUse[kPV16] && m > 0 && n > 0 {
 		pv16(m, n, p, ldp, v, ldv, beta, out, ldo)
 		return
 	}

@@ -75,7 +75,9 @@ func scores16(m, n int, alpha float32, q []float32, ldq int, k []float32, ldk in
 // sgemmSerial(false, false, ...) with alpha 1 and beta 0 or 1.
 //
 // Four rows at a time run on gemmAxpy's assembly block (alpha 1, which
-// leaves every weight as it is), their outputs in registers over the keys.
+// leaves every weight as it is), their outputs in registers over the keys;
+// the rows left over (every row of a decode step) on axpyRow. Without AVX2
+// it is the scalar loop.
 func pv16(m, n int, p []float32, ldp int, v []float32, ldv int, beta bool, out []float32, ldo int) {
 	i := 0
 	if haveGemm && n > 0 {
@@ -93,94 +95,23 @@ func pv16(m, n int, p []float32, ldp int, v []float32, ldv int, beta bool, out [
 	}
 	for ; i < m; i++ {
 		o := out[i*ldo : i*ldo+16]
-		a0, a1 := archsimd.BroadcastFloat32x8(0), archsimd.BroadcastFloat32x8(0)
-		if beta {
-			a0, a1 = archsimd.LoadFloat32x8Slice(o[:8]), archsimd.LoadFloat32x8Slice(o[8:16])
+		if !beta {
+			clear(o)
+		}
+		if haveGemm && n > 0 {
+			_ = p[i*ldp+n-1]
+			_ = v[(n-1)*ldv+15]
+			axpyRow(&p[i*ldp], 1, &v[0], ldv, n, 1, &o[0], 16, 0)
+			continue
 		}
 		for j, w := range p[i*ldp : i*ldp+n] {
 			if w == 0 {
 				continue
 			}
 			vj := v[j*ldv : j*ldv+16]
-			b := archsimd.BroadcastFloat32x8(w)
-			a0 = a0.Add(archsimd.LoadFloat32x8Slice(vj[:8]).Mul(b))
-			a1 = a1.Add(archsimd.LoadFloat32x8Slice(vj[8:16]).Mul(b))
+			for c := range o {
+				o[c] += w * vj[c]
+			}
 		}
-		a0.StoreSlice(o[:8])
-		a1.StoreSlice(o[8:16])
 	}
-	archsimd.ClearAVXUpperBits()
-}
-
-// haveExp8 says whether expDiff8 runs here (AVX2).
-var haveExp8 = archsimd.X86.AVX2()
-
-// expDiff8 writes dst[j] = expf(src[j] - mx) for the first multiple of 8
-// entries of src, 8 at a time (expf8.exp, which gives expf's bits), and
-// returns how many it wrote.
-func expDiff8(dst, src []float32, mx float32) int {
-	if !haveExp8 {
-		return 0
-	}
-	k := newExpf8()
-	bmx := archsimd.BroadcastFloat32x8(mx)
-	n8 := len(src) &^ 7
-	for j := 0; j < n8; j += 8 {
-		k.exp(archsimd.LoadFloat32x8Slice(src[j : j+8]).Sub(bmx)).StoreSlice(dst[j : j+8])
-	}
-	archsimd.ClearAVXUpperBits()
-	return n8
-}
-
-// max8 returns the maximum of s, 8 entries at a time, and true; or false
-// when s is shorter than 8, there is no AVX, or s holds a NaN (for which
-// softmaxInPlace's scalar loop defines the result). The maximum of the
-// other values does not depend on the order they are compared in, up to
-// the sign of a zero maximum, which changes no difference s[j] - mx that
-// softmax exponentiates except -0 - ±0, whose exponential is 1 either way.
-func max8(s []float32) (float32, bool) {
-	if !haveAttn16 || len(s) < 8 {
-		return 0, false
-	}
-	n8 := len(s) &^ 7
-	m := archsimd.LoadFloat32x8Slice(s[:8])
-	nan := m.IsNaN()
-	for j := 8; j < n8; j += 8 {
-		v := archsimd.LoadFloat32x8Slice(s[j : j+8])
-		m = m.Max(v)
-		nan = nan.Or(v.IsNaN())
-	}
-	var lanes [8]float32
-	m.Store(&lanes)
-	bad := nan.ToBits() != 0
-	archsimd.ClearAVXUpperBits()
-	if bad {
-		return 0, false
-	}
-	mx := lanes[0]
-	for _, v := range lanes[1:] {
-		mx = max(mx, v)
-	}
-	for _, v := range s[n8:] {
-		if v != v {
-			return 0, false
-		}
-		mx = max(mx, v)
-	}
-	return mx, true
-}
-
-// scale8 multiplies the first multiple of 8 entries of s by f and returns
-// how many it did (the products are softmaxInPlace's, entry by entry).
-func scale8(s []float32, f float32) int {
-	if !haveAttn16 {
-		return 0
-	}
-	n8 := len(s) &^ 7
-	b := archsimd.BroadcastFloat32x8(f)
-	for j := 0; j < n8; j += 8 {
-		archsimd.LoadFloat32x8Slice(s[j : j+8]).Mul(b).StoreSlice(s[j : j+8])
-	}
-	archsimd.ClearAVXUpperBits()
-	return n8
 }

@@ -71,7 +71,7 @@ func TestAttn16Engine(t *testing.T) {
 	if !haveAttn16 {
 		t.Skip("no AVX")
 	}
-	defer func(h, x, g bool) { haveAttn16, haveExp8, haveGemm = h, x, g }(haveAttn16, haveExp8, haveGemm)
+	defer func(h, s, x, g bool) { haveAttn16, haveSoftmax8, haveExp8, haveGemm = h, s, x, g }(haveAttn16, haveSoftmax8, haveExp8, haveGemm)
 	simdExp, simdGemm := haveExp8, haveGemm
 	gen, agg := votingRequests()
 	reqs := append(gen[:6:6], agg[:3]...)
@@ -82,7 +82,7 @@ func TestAttn16Engine(t *testing.T) {
 	var stats [2]engine.StepStats
 	var grads [2]*grpoGrads
 	for i, simd := range []bool{false, true} {
-		haveAttn16, haveExp8, haveGemm = simd, simd && simdExp, simd && simdGemm
+		haveAttn16, haveSoftmax8, haveExp8, haveGemm = simd, simd, simd && simdExp, simd && simdGemm
 		e := votingEngine(t, 2)
 		c, err := e.Generate(context.Background(), reqs)
 		if err != nil {
@@ -138,10 +138,10 @@ func TestExpDiff8MatchesExpf(t *testing.T) {
 // and normalisation gives the scalar loop's bits at every length, with
 // signed zeros, infinities and NaNs among the scores.
 func TestSoftmaxSIMDMatchesScalar(t *testing.T) {
-	if !haveAttn16 {
+	if !haveSoftmax8 {
 		t.Skip("no AVX")
 	}
-	defer func(h, x bool) { haveAttn16, haveExp8 = h, x }(haveAttn16, haveExp8)
+	defer func(h, x bool) { haveSoftmax8, haveExp8 = h, x }(haveSoftmax8, haveExp8)
 	simdExp := haveExp8
 	negZero := float32(math.Copysign(0, -1))
 	specials := map[string]func(s []float32){
@@ -163,7 +163,7 @@ func TestSoftmaxSIMDMatchesScalar(t *testing.T) {
 			set(src)
 			var out [2][]float32
 			for i, simd := range []bool{false, true} {
-				haveAttn16, haveExp8 = simd, simd && simdExp
+				haveSoftmax8, haveExp8 = simd, simd && simdExp
 				out[i] = append([]float32(nil), src...)
 				softmaxInPlace(out[i])
 			}

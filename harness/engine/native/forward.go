@@ -48,7 +48,7 @@ type layerActs struct {
 	qr    []float32 // [n, Q] q after q_norm and RoPE
 	kr    []float32 // [n, KVD]
 	att   []float32 // [n, Q] attention output
-	probs []float32 // per sequence a packed causal triangle [t(t+1)/2, H] (training)
+	probs []float32 // training: [H, t, t] per plain sequence of t rows (row i uses its first i+1); per shared-prefix group sharedProbs' layout
 	xn2   []float32 // [n, D]
 	rs2   []float32 // [n]
 	g, u  []float32 // [n, F] gate and up projections

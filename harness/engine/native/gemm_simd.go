@@ -35,7 +35,7 @@ var haveGemm = archsimd.X86.AVX2()
 // gemmTile computes one tile of pool.gemm: C = alpha op(A) op(B) + beta C,
 // giving the bits of gonum's serial Sgemm on the same tile.
 func gemmTile(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if !haveGemm || (tA && tB) || (tB && !rowsAligned16(b, ldb)) || m == 0 || n == 0 {
+	if !haveGemm || !kernelUse[gemmKernel(tB, k, n)] || (tA && tB) || (tB && !rowsAligned16(b, ldb)) || m == 0 || n == 0 {
 		gonumTile(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
@@ -70,6 +70,18 @@ func gemmTile(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b [
 		gemmAxpyChunked(m, n, k, alpha, a, lda, 1, b, ldb, c, ldc)
 	}
 	archsimd.ClearAVXUpperBits()
+}
+
+// gemmKernel is the kernel gemmTile runs for a tile (kernels.go chooses
+// its path).
+func gemmKernel(tB bool, k, n int) kernel {
+	switch {
+	case tB && k == 8 && n <= tileN:
+		return kGemmNT8
+	case tB:
+		return kGemmNT
+	}
+	return kGemmAxpy
 }
 
 // operandsFit says whether a, b and c hold op(A) [m, k], op(B) [k, n] and
@@ -241,14 +253,28 @@ func halvesSum(x, y archsimd.Float32x8) archsimd.Float32x8 {
 	return x.Select128FromPair(0, 2, y).Add(x.Select128FromPair(1, 3, y))
 }
 
-// dotNT is DotUnitary(x[:k], y[:k]) for a 16-byte aligned y.
+// dotNT is DotUnitary(x[:k], y[:k]) for a 16-byte aligned y: dotK16's
+// assembly when k is a multiple of 16 (the tails of gemmNT: in Go, its
+// zero broadcast and the scalar finish met dirty upper halves).
 func dotNT(x, y []float32, k16, k int) float32 {
+	if k16 == k {
+		if k == 0 {
+			return 0
+		}
+		return dotK16(&x[0], &y[0], k16)
+	}
 	s := archsimd.BroadcastFloat32x8(0)
 	for l := 0; l < k16; l += 8 {
 		s = s.Add(load8(x, l).Mul(load8(y, l)))
 	}
 	return dotFinish(s, x, y, k16, k)
 }
+
+// dotK16 (gemm_amd64.s) is DotUnitary(x[:k16], y[:k16]) for k16 a
+// multiple of 16 and y 16-byte aligned.
+//
+//go:noescape
+func dotK16(x, y *float32, k16 int) float32
 
 // dotFinish completes DotUnitary(x[:k], y[:k]) from the 8-lane sum s of its
 // first k16 (a multiple of 16) products: the two halves are added (only
@@ -290,27 +316,41 @@ func gemmAxpyChunked(m, n, k int, alpha float32, a []float32, ai, al int, b []fl
 // gemmAxpy: C[m, n] += Σ_l t(i,l)·B[l, :] with t(i,l) = alpha·A[i·ai + l·al]
 // (NN: ai = lda, al = 1; TN: ai = 1, al = lda), adding in l order and
 // skipping t == 0, as gonum's AxpyUnitary loops do. Blocks of 4 rows by 16
-// columns stay in registers over the whole l loop.
+// (then 8) columns stay in registers over the whole l loop; rows left over
+// run one at a time. Every vector loop is assembly (gemm_amd64.s): in Go,
+// broadcasting a scalar computed by GOAMD64=v1 (SSE) code into a vector
+// register costs a merge of the register's upper half per instruction on
+// Intel cores, which made a Go version of the 4x8 block slower than gonum.
+// The columns after the last multiple of 8 are scalar Go, run after the
+// assembly left the upper halves clean.
 func gemmAxpy(m, n, k int, alpha float32, a []float32, ai, al int, b []float32, ldb int, c []float32, ldc int) {
+	if k == 0 {
+		return
+	}
 	n16 := n &^ 15
+	n8 := (n - n16) / 8
+	j8 := n16 + 8*n8
 	i := 0
 	for ; i+4 <= m; i += 4 {
 		for j := 0; j < n16; j += 16 {
 			axpyBlock4x16(&a[i*ai], ai, al, &b[j], ldb, k, alpha, &c[i*ldc+j], ldc)
 		}
-		j := n16
-		if j+8 <= n {
-			axpy4x8(c[i*ldc+j:], ldc, k, alpha, a, i*ai, ai, al, b[j:], ldb)
-			j += 8
+		if n8 > 0 {
+			axpyBlock4x8(&a[i*ai], ai, al, &b[n16], ldb, k, alpha, &c[i*ldc+n16], ldc)
 		}
-		if j < n {
+		if j8 < n {
 			for r := 0; r < 4; r++ {
-				axpyCols(c[(i+r)*ldc:], j, n, k, alpha, a, (i+r)*ai, al, b, ldb)
+				axpyCols(c[(i+r)*ldc:], j8, n, k, alpha, a, (i+r)*ai, al, b, ldb)
 			}
 		}
 	}
 	for ; i < m; i++ {
-		axpyCols(c[i*ldc:], 0, n, k, alpha, a, i*ai, al, b, ldb)
+		if j8 > 0 {
+			axpyRow(&a[i*ai], al, &b[0], ldb, k, alpha, &c[i*ldc], n16, n8)
+		}
+		if j8 < n {
+			axpyCols(c[i*ldc:], j8, n, k, alpha, a, i*ai, al, b, ldb)
+		}
 	}
 }
 
@@ -321,36 +361,21 @@ func gemmAxpy(m, n, k int, alpha float32, a []float32, ai, al int, b []float32, 
 //go:noescape
 func axpyBlock4x16(a *float32, ai, al int, b *float32, ldb, k int, alpha float32, c *float32, ldc int)
 
-// axpy4x8 is gemmAxpy's block for 4 rows by 8 columns (c and b start at
-// the block's first column; row r of A's coefficients at base + r·ai).
-func axpy4x8(c []float32, ldc, k int, alpha float32, a []float32, base, ai, al int, b []float32, ldb int) {
-	c0, c1, c2, c3 := c, c[ldc:], c[2*ldc:], c[3*ldc:]
-	u0, u1, u2, u3 := load8(c0, 0), load8(c1, 0), load8(c2, 0), load8(c3, 0)
-	for l := 0; l < k; l++ {
-		o := base + l*al
-		t0, t1, t2, t3 := alpha*a[o], alpha*a[o+ai], alpha*a[o+2*ai], alpha*a[o+3*ai]
-		y := load8(b, l*ldb)
-		if t0 != 0 {
-			u0 = u0.Add(y.Mul(archsimd.BroadcastFloat32x8(t0)))
-		}
-		if t1 != 0 {
-			u1 = u1.Add(y.Mul(archsimd.BroadcastFloat32x8(t1)))
-		}
-		if t2 != 0 {
-			u2 = u2.Add(y.Mul(archsimd.BroadcastFloat32x8(t2)))
-		}
-		if t3 != 0 {
-			u3 = u3.Add(y.Mul(archsimd.BroadcastFloat32x8(t3)))
-		}
-	}
-	u0.Store((*[8]float32)(c0[:8]))
-	u1.Store((*[8]float32)(c1[:8]))
-	u2.Store((*[8]float32)(c2[:8]))
-	u3.Store((*[8]float32)(c3[:8]))
-}
+// axpyBlock4x8 (gemm_amd64.s) is axpyBlock4x16 for 4 rows by 8 columns.
+//
+//go:noescape
+func axpyBlock4x8(a *float32, ai, al int, b *float32, ldb, k int, alpha float32, c *float32, ldc int)
+
+// axpyRow (gemm_amd64.s) is gemmAxpy for one row of C over its first
+// n16 + 8·n8 columns (n16 a multiple of 16, n8 0 or 1): for l in order,
+// t = alpha·a[l·al] and, unless t == 0, c[j] += t·b[l·ldb + j].
+//
+//go:noescape
+func axpyRow(a *float32, al int, b *float32, ldb, k int, alpha float32, c *float32, n16, n8 int)
 
 // axpyCols adds, for one row of C, Σ_l t_l·B[l, j0:j1] with t_l =
-// alpha·a[base + l·al], in l order, skipping t_l == 0.
+// alpha·a[base + l·al], in l order, skipping t_l == 0 (scalar: gemmAxpy
+// calls it for fewer than 8 columns).
 func axpyCols(c []float32, j0, j1, k int, alpha float32, a []float32, base, al int, b []float32, ldb int) {
 	for l := 0; l < k; l++ {
 		t := alpha * a[base+l*al]
@@ -358,14 +383,7 @@ func axpyCols(c []float32, j0, j1, k int, alpha float32, a []float32, base, al i
 			continue
 		}
 		br := b[l*ldb:]
-		j := j0
-		if j+8 <= j1 {
-			w := archsimd.BroadcastFloat32x8(t)
-			for ; j+8 <= j1; j += 8 {
-				load8(c, j).Add(load8(br, j).Mul(w)).Store((*[8]float32)(c[j : j+8]))
-			}
-		}
-		for ; j < j1; j++ {
+		for j := j0; j < j1; j++ {
 			c[j] += t * br[j]
 		}
 	}

@@ -133,7 +133,53 @@ func (e *Engine) generate(ctx context.Context, reqs []engine.Request, seqs []gen
 		}
 	}
 	logits := e.prefill(seqs, order, plan, capLen, maxRank, slot, len(active))
-	b := &ws.b
+	return e.decodeSplit(ctx, reqs, seqs, active, logits, capLen, maxRank)
+}
+
+// decodeSplit decodes the active sequences (head row r of logits is
+// active[r]'s) to the end. With more than one thread the sequences are
+// split into contiguous parts of active (the pool's fixed partition), and
+// each part decodes on a goroutine of its own from start to end, single
+// threaded, over buffers of its own and the shared KV cache (every
+// sequence has rows of its own in it): one hand-off per Generate instead
+// of one per matrix product of every small decode step, so that both
+// cores stay busy. A row's logits depend only on its token, its position
+// and its own keys and values, never on the rows decoded with it, so the
+// split changes no bit.
+func (e *Engine) decodeSplit(ctx context.Context, reqs []engine.Request, seqs []genSeq, active []int, logits []float32, capLen, maxRank int) error {
+	t := min(e.pool.threads, len(active))
+	if t <= 1 {
+		return e.decode(ctx, reqs, seqs, active, logits, capLen, maxRank)
+	}
+	if len(e.dws) < t {
+		e.dws = append(e.dws, make([]workspace, t-len(e.dws))...)
+	}
+	errs := make([]error, t)
+	V := e.d.V
+	e.pool.run(len(active), func(w, lo, hi int) {
+		we := *e
+		we.pool = pool{threads: 1}
+		we.scores = e.scores[w : w+1]
+		we.ws = e.dws[w]
+		we.ws.kc, we.ws.vc = e.ws.kc, e.ws.vc
+		part := append([]int(nil), active[lo:hi]...)
+		errs[w] = we.decode(ctx, reqs, seqs, part, logits[lo*V:hi*V], capLen, maxRank)
+		e.dws[w] = we.ws
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err // the parts fail alike (a cancelled context)
+		}
+	}
+	return nil
+}
+
+// decode samples a token for each active sequence from its row of logits
+// and runs decode steps over the unfinished ones, in row order, until
+// every one is done.
+func (e *Engine) decode(ctx context.Context, reqs []engine.Request, seqs []genSeq, active []int, logits []float32, capLen, maxRank int) error {
+	d := e.d
+	b := &e.ws.b
 	var last []int32
 	for step := 0; len(active) > 0; step++ {
 		if err := ctx.Err(); err != nil {

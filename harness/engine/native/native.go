@@ -32,14 +32,16 @@
 //
 // Built with GOEXPERIMENT=simd on amd64 with AVX2, the GEMM tiles
 // (gemm_simd.go, gemm_amd64.s), attention at head dim 16 (every tiny
-// model's) and softmax (attn16_simd.go) run on SIMD kernels that keep
-// blocks of outputs in registers but add each element's products in the
-// order of the gonum calls and scalar loops they replace, so both builds
-// give the same bits. SwiGLU (its sigmoid through an expf 8 lanes wide, 16
-// with AVX-512, that takes expf's branches lane by lane) and the
-// elementwise loops of RMSNorm run on SIMD kernels too (swiglu_simd.go)
-// that perform the scalar code's operations in its order, unfused;
-// RMSNorm's sums stay scalar, in their order.
+// model's; attn16_simd.go) and softmax (softmax_simd.go) run on SIMD
+// kernels that keep blocks of outputs in registers but add each element's
+// products in the order of the gonum calls and scalar loops they replace,
+// so both builds give the same bits. SwiGLU (swiglu_simd.go, its sigmoid
+// through an expf 8 lanes wide, 16 with AVX-512, that takes expf's
+// branches lane by lane: expf_simd.go) and the elementwise loops of RMSNorm
+// (rmsnorm_simd.go) run on SIMD kernels too that perform the scalar code's
+// operations in its order, unfused; RMSNorm's sums stay scalar, in their
+// order. Which path each kernel takes is chosen per process by timing both
+// (kernels.go); no choice changes a result.
 package native
 
 import (
@@ -77,6 +79,7 @@ type Engine struct {
 	baseOpt   *adamState // optimizer state of Supervised, created on first use
 	scores    [][]float32
 	ws        workspace
+	dws       []workspace // per-goroutine buffers of a split decode (decodeSplit)
 	closed    bool
 	// noShare turns off the computing of shared prompt prefixes once (in
 	// prefill and in train steps), so that tests can compare both paths.
@@ -115,6 +118,9 @@ func Driver() engine.Driver {
 func New(cfg model.Config, tok *model.Tokenizer, w *Weights, opt Options) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
+	}
+	if err := selectKernels(); err != nil {
+		return nil, err
 	}
 	if tok == nil {
 		return nil, errors.New("native: nil tokenizer")

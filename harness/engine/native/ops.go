@@ -332,31 +332,42 @@ func logSoftmaxRow(logits []float32, temp float64, target int32, probs []float32
 	return lp, ent
 }
 
+// The constants of expf, which expf8 and expf16 (expf_simd.go) share: the
+// Cody-Waite split of ln 2, the cut-offs and the Taylor coefficients.
+const (
+	expLog2e = 1.44269504088896341
+	expLn2hi = 0.693359375
+	expLn2lo = -2.12194440e-4
+	expOver  = 88.72
+	expUnder = -87.33
+	expC2    = 0.5
+	expC3    = 1.0 / 6
+	expC4    = 1.0 / 24
+	expC5    = 1.0 / 120
+	expC6    = 1.0 / 720
+	expC7    = 1.0 / 5040
+)
+
 // expf returns e^x in float32 (within about 2 ulp): x = n ln2 + r with
 // |r| <= ln2/2 (Cody-Waite reduction), e^r by its degree-7 Taylor
 // polynomial, scaled by 2^n. It is pure arithmetic, so it gives the same
 // bits on every platform, and is several times faster than math.Exp.
 func expf(x float32) float32 {
-	const (
-		log2e = 1.44269504088896341
-		ln2hi = 0.693359375
-		ln2lo = -2.12194440e-4
-	)
-	if x > 88.72 {
+	if x > expOver {
 		return float32(math.Inf(1))
 	}
-	if x < -87.33 {
+	if x < expUnder {
 		return 0
 	}
-	t := x * log2e
+	t := x * expLog2e
 	var n float32
 	if t >= 0 {
 		n = float32(int32(t + 0.5))
 	} else {
 		n = float32(int32(t - 0.5))
 	}
-	r := x - n*ln2hi - n*ln2lo
-	p := 1 + r*(1+r*(0.5+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+	r := x - n*expLn2hi - n*expLn2lo
+	p := 1 + r*(1+r*(expC2+r*(expC3+r*(expC4+r*(expC5+r*(expC6+r*expC7))))))
 	if n > 127 {
 		return p * math.Float32frombits(uint32(127+127)<<23) * 2
 	}

@@ -60,7 +60,7 @@ func elemInputs(n int, key uint64, s float64) []float32 {
 // ±ln2/2 and 127.5 ln2 (where its rounding of n changes, the latter to the
 // n > 127 path) and around ±50.6, and at the edge values.
 func TestExpf8MatchesExpf(t *testing.T) {
-	if !haveElem8 {
+	if !haveSwiGLU8 {
 		t.Skip("no AVX2")
 	}
 	var src []float32
@@ -89,7 +89,7 @@ func TestExpf8MatchesExpf(t *testing.T) {
 			for j := 0; j < len(src); j += 8 {
 				k.exp(archsimd.LoadFloat32x8Slice(src[j : j+8])).StoreSlice(dst[j : j+8])
 			}
-		case haveElem16:
+		case haveSwiGLU16:
 			k := newExpf16()
 			for j := 0; j < len(src); j += 16 {
 				k.exp(archsimd.LoadFloat32x16Slice(src[j : j+16])).StoreSlice(dst[j : j+16])
@@ -106,18 +106,24 @@ func TestExpf8MatchesExpf(t *testing.T) {
 	}
 }
 
+// setElemKernels switches the elementwise SIMD kernels of SwiGLU and
+// RMSNorm on or off (wide: SwiGLU's 16-wide sigmoid).
+func setElemKernels(on, wide bool) {
+	haveSwiGLU8, haveRMSNorm8, haveSwiGLU16 = on, on, wide
+}
+
 // elemCase runs f on the scalar code, with the 8-wide kernels and (with
 // AVX-512) with the 16-wide ones, and says which outputs differ.
 func elemCase(t *testing.T, name string, f func() [][]float32) {
 	t.Helper()
-	defer func(h8, h16 bool) { haveElem8, haveElem16 = h8, h16 }(haveElem8, haveElem16)
-	haveElem8, haveElem16 = false, false
+	defer setElemKernels(haveSwiGLU8, haveSwiGLU16)
+	setElemKernels(false, false)
 	want := f()
 	for _, wide := range []bool{false, true} {
 		if wide && !archsimd.X86.AVX512() {
 			continue
 		}
-		haveElem8, haveElem16 = true, wide
+		setElemKernels(true, wide)
 		got := f()
 		for o := range want {
 			for i := range want[o] {
@@ -135,7 +141,7 @@ func elemCase(t *testing.T, name string, f func() [][]float32) {
 // code's bits with the SIMD kernels, at every length from 0 to 53 (so every
 // tail of both widths), on moderate values mixed with edge values and arbitrary bits.
 func TestElem8MatchesScalar(t *testing.T) {
-	if !haveElem8 {
+	if !haveSwiGLU8 {
 		t.Skip("no AVX2")
 	}
 	for n := 0; n <= 53; n++ {
@@ -191,10 +197,10 @@ func TestElem8MatchesScalar(t *testing.T) {
 // TestElem8Engine: a shared train step of the scale-l model gives the same
 // statistics and gradients with and without the elementwise SIMD kernels.
 func TestElem8Engine(t *testing.T) {
-	if !haveElem8 {
+	if !haveSwiGLU8 {
 		t.Skip("no AVX2")
 	}
-	defer func(h8, h16 bool) { haveElem8, haveElem16 = h8, h16 }(haveElem8, haveElem16)
+	defer setElemKernels(haveSwiGLU8, haveSwiGLU16)
 	gen, agg := votingRequests()
 	reqs := append(gen[:6:6], agg[:3]...)
 	for i := range reqs {
@@ -209,7 +215,7 @@ func TestElem8Engine(t *testing.T) {
 	var stats [2]struct{ loss, ent, kl, norm float64 }
 	var grads [2][]float32
 	for i, simd := range []bool{false, true} {
-		haveElem8, haveElem16 = simd, simd && archsimd.X86.AVX512()
+		setElemKernels(simd, simd && archsimd.X86.AVX512())
 		e := votingEngine(t, 2)
 		s, g, err := e.grpoStep(context.Background(), "policy", turns, votingTrainOptions(), false)
 		if err != nil {
@@ -230,10 +236,10 @@ func BenchmarkSwiGLU(b *testing.B) {
 	const n = 4096
 	g, u := randVec(n, 1, 4), randVec(n, 2, 1)
 	h, sig := make([]float32, n), make([]float32, n)
-	defer func(h8, h16 bool) { haveElem8, haveElem16 = h8, h16 }(haveElem8, haveElem16)
+	defer setElemKernels(haveSwiGLU8, haveSwiGLU16)
 	for _, width := range []int{1, 8, 16} {
-		haveElem8, haveElem16 = width > 1 && archsimd.X86.AVX2(), width > 8 && archsimd.X86.AVX512()
-		if (width == 8 && !haveElem8) || (width == 16 && !haveElem16) {
+		setElemKernels(width > 1 && archsimd.X86.AVX2(), width > 8 && archsimd.X86.AVX512())
+		if (width == 8 && !haveSwiGLU8) || (width == 16 && !haveSwiGLU16) {
 			continue
 		}
 		b.Run(fmt.Sprintf("width=%d/forward", width), func(b *testing.B) {
