@@ -97,6 +97,42 @@ type TrainOptions struct {
 	WeightDecay float64
 	GradClip    float64            // global L2 norm clip; 0 disables
 	KLCoef      map[string]float64 // optional per-role KL-to-base penalty coefficient
+	// Coherence, when non-nil, turns on the coherence regularizer (I6 of
+	// the paper's code): before the roles' gradients are summed, each
+	// role's gradient g is multiplied by 1 - Lambda max(0, cos(g, m)),
+	// where m is the EMA of that role's past gradients in this adapter,
+	// m <- EMADecay m + (1 - EMADecay) g after each step (m starts as the
+	// role's first gradient, which is not scaled). The EMAs are adapter
+	// state: Save writes them and Load restores them.
+	Coherence *Coherence
+}
+
+// Coherence are the settings of the coherence regularizer.
+type Coherence struct {
+	Lambda   float64 // strength in (0, 1]: an aligned gradient is scaled by 1 - Lambda
+	EMADecay float64 // decay of the per-role gradient EMA in [0, 1); 0 keeps only the last gradient
+}
+
+// Validate checks the regularizer's settings.
+func (c Coherence) Validate() error {
+	if !(c.Lambda > 0 && c.Lambda <= 1) {
+		return fmt.Errorf("coherence lambda %v is out of range (want 0 < lambda <= 1)", c.Lambda)
+	}
+	if !(c.EMADecay >= 0 && c.EMADecay < 1) {
+		return fmt.Errorf("coherence ema_decay %v is out of range (want 0 <= ema_decay < 1)", c.EMADecay)
+	}
+	return nil
+}
+
+// CoherenceScale is the factor the coherence regularizer multiplies a
+// role's gradient by when its cosine to the role's gradient EMA is cos:
+// 1 - lambda max(0, cos). An undefined cosine (NaN: no EMA yet, or a zero
+// gradient) gives 1.
+func CoherenceScale(lambda, cos float64) float64 {
+	if math.IsNaN(cos) || cos <= 0 {
+		return 1
+	}
+	return 1 - lambda*cos
 }
 
 // Validate checks the settings every engine's train step relies on: a
@@ -123,6 +159,9 @@ func (o TrainOptions) Validate() error {
 			return fmt.Errorf("KL coefficient of role %q is %v (want a finite number)", role, c)
 		}
 	}
+	if o.Coherence != nil {
+		return o.Coherence.Validate()
+	}
 	return nil
 }
 
@@ -145,6 +184,12 @@ type RoleStats struct {
 	RatioMax     float64
 	ClipFrac     float64 // fraction of tokens whose ratio was clipped
 	KL           float64 // mean k3 estimate of KL(current || base)
+	// CoherenceCos is the cosine between the role's gradient and its EMA
+	// (TrainOptions.Coherence), CoherenceScale the factor its gradient was
+	// multiplied by; both NaN when the regularizer is off and for "*",
+	// and the cosine NaN (scale 1) at the role's first step.
+	CoherenceCos   float64
+	CoherenceScale float64
 }
 
 // UndefinedStats are the statistics of a role with nothing measured: every
@@ -152,7 +197,8 @@ type RoleStats struct {
 func UndefinedStats(role string) RoleStats {
 	n := math.NaN()
 	return RoleStats{Role: role, Loss: n, GradNorm: n, GradShare: n, AgentCosMean: n, AgentCosMin: n,
-		MeanLen: n, Entropy: n, Perplexity: n, RatioMean: n, RatioMax: n, ClipFrac: n, KL: n}
+		MeanLen: n, Entropy: n, Perplexity: n, RatioMean: n, RatioMax: n, ClipFrac: n, KL: n,
+		CoherenceCos: n, CoherenceScale: n}
 }
 
 // StepStats is the result of one TrainStep.

@@ -55,6 +55,9 @@ type Config struct {
 	KLCoef              map[string]float64   `json:"kl_coef"` // per role; absent = 0
 	AdvEps              float64              `json:"adv_eps"` // advantage denominator epsilon
 	Adapter             engine.AdapterConfig `json:"adapter"` // rank, alpha, targets (Seed is derived per adapter)
+	// Coherence turns on the coherence regularizer; nil (off) leaves the
+	// JSON encoding, and so Hash, as before the option existed.
+	Coherence *engine.Coherence `json:"coherence,omitempty"`
 
 	EvalEvery          int  `json:"eval_every"` // validate every N steps (0: only before and at the end)
 	EvalBeforeTraining bool `json:"eval_before_training"`
@@ -153,6 +156,11 @@ func (c Config) Validate() error {
 			return bad("kl_coef[%q] = %v: unknown role or negative coefficient", role, k)
 		}
 	}
+	if c.Coherence != nil {
+		if err := c.Coherence.Validate(); err != nil {
+			return bad("%w", err)
+		}
+	}
 	return nil
 }
 
@@ -181,7 +189,7 @@ func (c Config) trainOptions(step int) engine.TrainOptions {
 		ClipLow: c.ClipLow, ClipHigh: c.ClipHigh, LossAgg: c.LossAgg, Temperature: c.Temperature,
 		LR:    sched.LR(c.LR, step-1),
 		Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.AdamEps, WeightDecay: c.WeightDecay, GradClip: c.GradClip,
-		KLCoef: c.KLCoef,
+		KLCoef: c.KLCoef, Coherence: c.Coherence,
 	}
 }
 

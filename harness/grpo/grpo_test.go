@@ -1,6 +1,7 @@
 package grpo
 
 import (
+	"encoding/json"
 	"math"
 	"reflect"
 	"strings"
@@ -172,6 +173,84 @@ func TestEvalRows(t *testing.T) {
 	check("orchestrator format", orch[0].FormatRate, 0)
 }
 
+// TestEvalRowsStrict checks strict accuracy and fallback rates, read from
+// the flows' Readings: a correct final answer that a fallback chose counts
+// for the lenient accuracy only.
+func TestEvalRowsStrict(t *testing.T) {
+	turn := func(agent string, compliant bool) workflow.Turn {
+		return workflow.Turn{Agent: agent, Role: strings.TrimRight(agent, "0123456789"), Compliant: compliant}
+	}
+	voting := func(correct bool, agg workflow.Reading) *workflow.Episode {
+		return &workflow.Episode{Turns: []workflow.Turn{turn("generator0", true), turn("generator1", true), turn("aggregator", agg.Parsed)},
+			FinalVerdict: datasets.Verdict{Correct: correct}, Flow: &workflow.VotingFlow{Candidates: []int{0, 1}, Aggregator: agg}}
+	}
+	parsed := workflow.Reading{Turn: 2, Role: study.Aggregator, Parsed: true}
+	digit := workflow.Reading{Turn: 2, Role: study.Aggregator, Fallback: workflow.FallbackFirstDigit}
+	first := workflow.Reading{Turn: 2, Role: study.Aggregator, Fallback: workflow.FallbackFirstCandidate}
+	cases := []struct {
+		name           string
+		eps            []*workflow.Episode
+		lenient        float64
+		strict         float64
+		aggFallbacks   map[string]float64
+		generatorsNull bool
+	}{
+		{"all parsed", []*workflow.Episode{voting(true, parsed), voting(false, parsed)}, 0.5, 0.5, map[string]float64{}, true},
+		{"correct by fallback", []*workflow.Episode{voting(true, digit), voting(true, first), voting(true, parsed), voting(false, first)},
+			0.75, 0.25, map[string]float64{"first-digit": 0.25, "candidate-1": 0.5}, true},
+		{"wrong either way", []*workflow.Episode{voting(false, digit)}, 0, 0, map[string]float64{"first-digit": 1}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := EvalRows("r", 1, study.Voting, tc.eps)
+			agg, gen, all := rows[0], rows[1], rows[2]
+			if all.Accuracy != tc.lenient || all.StrictAccuracy != tc.strict {
+				t.Errorf("accuracy lenient %v strict %v, want %v and %v", all.Accuracy, all.StrictAccuracy, tc.lenient, tc.strict)
+			}
+			if !reflect.DeepEqual(agg.FallbackRate, tc.aggFallbacks) {
+				t.Errorf("aggregator fallback_rate %v, want %v", agg.FallbackRate, tc.aggFallbacks)
+			}
+			if gen.FallbackRate != nil || all.FallbackRate != nil || !math.IsNaN(agg.StrictAccuracy) {
+				t.Errorf("generator %v / * %v fallback_rate, aggregator strict %v: want nil, nil, NaN", gen.FallbackRate, all.FallbackRate, agg.StrictAccuracy)
+			}
+			samples := ValSampleRows("r", 1, tc.eps)
+			for i, ep := range tc.eps {
+				row := samples[i*4+2] // generator0, generator1, aggregator, final
+				if want := string(ep.Flow.Readings()[0].Fallback); row.Role != study.Aggregator || row.Fallback != want {
+					t.Errorf("episode %d: sample %s fallback %q, want %q", i, row.Role, row.Fallback, want)
+				}
+				if samples[i*4].Fallback != "" {
+					t.Errorf("episode %d: generator sample has fallback %q", i, samples[i*4].Fallback)
+				}
+			}
+		})
+	}
+}
+
+// A config without the coherence regularizer encodes, and so hashes, as
+// before the option existed: the checkpoints of existing runs still resume.
+func TestCoherenceOffKeepsTheHash(t *testing.T) {
+	c := testConfig(study.SP, study.Voting)
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "coherence") {
+		t.Errorf("config without the regularizer encodes a coherence key: %s", b)
+	}
+	on := c
+	on.Coherence = &engine.Coherence{Lambda: 0.5, EMADecay: 0.9}
+	if err := on.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if on.Hash() == c.Hash() {
+		t.Error("turning the regularizer on does not change the config hash")
+	}
+	if o := on.trainOptions(1); o.Coherence == nil || *o.Coherence != *on.Coherence {
+		t.Errorf("train options carry coherence %v", o.Coherence)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	good := testConfig(study.SP, study.Voting)
 	if err := good.Validate(); err != nil {
@@ -183,6 +262,8 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"no run id", func(c *Config) { c.RunID = "" }, "run_id"},
+		{"coherence lambda", func(c *Config) { c.Coherence = &engine.Coherence{Lambda: 0, EMADecay: 0.9} }, "coherence lambda 0 is out of range"},
+		{"coherence decay", func(c *Config) { c.Coherence = &engine.Coherence{Lambda: 0.5, EMADecay: 1} }, "coherence ema_decay 1 is out of range"},
 		{"condition", func(c *Config) { c.Condition = "marl" }, "unknown condition"},
 		{"sa-rl on voting", func(c *Config) { c.Condition = study.SARL }, "single"},
 		{"eval workflow", func(c *Config) { c.EvalWorkflows = []string{"debate"} }, "unknown workflow"},

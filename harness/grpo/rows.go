@@ -46,17 +46,33 @@ func ratio(num, den int) float64 {
 //
 // FormatRate is the compliant fraction of turns, MeanLen the mean completion
 // length in tokens, Problems the episodes the row covers, Turns its turns.
+//
+// The episodes' Flow.Readings give the strict figures: the "*" row's
+// StrictAccuracy counts an episode correct only when its final answer is
+// correct and every supervisory turn parsed (Accuracy, the lenient figure,
+// credits whatever a fallback chose), and a supervisory role's
+// FallbackRate is the fraction of its turns each fallback was taken for.
 func EvalRows(runID string, step int64, wf string, eps []*workflow.Episode) []runlog.EvalRow {
 	type acc struct {
 		turns, compliant, tokens, graded, correct     int
 		episodes, anyCorrect, selEligible, selCorrect int
+		strict                                        int
+		fallbacks                                     map[string]int // nil: the role has no readings
 	}
 	by := map[string]*acc{}
 	var total acc
 	for _, ep := range eps {
 		total.episodes++
+		readings := episodeReadings(ep)
+		allParsed := true
+		for _, r := range readings {
+			allParsed = allParsed && r.Parsed
+		}
 		if ep.FinalVerdict.Correct {
 			total.correct++
+			if allParsed {
+				total.strict++
+			}
 		}
 		roleAny := map[string]bool{}
 		seen := map[string]bool{}
@@ -91,6 +107,18 @@ func EvalRows(runID string, step int64, wf string, eps []*workflow.Episode) []ru
 				}
 			}
 		}
+		for _, r := range readings {
+			a := by[r.Role]
+			if a == nil {
+				continue // a reading always names one of the episode's turns
+			}
+			if a.fallbacks == nil {
+				a.fallbacks = map[string]int{}
+			}
+			if r.Fallback != workflow.NoFallback {
+				a.fallbacks[string(r.Fallback)]++
+			}
+		}
 		for role := range roleAny {
 			by[role].anyCorrect++
 		}
@@ -114,7 +142,13 @@ func EvalRows(runID string, step int64, wf string, eps []*workflow.Episode) []ru
 			RunID: runID, Step: step, Workflow: wf, Split: "val", Role: r,
 			Accuracy: ratio(a.correct, a.graded), AnyCorrect: ratio(a.anyCorrect, a.episodes),
 			SelectionAcc: math.NaN(), FormatRate: ratio(a.compliant, a.turns), MeanLen: ratio(a.tokens, a.turns),
-			Problems: int64(a.episodes), Turns: int64(a.turns),
+			Problems: int64(a.episodes), Turns: int64(a.turns), StrictAccuracy: math.NaN(),
+		}
+		if a.fallbacks != nil {
+			row.FallbackRate = make(map[string]float64, len(a.fallbacks))
+			for fb, n := range a.fallbacks {
+				row.FallbackRate[fb] = ratio(n, a.turns)
+			}
 		}
 		if a.graded == 0 {
 			row.AnyCorrect = math.NaN()
@@ -128,19 +162,40 @@ func EvalRows(runID string, step int64, wf string, eps []*workflow.Episode) []ru
 		RunID: runID, Step: step, Workflow: wf, Split: "val", Role: "*",
 		Accuracy: ratio(total.correct, total.episodes), AnyCorrect: ratio(total.anyCorrect, total.episodes),
 		SelectionAcc: math.NaN(), FormatRate: ratio(total.compliant, total.turns), MeanLen: ratio(total.tokens, total.turns),
-		Problems: int64(total.episodes), Turns: int64(total.turns),
+		Problems: int64(total.episodes), Turns: int64(total.turns), StrictAccuracy: ratio(total.strict, total.episodes),
 	})
 	return rows
 }
 
-// sampleRow renders one turn.
-func sampleRow(runID string, step int64, split string, ep *workflow.Episode, t *workflow.Turn, adv float64) runlog.SampleRow {
+// episodeReadings are the episode's supervisory readings (none without a
+// Flow, as in episodes built by hand).
+func episodeReadings(ep *workflow.Episode) []workflow.Reading {
+	if ep.Flow == nil {
+		return nil
+	}
+	return ep.Flow.Readings()
+}
+
+// turnFallback is the fallback the workflow took for turn k of ep ("" when
+// it has none).
+func turnFallback(ep *workflow.Episode, k int) string {
+	for _, r := range episodeReadings(ep) {
+		if r.Turn == k {
+			return string(r.Fallback)
+		}
+	}
+	return ""
+}
+
+// sampleRow renders turn k of ep.
+func sampleRow(runID string, step int64, split string, ep *workflow.Episode, k int, adv float64) runlog.SampleRow {
+	t := &ep.Turns[k]
 	return runlog.SampleRow{
 		RunID: runID, Step: step, Workflow: ep.Workflow, Split: split, ProblemID: ep.Problem.ID,
 		Rollout: int64(ep.Rollout), Agent: t.Agent, Role: t.Role, Policy: t.Adapter,
 		Prompt: workflow.RenderPrompt(t.Prompt), Completion: t.Completion.Text, Parsed: t.Parsed,
 		Compliant: t.Compliant, Correct: t.Graded && t.Verdict.Correct, Reward: ep.Reward(), Advantage: adv,
-		Tokens: int64(len(t.Completion.IDs)), Finish: t.Completion.Finish,
+		Tokens: int64(len(t.Completion.IDs)), Finish: t.Completion.Finish, Fallback: turnFallback(ep, k),
 	}
 }
 
@@ -155,7 +210,7 @@ func ValSampleRows(runID string, step int64, eps []*workflow.Episode) []runlog.S
 	var rows []runlog.SampleRow
 	for _, ep := range eps {
 		for k := range ep.Turns {
-			rows = append(rows, sampleRow(runID, step, "val", ep, &ep.Turns[k], 0))
+			rows = append(rows, sampleRow(runID, step, "val", ep, k, 0))
 		}
 		rows = append(rows, runlog.SampleRow{
 			RunID: runID, Step: step, Workflow: ep.Workflow, Split: "val", ProblemID: ep.Problem.ID,
@@ -204,7 +259,7 @@ func trainSampleRows(runID string, seed uint64, step int64, eps []*workflow.Epis
 	})
 	rows := make([]runlog.SampleRow, n)
 	for j, p := range chosen {
-		rows[j] = sampleRow(runID, step, "train", eps[p.i], &eps[p.i].Turns[p.k], adv[p.i][p.k])
+		rows[j] = sampleRow(runID, step, "train", eps[p.i], p.k, adv[p.i][p.k])
 	}
 	return rows
 }
@@ -245,5 +300,6 @@ func stepRow(runID string, step int64, policy string, rs engine.RoleStats, rewar
 		Tokens: int64(rs.Tokens), Seqs: int64(rs.Seqs), MeanLen: rs.MeanLen,
 		Entropy: rs.Entropy, Perplexity: rs.Perplexity, RatioMean: rs.RatioMean, RatioMax: rs.RatioMax,
 		ClipFrac: rs.ClipFrac, KL: rs.KL, RewardMean: m, RewardStd: s, ZeroVarFrac: zeroVar, LR: lr,
+		CoherenceCos: rs.CoherenceCos, CoherenceScale: rs.CoherenceScale,
 	}
 }

@@ -183,7 +183,8 @@ func openTable(t tableInfo, data []byte) (tbl arrow.Table, err error) {
 	if ver == nil {
 		return nil, fmt.Errorf("%w: no %s metadata (not written by marlow runlog)", ErrForeignSchema, MetaSchemaVersion)
 	}
-	if v, err := strconv.Atoi(*ver); err != nil || !t.reads(v) {
+	version, verr := strconv.Atoi(*ver)
+	if verr != nil || !t.reads(version) {
 		return nil, fmt.Errorf("%w: %s file has version %s, this build reads %s", ErrSchemaVersion, t.name, *ver, readVersions(t))
 	}
 	if name := kv.FindValue(MetaTable); name == nil || *name != t.name {
@@ -197,7 +198,7 @@ func openTable(t tableInfo, data []byte) (tbl arrow.Table, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	if err := checkSchema(t, fr); err != nil {
+	if err := checkSchema(t, fr, t.colsAt(version)); err != nil {
 		return nil, err
 	}
 	tbl, err = fr.ReadTable(context.Background())
@@ -218,16 +219,18 @@ func readVersions(t tableInfo) string {
 	return strings.Join(vs, " and ")
 }
 
-func checkSchema(t tableInfo, fr *pqarrow.FileReader) error {
+// checkSchema checks that the file's columns are the first n of t's (a
+// file of an older version lacks the columns appended since).
+func checkSchema(t tableInfo, fr *pqarrow.FileReader, n int) error {
 	got, err := fr.Schema()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	want := t.schema
-	if got.NumFields() != want.NumFields() {
-		return fmt.Errorf("%w: %d columns, %s has %d", ErrForeignSchema, got.NumFields(), t.name, want.NumFields())
+	if got.NumFields() != n {
+		return fmt.Errorf("%w: %d columns, %s has %d", ErrForeignSchema, got.NumFields(), t.name, n)
 	}
-	for i, w := range want.Fields() {
+	for i, w := range want.Fields()[:n] {
 		g := got.Field(i)
 		if g.Name != w.Name {
 			return fmt.Errorf("%w: column %d is %q, want %q", ErrForeignSchema, i, g.Name, w.Name)
@@ -264,6 +267,13 @@ func (t *tableDef[R]) rows(tbl arrow.Table) (out []R, err error) {
 	}()
 	out = make([]R, tbl.NumRows())
 	for j, c := range t.cols {
+		if j >= int(tbl.NumCols()) {
+			// A column appended after the file's schema version: null.
+			for i := range out {
+				setMissing(c.ref(&out[i]))
+			}
+			continue
+		}
 		i := 0
 		for _, chunk := range tbl.Column(j).Data().Chunks() {
 			for k := 0; k < chunk.Len(); k++ {
@@ -278,6 +288,23 @@ func (t *tableDef[R]) rows(tbl arrow.Table) (out []R, err error) {
 		}
 	}
 	return out, nil
+}
+
+// setMissing sets a field of a column the file does not hold to its null:
+// NaN, a nil map, or the zero value of a required column.
+func setMissing(dst any) {
+	switch p := dst.(type) {
+	case *float64:
+		*p = math.NaN()
+	case *map[string]float64:
+		*p = nil
+	case *string:
+		*p = ""
+	case *int64:
+		*p = 0
+	case *bool:
+		*p = false
+	}
 }
 
 func setField(dst any, arr arrow.Array, k int) error {

@@ -344,6 +344,11 @@ func ReadTable(dir, table string) (arrow.Table, error) {
 		return array.NewTableFromSlice(t.schema, make([][]arrow.Array, t.schema.NumFields())), nil
 	}
 	schema := parts[0].Schema()
+	for _, p := range parts[1:] {
+		if p.NumCols() != parts[0].NumCols() {
+			return nil, fmt.Errorf("read table %s of %s: %w: segments of different schema versions (%d and %d columns)", table, dir, ErrForeignSchema, parts[0].NumCols(), p.NumCols())
+		}
+	}
 	cols := make([]arrow.Column, schema.NumFields())
 	var rows int64
 	for _, p := range parts {

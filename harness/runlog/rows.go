@@ -33,6 +33,11 @@ type StepRow struct {
 	RewardStd    float64
 	ZeroVarFrac  float64 // fraction of this role's groups whose rewards had zero variance
 	LR           float64
+	// CoherenceCos and CoherenceScale are the coherence regularizer's
+	// cosine to the role's gradient EMA and the factor its gradient was
+	// scaled by; NaN when it is off and on the "*" row.
+	CoherenceCos   float64
+	CoherenceScale float64
 }
 
 // TimingRow is one row of timing/: wall-clock seconds of a step. Wall time
@@ -62,6 +67,13 @@ type EvalRow struct {
 	MeanLen      float64 // mean output length in tokens
 	Problems     int64   // validation episodes: problems x eval.samples rollouts
 	Turns        int64
+	// StrictAccuracy ("*" rows): final-answer accuracy counting an episode
+	// wrong when a supervisory turn did not parse; NaN on role rows.
+	StrictAccuracy float64
+	// FallbackRate (supervisory roles): the fraction of the role's turns
+	// each fallback was taken for, keyed by workflow.Fallback word; nil
+	// for other roles.
+	FallbackRate map[string]float64
 }
 
 // SampleRow is one row of samples/: one agent turn.
@@ -91,6 +103,7 @@ type SampleRow struct {
 	Advantage  float64
 	Tokens     int64
 	Finish     string
+	Fallback   string // supervisory turns: the workflow's fallback word, "" when parsed
 }
 
 // PromptRow is one row of prompts/: a distinct prompt of the run, stored

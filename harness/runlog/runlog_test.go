@@ -3,6 +3,7 @@ package runlog
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -222,6 +223,28 @@ func TestOpenRejects(t *testing.T) {
 	}
 	if _, _, err := Open(dir, testManifest("s")); err == nil || !strings.Contains(err.Error(), `not "s"`) {
 		t.Fatalf("resume as another run: %v", err)
+	}
+	// A run of an older schema version is read, not resumed.
+	mf := filepath.Join(dir, ManifestFile)
+	raw, err := os.ReadFile(mf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(string(raw), fmt.Sprintf(`"schema_version": %d`, SchemaVersion), `"schema_version": 1`, 1)
+	if old == string(raw) {
+		t.Fatal("manifest has no schema_version to edit")
+	}
+	if err := os.WriteFile(mf, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadManifest(dir); err != nil {
+		t.Fatalf("reading a version-1 manifest: %v", err)
+	}
+	if _, _, err := Open(dir, testManifest("r")); !errors.Is(err, ErrSchemaVersion) || !strings.Contains(err.Error(), "cannot be resumed") {
+		t.Fatalf("resume of a version-1 run: %v", err)
+	}
+	if err := os.WriteFile(mf, raw, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if _, _, err := Open(dir, Manifest{}); err == nil {
 		t.Fatal("open without run id succeeded")

@@ -17,7 +17,11 @@ import (
 // Bump it whenever a column is added, removed, renamed or changes meaning.
 // Version 2 moved the prompt text of samples/ into prompts/ (each distinct
 // prompt once per run, by hash); the readers still read version 1 logs.
-const SchemaVersion = 2
+// Version 3 appended steps' coherence_cos and coherence_scale, evals'
+// strict_accuracy and fallback_rate and samples' fallback; in files of
+// versions 1 and 2, which lack them, they read as null (NaN, a nil map, an
+// empty string).
+const SchemaVersion = 3
 
 // MinReadVersion is the oldest schema version the readers accept. Runs of
 // an older version than SchemaVersion are read, never resumed.
@@ -117,6 +121,10 @@ type tableDef[R any] struct {
 	// (nil: every version from MinReadVersion to SchemaVersion); its files
 	// are written as the newest of them (SchemaVersion when nil).
 	versions []int
+	// before3 is the number of leading columns a file of schema version 1
+	// or 2 holds (0: all of them); the columns after it were appended in
+	// version 3.
+	before3 int
 }
 
 // reads reports whether the definition reads files of schema version v.
@@ -174,13 +182,16 @@ var stepsDef = &tableDef[StepRow]{
 		{"reward_std", kFloat64, "standard deviation of those rewards", func(r *StepRow) any { return &r.RewardStd }},
 		{"zero_var_frac", kFloat64, "fraction of the role's GRPO groups whose rewards had zero variance", func(r *StepRow) any { return &r.ZeroVarFrac }},
 		{"lr", kFloat64, "learning rate used at this step", func(r *StepRow) any { return &r.LR }},
+		{"coherence_cos", kFloat64, "coherence regularizer (`grpo.coherence`): cosine between the role's gradient and the EMA of its past gradients, before scaling; null when the regularizer is off, on the `*` row, and at the role's first trained step (no EMA yet). Since schema 3", func(r *StepRow) any { return &r.CoherenceCos }},
+		{"coherence_scale", kFloat64, "factor `1 - lambda * max(0, coherence_cos)` the role's gradient was multiplied by before the roles' gradients were summed (1 at the role's first trained step); null when the regularizer is off and on the `*` row. Since schema 3", func(r *StepRow) any { return &r.CoherenceScale }},
 	},
 	order: func(a, b *StepRow) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Role, b.Role))
 	},
-	key:  func(r *StepRow) string { return keyOf(r.Step, r.Policy, r.Role) },
-	step: func(r *StepRow) int64 { return r.Step },
-	run:  func(r *StepRow) *string { return &r.RunID },
+	key:     func(r *StepRow) string { return keyOf(r.Step, r.Policy, r.Role) },
+	step:    func(r *StepRow) int64 { return r.Step },
+	run:     func(r *StepRow) *string { return &r.RunID },
+	before3: 23,
 }
 
 var evalsDef = &tableDef[EvalRow]{
@@ -202,14 +213,17 @@ var evalsDef = &tableDef[EvalRow]{
 		{"mean_len", kFloat64, "mean output length in tokens", func(r *EvalRow) any { return &r.MeanLen }},
 		{"problems", kInt64, "validation episodes the row covers: problems x `eval.samples` rollouts", func(r *EvalRow) any { return &r.Problems }},
 		{"turns", kInt64, "agent turns of the role", func(r *EvalRow) any { return &r.Turns }},
+		{"strict_accuracy", kFloat64, "`*`: accuracy counting an episode wrong when a supervisory turn's output (aggregator, evaluator, orchestrator, synthesizer) did not parse, whatever the fallback then chose; equals `accuracy` for workflows without supervisory roles; null on role rows. `accuracy` is the lenient figure. Since schema 3", func(r *EvalRow) any { return &r.StrictAccuracy }},
+		{"fallback_rate", kFloatMap, "supervisory roles: for each fallback the workflow took in place of the role's parsed output (`incorrect`, `first-digit`, `candidate-1`, `list-items`, `dropped`, `free-worker`), the fraction of the role's turns it was taken for, keyed by that word (fallbacks never taken are absent; an empty map: none taken); null for other roles and `*`. Since schema 3", func(r *EvalRow) any { return &r.FallbackRate }},
 	},
 	order: func(a, b *EvalRow) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Workflow, b.Workflow),
 			cmp.Compare(a.Split, b.Split), cmp.Compare(a.Role, b.Role))
 	},
-	key:  func(r *EvalRow) string { return keyOf(r.Step, r.Workflow, r.Split, r.Role) },
-	step: func(r *EvalRow) int64 { return r.Step },
-	run:  func(r *EvalRow) *string { return &r.RunID },
+	key:     func(r *EvalRow) string { return keyOf(r.Step, r.Workflow, r.Split, r.Role) },
+	step:    func(r *EvalRow) int64 { return r.Step },
+	run:     func(r *EvalRow) *string { return &r.RunID },
+	before3: 12,
 }
 
 var samplesDef = &tableDef[SampleRow]{
@@ -241,6 +255,7 @@ var samplesDef = &tableDef[SampleRow]{
 		{"advantage", kFloat64, "`train` rows: GRPO advantage of the turn (0 in a group whose rewards are all equal: not trained on); `val` rows: 0, since validation turns are not trained on", func(r *SampleRow) any { return &r.Advantage }},
 		{"tokens", kInt64, "completion tokens", func(r *SampleRow) any { return &r.Tokens }},
 		{"finish", kString, "finish reason reported by the engine (e.g. `stop`, `length`)", func(r *SampleRow) any { return &r.Finish }},
+		{"fallback", kString, "supervisory turns: the fallback the workflow took in place of the parsed output (the words of `evals/` `fallback_rate`), empty when the output was used as parsed and for other roles. Since schema 3 (empty in older files)", func(r *SampleRow) any { return &r.Fallback }},
 	},
 	order: func(a, b *SampleRow) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Split, b.Split), cmp.Compare(a.Workflow, b.Workflow),
@@ -248,7 +263,8 @@ var samplesDef = &tableDef[SampleRow]{
 	},
 	step:     func(r *SampleRow) int64 { return r.Step },
 	run:      func(r *SampleRow) *string { return &r.RunID },
-	versions: []int{2},
+	versions: []int{2, 3},
+	before3:  18,
 }
 
 // samplesV1Def is samples/ as schema version 1 wrote it: samplesDef with
@@ -256,7 +272,8 @@ var samplesDef = &tableDef[SampleRow]{
 // read it; nothing writes it.
 var samplesV1Def = func() *tableDef[SampleRow] {
 	d := *samplesDef
-	d.cols = slices.Clone(samplesDef.cols)
+	d.cols = slices.Clone(samplesDef.cols[:samplesDef.before3]) // without fallback (version 3)
+	d.before3 = 0
 	for i, c := range d.cols {
 		if c.name == "prompt_id" {
 			d.cols[i] = column[SampleRow]{"prompt", kString, "prompt text as given to the engine", func(r *SampleRow) any { return &r.Prompt }}
@@ -284,7 +301,7 @@ var promptsDef = &tableDef[PromptRow]{
 	key:      func(r *PromptRow) string { return strconv.FormatInt(r.ID, 10) },
 	step:     func(r *PromptRow) int64 { return r.Step },
 	run:      func(r *PromptRow) *string { return &r.RunID },
-	versions: []int{2},
+	versions: []int{2, 3},
 }
 
 // promptKey is what the Writer tells prompts apart by: the SHA-256 of
@@ -334,6 +351,15 @@ type tableInfo struct {
 	schema    *arrow.Schema
 	cols      []colInfo
 	reads     func(version int) bool
+	before3   int // columns of a file of version 1 or 2 (all when 0)
+}
+
+// colsAt is the number of leading columns a file of schema version v holds.
+func (t tableInfo) colsAt(v int) int {
+	if v < 3 && t.before3 > 0 {
+		return t.before3
+	}
+	return len(t.cols)
 }
 
 type colInfo struct {
@@ -347,7 +373,7 @@ type colInfo struct {
 }
 
 func (t *tableDef[R]) info() tableInfo {
-	ti := tableInfo{name: t.name, doc: t.doc, schema: t.schema(), reads: t.reads}
+	ti := tableInfo{name: t.name, doc: t.doc, schema: t.schema(), reads: t.reads, before3: t.before3}
 	for _, c := range t.cols {
 		ti.cols = append(ti.cols, colInfo{name: c.name, kind: c.kind, doc: c.doc,
 			dict: c.name == "prompt_id" && t.name == TableSamples, distinct: c.name == "prompt" && t.name == TablePrompts})
@@ -381,8 +407,11 @@ func SchemaMarkdown() string {
 	b.WriteString("<!-- Generated from harness/runlog/schema.go by `go generate ./harness/runlog`; do not edit. -->\n\n")
 	b.WriteString("# Run log schema\n\n")
 	fmt.Fprintf(&b, "Schema version: **%d**. Every Parquet file stores it in its key-value metadata as `%s`, "+
-		"with the table name as `%s`; readers refuse files of another version or table.\n\n",
-		SchemaVersion, MetaSchemaVersion, MetaTable)
+		"with the table name as `%s`; readers refuse files of another table and of versions they do not know. "+
+		"The readers read every version from %d on: version 2 moved the prompt text of `samples/` into `prompts/`, "+
+		"and version 3 appended the columns marked \"Since schema 3\" below, which read as null in older files "+
+		"(an empty string for `fallback`). A run of an older version is read but not resumed.\n\n",
+		SchemaVersion, MetaSchemaVersion, MetaTable, MinReadVersion)
 	b.WriteString("A run directory `runs/<experiment>/<run-id>/` holds `manifest.json` and one folder per table. " +
 		"Each folder holds Parquet segments (zstd) named after the step they were committed at, " +
 		"`000012.parquet` for the commit at step 12; a segment holds the rows added since the previous " +

@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -73,7 +74,11 @@ func TestSchemaAgainstRealLogs(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: %v", sg.path, err)
 					}
-					checkColumns(t, sg.path, ti, sc)
+					ver, err := strconv.Atoi(*pf.MetaData().KeyValueMetadata().FindValue(MetaSchemaVersion))
+					if err != nil {
+						t.Fatalf("%s: %v", sg.path, err)
+					}
+					checkColumns(t, sg.path, ti, ti.colsAt(ver), sc)
 					pf.Close()
 				}
 			}
@@ -85,6 +90,29 @@ func TestSchemaAgainstRealLogs(t *testing.T) {
 			for _, c := range ti.cols {
 				if !strings.Contains(doc, fmt.Sprintf("| `%s` | %s |", c.name, c.kind.docType())) {
 					t.Errorf("SCHEMA.md lacks the row of %s.%s", ti.name, c.name)
+				}
+			}
+		}
+	})
+
+	t.Run("version-1 files read the columns of version 2 as null", func(t *testing.T) {
+		for _, r := range runs {
+			if r.Manifest.SchemaVersion != 1 {
+				t.Fatalf("%s: manifest version %d; this check needs the demo's version-1 logs", r.Manifest.RunID, r.Manifest.SchemaVersion)
+			}
+			for _, s := range r.Steps {
+				if !math.IsNaN(s.CoherenceCos) || !math.IsNaN(s.CoherenceScale) {
+					t.Fatalf("%s step %d: coherence %v %v, want NaN", r.Manifest.RunID, s.Step, s.CoherenceCos, s.CoherenceScale)
+				}
+			}
+			for _, e := range r.Evals {
+				if !math.IsNaN(e.StrictAccuracy) || e.FallbackRate != nil {
+					t.Fatalf("%s step %d: strict %v fallbacks %v, want NaN and nil", r.Manifest.RunID, e.Step, e.StrictAccuracy, e.FallbackRate)
+				}
+			}
+			for _, s := range r.Samples {
+				if s.Fallback != "" {
+					t.Fatalf("%s: fallback %q in a version-1 sample", r.Manifest.RunID, s.Fallback)
 				}
 			}
 		}
@@ -312,20 +340,22 @@ func TestSchemaAgainstRealLogs(t *testing.T) {
 	})
 }
 
-func checkColumns(t *testing.T, where string, ti tableInfo, sc *arrow.Schema) {
+// checkColumns checks that sc holds the first n documented columns of ti
+// (all of them for the current schema version).
+func checkColumns(t *testing.T, where string, ti tableInfo, n int, sc *arrow.Schema) {
 	t.Helper()
 	var names []string
 	for _, f := range sc.Fields() {
 		names = append(names, f.Name)
 	}
 	var want []string
-	for _, c := range ti.cols {
+	for _, c := range ti.cols[:n] {
 		want = append(want, c.name)
 	}
 	if !slices.Equal(names, want) {
 		t.Fatalf("%s: columns %v, documented %v", where, names, want)
 	}
-	for i, c := range ti.cols {
+	for i, c := range ti.cols[:n] {
 		f := sc.Field(i)
 		if !arrow.TypeEqual(f.Type, c.kind.arrowType()) || f.Nullable != c.kind.nullable() {
 			t.Errorf("%s: column %s is %s (nullable %v), documented %s", where, c.name, f.Type, f.Nullable, c.kind.docType())

@@ -41,9 +41,9 @@ func TestSchemaDefs(t *testing.T) {
 		{stepsDef.info(), numFields(StepRow{}), func() []any { return refsOf(stepsDef) }},
 		{evalsDef.info(), numFields(EvalRow{}), func() []any { return refsOf(evalsDef) }},
 		// samples/ stores the prompt by hash (its text is in prompts/);
-		// version 1 stored the text and no hash
+		// version 1 stored the text and no hash, and no fallback (version 3)
 		{samplesDef.info(), numFields(SampleRow{}) - 1, func() []any { return refsOf(samplesDef) }},
-		{samplesV1Def.info(), numFields(SampleRow{}) - 1, func() []any { return refsOf(samplesV1Def) }},
+		{samplesV1Def.info(), numFields(SampleRow{}) - 2, func() []any { return refsOf(samplesV1Def) }},
 		{promptsDef.info(), numFields(PromptRow{}), func() []any { return refsOf(promptsDef) }},
 		{timingDef.info(), numFields(TimingRow{}), func() []any { return refsOf(timingDef) }},
 	}

@@ -40,6 +40,7 @@ tasks:
 grpo:
   max_new_tokens: {default: 48, aggregator: 16}
   kl_coef: {generator: 0.1}
+  coherence: {lambda: 0.5, ema_decay: 0.8}
 `
 
 func loadText(t *testing.T, name, text string) *spec.Spec {
@@ -229,6 +230,7 @@ func TestTrainerConfigMapping(t *testing.T) {
 		{"warmup", c.Schedule.Warmup, rc.GRPO.WarmupSteps},
 		{"adapter targets", c.Adapter.Targets, rc.GRPO.Lora.Targets},
 		{"kl", c.KLCoef, map[string]float64{"generator": 0.1}},
+		{"coherence", c.Coherence, &engine.Coherence{Lambda: 0.5, EMADecay: 0.8}},
 		{"save every", c.SaveEvery, rc.Checkpoint.Every},
 		{"eval workflows", c.EvalWorkflows, rc.EvalWorkflows},
 	}

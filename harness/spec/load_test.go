@@ -147,6 +147,10 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "unknown key in model override", old: "    tiny:", new: "    grpo: {lrr: 1}\n    tiny:", want: `models.s.grpo.lrr: unknown key "lrr"`, at: "lrr"},
 		{name: "range error in model override", old: "    tiny:", new: "    grpo:\n      clip_high: 0.1\n    tiny:", want: "models.s.grpo.clip_high: must be >= clip_low (0.2), got 0.1", at: "clip_high"},
 		{whole: "- a\n- b\n", name: "top-level list", want: "a spec must be a mapping of sections, got a list", at: "- a"},
+		{name: "coherence without lambda", old: "  steps: 20\n", new: "  steps: 20\n  coherence: {ema_decay: 0.8}\n", want: "grpo.coherence.lambda: must be in (0, 1] (an aligned gradient is scaled by 1 - lambda; set it, there is no default), got 0", at: "coherence"},
+		{name: "coherence lambda too big", old: "  steps: 20\n", new: "  steps: 20\n  coherence:\n    lambda: 1.5\n", want: "grpo.coherence.lambda: must be in (0, 1]", at: "lambda"},
+		{name: "coherence ema decay of 1", old: "  steps: 20\n", new: "  steps: 20\n  coherence: {lambda: 0.5, ema_decay: 1}\n", want: "grpo.coherence.ema_decay: must be in [0, 1)", at: "coherence"},
+		{name: "coherence unknown key", old: "  steps: 20\n", new: "  steps: 20\n  coherence: {lambda: 0.5, window: 10}\n", want: `grpo.coherence.window: unknown key "window"`, at: "window"},
 		{whole: baseSpec + "---\nexperiment: u\n", name: "two documents", want: "more than one YAML document", at: "---"},
 	}
 	// Fill in the cases whose edit is clearer written out.

@@ -198,7 +198,21 @@ type GRPO struct {
 	KLCoef          map[string]float64 `yaml:"kl_coef" json:"kl_coef"`
 	Adam            Adam               `yaml:"adam" json:"adam"`
 	SamplesPerStep  int                `yaml:"samples_per_step" json:"samples_per_step"`
+	// Coherence turns on the coherence regularizer (I6) when set; absent
+	// (the default) it is off and leaves the resolved config, and so its
+	// hash, as it was before the option existed.
+	Coherence *Coherence `yaml:"coherence" json:"coherence,omitempty"`
 }
+
+// Coherence are the settings of the coherence regularizer: each role's
+// gradient is scaled by 1 - lambda max(0, cos(g, EMA of the role's past
+// gradients)) before the roles' gradients are summed (engine.Coherence).
+type Coherence struct {
+	Lambda   float64 `yaml:"lambda" json:"lambda"`       // in (0, 1]; no default, the key is required
+	EMADecay float64 `yaml:"ema_decay" json:"ema_decay"` // in [0, 1); default 0.9 (a window of about 10 steps)
+}
+
+func (c *Coherence) setDefaults() { *c = Coherence{EMADecay: 0.9} }
 
 func (g *GRPO) setDefaults() {
 	*g = GRPO{Rollouts: 8, ProblemsPerStep: 64, Steps: 500, LR: 2e-5, WarmupSteps: 15,
@@ -229,6 +243,10 @@ func (g GRPO) clone() GRPO {
 		c.KLCoef[k] = v
 	}
 	c.Lora.Targets = append([]string(nil), g.Lora.Targets...)
+	if g.Coherence != nil {
+		coh := *g.Coherence
+		c.Coherence = &coh
+	}
 	return c
 }
 

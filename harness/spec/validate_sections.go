@@ -334,6 +334,14 @@ func validateGRPO(g GRPO, c checker, roles []string) {
 	c.rangeFloat("adam.eps", g.Adam.Eps, 0, 1, true)
 	c.rangeFloat("adam.weight_decay", g.Adam.WeightDecay, 0, 1, false)
 	c.minInt("samples_per_step", g.SamplesPerStep, 0)
+	if g.Coherence != nil {
+		if !(g.Coherence.Lambda > 0 && g.Coherence.Lambda <= 1) {
+			c.errf("coherence.lambda", "must be in (0, 1] (an aligned gradient is scaled by 1 - lambda; set it, there is no default), got %g", g.Coherence.Lambda)
+		}
+		if !(g.Coherence.EMADecay >= 0 && g.Coherence.EMADecay < 1) {
+			c.errf("coherence.ema_decay", "must be in [0, 1) (the EMA keeps ema_decay of its past each step), got %g", g.Coherence.EMADecay)
+		}
+	}
 }
 
 func validateWorkflow(w WorkflowSettings, c checker) {

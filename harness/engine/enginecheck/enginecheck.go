@@ -1,8 +1,11 @@
 // Package enginecheck cross-checks the torch engine against the native
 // engine on one checkpoint: both score a fixed set of sequences with no
 // adapter and with a seeded random non-zero adapter, take one identical
-// GRPO train step, and load each other's saved checkpoints. The native
-// engine is thereby also checked against transformers' own Qwen3.
+// GRPO train step, and load each other's saved checkpoints; then, with the
+// coherence regularizer on, one step that fills the gradient EMAs and two
+// that are scaled against them (the second after each engine loaded the
+// other's checkpoint, EMAs included). The native engine is thereby also
+// checked against transformers' own Qwen3.
 package enginecheck
 
 import (
@@ -55,8 +58,18 @@ type Report struct {
 	AfterStep      float64 // max |Δ log-prob| after each engine's own optimizer step
 	NativeToTorch  float64 // max |Δ log-prob|: native's saved checkpoint loaded by torch
 	TorchToNative  float64 // max |Δ log-prob|: torch's saved checkpoint loaded by native
-	LogProbTol     float64
-	StepTol        float64
+	// The coherence regularizer (CoherenceOptions), over the steps after
+	// the one that fills the EMAs: the largest |Δ| of a role's cosine to
+	// its EMA and of its scale, the largest relative Δ of the total
+	// gradient norm, the role-steps compared, and the smallest scale
+	// native applied (below 1, or the check exercised nothing).
+	CoherenceCos      float64
+	CoherenceScale    float64
+	CoherenceGradRel  float64
+	CoherenceRoles    int
+	CoherenceMinScale float64
+	LogProbTol        float64
+	StepTol           float64
 }
 
 // GradNormMax is the largest relative gradient-norm difference.
@@ -108,6 +121,13 @@ func (r Report) Failures() []string {
 	for _, k := range roles {
 		st("grad norm of role "+k, r.GradNormRel[k])
 	}
+	if !(r.CoherenceCos <= r.StepTol) || !(r.CoherenceScale <= r.StepTol) {
+		out = append(out, fmt.Sprintf("coherence regularizer: max |Δ cosine to the EMA| %.3g, max |Δ scale| %.3g > %.3g", r.CoherenceCos, r.CoherenceScale, r.StepTol))
+	}
+	st("coherence step grad norm", r.CoherenceGradRel)
+	if r.CoherenceRoles == 0 || !(r.CoherenceMinScale < 1) {
+		out = append(out, fmt.Sprintf("coherence regularizer: %d role-steps compared, smallest scale %.3g: the check scaled no gradient", r.CoherenceRoles, r.CoherenceMinScale))
+	}
 	return out
 }
 
@@ -131,6 +151,9 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  max |Δ log-prob| after the optimizer step:  %.3g\n", r.AfterStep)
 	fmt.Fprintf(w, "  native checkpoint loaded by torch:          %.3g\n", r.NativeToTorch)
 	fmt.Fprintf(w, "  torch checkpoint loaded by native:          %.3g\n", r.TorchToNative)
+	fmt.Fprintf(w, "  coherence, max |Δ cosine to the EMA|:       %.3g over %d role-steps (smallest scale %.4g)\n", r.CoherenceCos, r.CoherenceRoles, r.CoherenceMinScale)
+	fmt.Fprintf(w, "  coherence, max |Δ scale|:                   %.3g\n", r.CoherenceScale)
+	fmt.Fprintf(w, "  coherence, relative Δ total grad norm:      %.3g\n", r.CoherenceGradRel)
 }
 
 // Turns returns the fixed sequences: six turns of two roles and four agents
@@ -179,6 +202,13 @@ func TrainOptions() engine.TrainOptions {
 	return engine.TrainOptions{ClipLow: 0.2, ClipHigh: 0.28, LossAgg: engine.SeqMeanTokenMean, Temperature: 0.7,
 		LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, GradClip: 1.0,
 		KLCoef: map[string]float64{"evaluator": 0.05}}
+}
+
+// CoherenceOptions are TrainOptions with the coherence regularizer on.
+func CoherenceOptions() engine.TrainOptions {
+	o := TrainOptions()
+	o.Coherence = &engine.Coherence{Lambda: 0.5, EMADecay: 0.5}
+	return o
 }
 
 // WriteRandomAdapter writes, in the engines' checkpoint layout, one adapter
@@ -347,7 +377,84 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	if r.NativeToTorch, r.TorchToNative, err = compareCrossLoad(ctx, ne, te, work, a, b, score); err != nil {
 		return r, err
 	}
+	if err := compareCoherence(ctx, ne, te, turns, seeded, work, &r); err != nil {
+		return r, fmt.Errorf("coherence regularizer: %w", err)
+	}
 	return r, nil
+}
+
+// compareCoherence reloads the seeded adapter in both engines and takes
+// three train steps with CoherenceOptions: the first fills each role's
+// gradient EMA (cosine undefined, scale 1 in both), the second is scaled
+// against it, and the third is taken after each engine loaded the other's
+// checkpoint (EMAs included). It records the differences of the last two
+// in r.
+func compareCoherence(ctx context.Context, ne *native.Engine, te *torch.Engine, turns []engine.Turn, seeded, work string, r *Report) error {
+	if err := ne.Load(ctx, seeded); err != nil {
+		return err
+	}
+	if err := te.Load(ctx, seeded); err != nil {
+		return err
+	}
+	opt := CoherenceOptions()
+	r.CoherenceMinScale = math.Inf(1)
+	for step := 1; step <= 3; step++ {
+		if step == 3 {
+			nd, td := filepath.Join(work, "coherence-native"), filepath.Join(work, "coherence-torch")
+			if err := ne.Save(ctx, nd); err != nil {
+				return err
+			}
+			if err := te.Save(ctx, td); err != nil {
+				return err
+			}
+			if err := te.Load(ctx, nd); err != nil {
+				return fmt.Errorf("torch loading native's checkpoint: %w", err)
+			}
+			if err := ne.Load(ctx, td); err != nil {
+				return fmt.Errorf("native loading torch's checkpoint: %w", err)
+			}
+		}
+		ns, err := ne.TrainStep(ctx, AdapterName, turns, opt)
+		if err != nil {
+			return err
+		}
+		ts, err := te.TrainStep(ctx, AdapterName, turns, opt)
+		if err != nil {
+			return err
+		}
+		if len(ns.Roles) != len(ts.Roles) {
+			return fmt.Errorf("step %d: native has %d roles, torch %d", step, len(ns.Roles), len(ts.Roles))
+		}
+		for i, nr := range ns.Roles {
+			tr := ts.Roles[i]
+			if step == 1 {
+				if !math.IsNaN(nr.CoherenceCos) || !math.IsNaN(tr.CoherenceCos) || nr.CoherenceScale != 1 || tr.CoherenceScale != 1 {
+					return fmt.Errorf("step 1, role %s: cosine native %v torch %v, scale native %v torch %v; want undefined and 1 before the EMA exists",
+						nr.Role, nr.CoherenceCos, tr.CoherenceCos, nr.CoherenceScale, tr.CoherenceScale)
+				}
+				continue
+			}
+			r.CoherenceRoles++
+			r.CoherenceCos = math.Max(r.CoherenceCos, absDiff(tr.CoherenceCos, nr.CoherenceCos))
+			r.CoherenceScale = math.Max(r.CoherenceScale, absDiff(tr.CoherenceScale, nr.CoherenceScale))
+			r.CoherenceMinScale = math.Min(r.CoherenceMinScale, nr.CoherenceScale)
+		}
+		if step > 1 {
+			r.CoherenceGradRel = math.Max(r.CoherenceGradRel, rel(ts.Total.GradNorm, ns.Total.GradNorm))
+		}
+	}
+	return nil
+}
+
+// absDiff is |a - b|, +Inf when only one is NaN and 0 when both are.
+func absDiff(a, b float64) float64 {
+	switch {
+	case math.IsNaN(a) && math.IsNaN(b):
+		return 0
+	case math.IsNaN(a) || math.IsNaN(b):
+		return math.Inf(1)
+	}
+	return math.Abs(a - b)
 }
 
 // compareStep takes one identical train step of AdapterName in both engines

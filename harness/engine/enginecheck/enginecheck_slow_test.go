@@ -17,7 +17,9 @@ import (
 // checkpoint in fp32 on the CPU: log-probs within 1e-4 with no adapter,
 // with a seeded random adapter, after one optimizer step and across
 // checkpoints saved by the other engine; loss, KL and every per-role
-// gradient norm of one step within 1e-3 relative.
+// gradient norm of one step within 1e-3 relative; with the coherence
+// regularizer, each role's cosine to its gradient EMA and its scale within
+// 1e-3, also across the other engine's checkpoint.
 func TestEngineCheckTinyModels(t *testing.T) {
 	py := torchtest.Python(t, "torch", "transformers", "peft", "safetensors", "tokenizers")
 	dirs, err := filepath.Glob(filepath.Join("..", "..", "..", "seeds", "models", "*"))

@@ -21,6 +21,10 @@ type Adapter struct {
 	aOff    [][numMods]int // offset of A per layer and module; -1 when not targeted
 	bOff    [][numMods]int
 	opt     adamState
+	// ema is the coherence regularizer's EMA of each role's past
+	// gradients (engine.TrainOptions.Coherence), by role; nil until a step
+	// with the regularizer on.
+	ema map[string][]float32
 }
 
 // parseTargets turns short module names into a mask; empty means all.

@@ -32,8 +32,9 @@ type grpoTurn struct {
 // opt.LossAgg with normalisers over all trained turns of the call. Each
 // agent's gradient is computed into its own buffer; a role's gradient is the
 // sum of its agents' (in agent-name order) and the total the sum of the
-// roles' (in role order). The total is clipped to GradClip and applied with
-// AdamW.
+// roles' (in role order). With opt.Coherence each role's gradient is first
+// scaled against the EMA of its past gradients (coherenceScales). The total
+// is clipped to GradClip and applied with AdamW.
 func (e *Engine) TrainStep(ctx context.Context, name string, turns []engine.Turn, opt engine.TrainOptions) (engine.StepStats, error) {
 	st, _, err := e.grpoStep(ctx, name, turns, opt, true)
 	return st, err
@@ -84,12 +85,22 @@ func (e *Engine) grpoStep(ctx context.Context, name string, turns []engine.Turn,
 	}
 	toks, sel, dlogits := e.grpoForward(ad, b, opt)
 	gg := e.grpoBackward(ad, b, sel, dlogits)
+	var cos, scale []float64
+	if opt.Coherence != nil {
+		cos, scale = coherenceScales(ad.ema, gg, opt.Coherence.Lambda)
+	}
 	st.Total, st.Roles = grpoStats(b, toks, opt, gg)
+	for r := range cos {
+		st.Roles[r].CoherenceCos, st.Roles[r].CoherenceScale = cos[r], scale[r]
+	}
 	st.GradNormPre = st.Total.GradNorm
 	total := gg.total
 	gg.total = append([]float32(nil), total...)
 	if !apply {
 		return st, gg, nil
+	}
+	if opt.Coherence != nil {
+		ad.ema = updateEMA(ad.ema, gg, opt.Coherence.EMADecay)
 	}
 	if opt.GradClip > 0 && st.GradNormPre > opt.GradClip {
 		s := float32(opt.GradClip / st.GradNormPre)
@@ -350,6 +361,51 @@ func (e *Engine) grpoBackward(ad *Adapter, b *grpoBatch, sel []int32, dlogits []
 		axpy(1, g, total)
 	}
 	return &grpoGrads{roles: b.roles, roleGrad: roleGrad, agents: b.agents, agent: agentGrad, total: total}
+}
+
+// coherenceScales computes each role's cosine to its gradient EMA in ema
+// and the factor engine.CoherenceScale gives it, and replaces gg.total by
+// the sum of the scaled role gradients (in role order). A role without an
+// EMA yet has cosine NaN and scale 1. The role gradients themselves (and so
+// the per-role statistics) stay unscaled.
+//
+//	c_r = cos(g_r, m_r), s_r = 1 - λ max(0, c_r), total = Σ_r s_r g_r
+func coherenceScales(ema map[string][]float32, gg *grpoGrads, lambda float64) (cos, scale []float64) {
+	cos = make([]float64, len(gg.roles))
+	scale = make([]float64, len(gg.roles))
+	total := make([]float32, len(gg.total))
+	for r, role := range gg.roles {
+		cos[r] = math.NaN()
+		if m, ok := ema[role]; ok {
+			cos[r] = cosine(gg.roleGrad[r], m)
+		}
+		scale[r] = engine.CoherenceScale(lambda, cos[r])
+		axpy(float32(scale[r]), gg.roleGrad[r], total)
+	}
+	gg.total = total
+	return cos, scale
+}
+
+// updateEMA folds each trained role's unscaled gradient into its EMA,
+// m <- decay m + (1 - decay) g, starting from the first gradient; roles not
+// trained this step keep theirs. It returns the (possibly new) map.
+func updateEMA(ema map[string][]float32, gg *grpoGrads, decay float64) map[string][]float32 {
+	if ema == nil {
+		ema = map[string][]float32{}
+	}
+	d, w := float32(decay), float32(1-decay)
+	for r, role := range gg.roles {
+		g := gg.roleGrad[r]
+		m, ok := ema[role]
+		if !ok {
+			ema[role] = append([]float32(nil), g...)
+			continue
+		}
+		for i := range m {
+			m[i] = d*m[i] + w*g[i]
+		}
+	}
+	return ema
 }
 
 func checkTrainOptions(opt engine.TrainOptions) error {

@@ -32,7 +32,8 @@ func (a tokenAcc) stats(name string) engine.RoleStats {
 	n := float64(a.toks)
 	return engine.RoleStats{Role: name, Loss: a.loss, Tokens: a.toks, Seqs: a.seqs,
 		MeanLen: n / float64(a.seqs), Entropy: a.ent / n, Perplexity: math.Exp(a.nll / n),
-		RatioMean: a.ratio / n, RatioMax: a.rmax, ClipFrac: float64(a.clipped) / n, KL: a.kl / n}
+		RatioMean: a.ratio / n, RatioMax: a.rmax, ClipFrac: float64(a.clipped) / n, KL: a.kl / n,
+		CoherenceCos: math.NaN(), CoherenceScale: math.NaN()}
 }
 
 // accumulateTokens sums each role's (and, last, the total's) share of the

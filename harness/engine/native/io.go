@@ -3,11 +3,15 @@ package native
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/internal/atomicfile"
@@ -17,11 +21,16 @@ import (
 // Files Save writes: dir/adapters.json lists the adapters; each adapter's
 // folder dir/<name>/ holds the PEFT files (adapter_config.json,
 // adapter_model.safetensors), optimizer.safetensors (AdamW moments under the
-// LoRA tensor names with suffixes .exp_avg and .exp_avg_sq) and state.json.
+// LoRA tensor names with suffixes .exp_avg and .exp_avg_sq) and state.json;
+// an adapter trained with the coherence regularizer also has
+// coherence.safetensors, each role's gradient EMA under the LoRA tensor
+// names with suffix .coherence_ema.<role>.
 const (
 	indexFile     = "adapters.json"
 	optimizerFile = "optimizer.safetensors"
 	stateFile     = "state.json"
+	coherenceFile = "coherence.safetensors"
+	emaSuffix     = ".coherence_ema."
 )
 
 type adapterState struct {
@@ -108,6 +117,15 @@ func (e *Engine) saveAdapter(dir string, a *Adapter) error {
 	ts := append(a.loraTensors(e.d, a.opt.M, ".exp_avg"), a.loraTensors(e.d, a.opt.V, ".exp_avg_sq")...)
 	if err := model.WriteSafetensors(filepath.Join(dir, optimizerFile), ts, map[string]string{"format": "marlow-adamw"}); err != nil {
 		return err
+	}
+	if len(a.ema) > 0 {
+		var ets []model.Tensor
+		for _, role := range slices.Sorted(maps.Keys(a.ema)) {
+			ets = append(ets, a.loraTensors(e.d, a.ema[role], emaSuffix+role)...)
+		}
+		if err := model.WriteSafetensors(filepath.Join(dir, coherenceFile), ets, map[string]string{"format": "marlow-coherence-ema"}); err != nil {
+			return err
+		}
 	}
 	b, err := json.MarshalIndent(adapterState{Name: a.Name, Seed: a.Cfg.Seed, Step: a.opt.Step}, "", "  ")
 	if err != nil {
@@ -198,7 +216,40 @@ func (e *Engine) loadAdapter(dir, name string) (*Adapter, error) {
 		return nil, fmt.Errorf("%s: negative step %d", filepath.Join(dir, stateFile), s.Step)
 	}
 	a.opt.Step = s.Step
+	if err := a.loadEMA(e.d, filepath.Join(dir, coherenceFile)); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// loadEMA restores the coherence EMAs Save wrote to path; an adapter saved
+// without them has no file.
+func (a *Adapter) loadEMA(d dims, path string) error {
+	ts, err := model.ReadSafetensors(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	byRole := map[string][]model.Tensor{}
+	for _, t := range ts {
+		i := strings.LastIndex(t.Name, emaSuffix)
+		if i < 0 || i+len(emaSuffix) == len(t.Name) {
+			return fmt.Errorf("%s: unexpected tensor %q (want <lora name>%s<role>)", path, t.Name, emaSuffix)
+		}
+		role := t.Name[i+len(emaSuffix):]
+		byRole[role] = append(byRole[role], t)
+	}
+	a.ema = map[string][]float32{}
+	for _, role := range slices.Sorted(maps.Keys(byRole)) {
+		buf := make([]float32, len(a.Data))
+		if err := a.fillFrom(d, buf, byRole[role], emaSuffix+role, path); err != nil {
+			return err
+		}
+		a.ema[role] = buf
+	}
+	return nil
 }
 
 // SaveBaseOptimizer writes the AdamW state of Supervised (moments under the

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -406,6 +407,13 @@ type wireOptions struct {
 	WeightDecay float64            `json:"weight_decay"`
 	GradClip    float64            `json:"grad_clip"`
 	KLCoef      map[string]float64 `json:"kl_coef"`
+	Coherence   *wireCoherence     `json:"coherence,omitempty"`
+}
+
+// wireCoherence are the coherence regularizer's settings (absent: off).
+type wireCoherence struct {
+	Lambda   float64 `json:"lambda"`
+	EMADecay float64 `json:"ema_decay"`
 }
 
 type wireStats struct {
@@ -425,13 +433,26 @@ type wireStats struct {
 	RatioMax     num            `json:"ratio_max"`
 	ClipFrac     num            `json:"clip_frac"`
 	KL           num            `json:"kl"`
+	// The coherence regularizer's cosine and scale; absent from a server
+	// without it (NaN then, as null).
+	CoherenceCos   *num `json:"coherence_cos"`
+	CoherenceScale *num `json:"coherence_scale"`
+}
+
+// optNum is a number that may be absent (NaN).
+func optNum(n *num) float64 {
+	if n == nil {
+		return math.NaN()
+	}
+	return float64(*n)
 }
 
 func (w wireStats) stats() engine.RoleStats {
 	s := engine.RoleStats{Role: w.Role, Loss: float64(w.Loss), GradNorm: float64(w.GradNorm), GradShare: float64(w.GradShare),
 		AgentCosMean: float64(w.AgentCosMean), AgentCosMin: float64(w.AgentCosMin), Tokens: w.Tokens, Seqs: w.Seqs,
 		MeanLen: float64(w.MeanLen), Entropy: float64(w.Entropy), Perplexity: float64(w.Perplexity),
-		RatioMean: float64(w.RatioMean), RatioMax: float64(w.RatioMax), ClipFrac: float64(w.ClipFrac), KL: float64(w.KL)}
+		RatioMean: float64(w.RatioMean), RatioMax: float64(w.RatioMax), ClipFrac: float64(w.ClipFrac), KL: float64(w.KL),
+		CoherenceCos: optNum(w.CoherenceCos), CoherenceScale: optNum(w.CoherenceScale)}
 	if w.RoleCos != nil {
 		s.RoleCos = map[string]float64{}
 		for k, v := range w.RoleCos {
@@ -465,6 +486,9 @@ func (e *Engine) TrainStep(ctx context.Context, name string, turns []engine.Turn
 	}
 	wo := wireOptions{ClipLow: opt.ClipLow, ClipHigh: opt.ClipHigh, LossAgg: opt.LossAgg, Temperature: opt.Temperature,
 		LR: opt.LR, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WeightDecay: opt.WeightDecay, GradClip: opt.GradClip, KLCoef: opt.KLCoef}
+	if c := opt.Coherence; c != nil {
+		wo.Coherence = &wireCoherence{Lambda: c.Lambda, EMADecay: c.EMADecay}
+	}
 	var res struct {
 		Total       *wireStats  `json:"total"`
 		Roles       []wireStats `json:"roles"`

@@ -58,6 +58,9 @@ class Adapter:
     m: torch.Tensor | None = None
     v: torch.Tensor | None = None
     step: int = 0
+    ema: dict[str, torch.Tensor] = field(default_factory=dict)
+    """The coherence regularizer's EMA of each role's past gradients (flat
+    fp32, native order), by role; empty until a step with it on."""
 
     def tensors(self) -> list[torch.nn.Parameter]:
         """The parameters in native order."""

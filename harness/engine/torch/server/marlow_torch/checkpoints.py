@@ -2,7 +2,9 @@
 (native/io.go, model.WriteAdapter): DIR/adapters.json names the adapters;
 DIR/NAME/ holds adapter_model.safetensors (peft's tensor names),
 optimizer.safetensors (the AdamW moments), adapter_config.json (peft's)
-and state.json (name, seed, step)."""
+and state.json (name, seed, step); an adapter trained with the coherence
+regularizer also has coherence.safetensors, each role's gradient EMA under
+the peft names with suffix .coherence_ema.ROLE."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ import torch
 from .adapters import MODULES, Adapter, Adapters
 from .gojson import atomic, write_json
 from .protocol import Fault
+
+COHERENCE_FILE = "coherence.safetensors"
+EMA_SUFFIX = ".coherence_ema."
 
 
 def adapter_config(ad: Adapter) -> dict[str, Any]:
@@ -70,6 +75,15 @@ def save(adapters: Adapters, d: str) -> list[str]:
             opt[p.save_name + ".exp_avg_sq"] = v[k : k + c].view_as(p.tensor).cpu().contiguous()
             k += c
         write_safetensors(os.path.join(ad_dir, "optimizer.safetensors"), opt, "marlow-adamw")
+        if ad.ema:
+            ema = {}
+            for role in sorted(ad.ema):
+                k = 0
+                for p in ad.params:
+                    c = p.tensor.numel()
+                    ema[p.save_name + EMA_SUFFIX + role] = ad.ema[role][k : k + c].view_as(p.tensor).cpu().contiguous()
+                    k += c
+            write_safetensors(os.path.join(ad_dir, COHERENCE_FILE), ema, "marlow-coherence-ema")
         write_json(os.path.join(ad_dir, "adapter_config.json"), adapter_config(ad))
         write_json(os.path.join(ad_dir, "state.json"), {"name": ad.name, "seed": ad.seed, "step": ad.step}, sort=False)
     write_json(os.path.join(d, "adapters.json"), {"adapters": names})
@@ -89,6 +103,8 @@ class Saved:
     weights: dict[str, torch.Tensor]
     optimizer: dict[str, torch.Tensor]
     dir: str
+    coherence: dict[str, torch.Tensor]
+    """coherence.safetensors' tensors; empty when the adapter has none."""
 
 
 def read_saved(d: str, n: Any) -> Saved:
@@ -111,7 +127,11 @@ def read_saved(d: str, n: Any) -> Saved:
         raise Fault("bad_checkpoint", "%s: negative step %d" % (ad_dir, st["step"]))
     w = load_file(os.path.join(ad_dir, "adapter_model.safetensors"))
     opt = load_file(os.path.join(ad_dir, "optimizer.safetensors"))
-    return Saved(n, int(cfg["r"]), float(cfg["lora_alpha"]), targets, int(st["seed"]), int(st["step"]), w, opt, ad_dir)
+    coh_path = os.path.join(ad_dir, COHERENCE_FILE)
+    coh = load_file(coh_path) if os.path.exists(coh_path) else {}
+    return Saved(
+        n, int(cfg["r"]), float(cfg["lora_alpha"]), targets, int(st["seed"]), int(st["step"]), w, opt, ad_dir, coh
+    )
 
 
 def install(adapters: Adapters, s: Saved, device: torch.device) -> None:
@@ -149,6 +169,25 @@ def install(adapters: Adapters, s: Saved, device: torch.device) -> None:
     ad.m = torch.cat(ms).to(device)
     ad.v = torch.cat(vs).to(device)
     ad.step = s.step
+    ad.ema = read_ema(s, ad, want, device)
+
+
+def read_ema(s: Saved, ad: Adapter, want: dict[str, tuple[int, ...]], device: torch.device) -> dict[str, torch.Tensor]:
+    """The coherence EMAs of a saved adapter, flat in native order, by role."""
+    by_role: dict[str, dict[str, torch.Tensor]] = {}
+    for name, t in s.coherence.items():
+        base, sep, role = name.rpartition(EMA_SUFFIX)
+        if not sep or not role or base not in want or tuple(t.shape) != want[base]:
+            raise Fault("bad_checkpoint", "%s: unexpected coherence tensor %s" % (s.dir, name))
+        by_role.setdefault(role, {})[base] = t
+    out: dict[str, torch.Tensor] = {}
+    for role in sorted(by_role):
+        ts = by_role[role]
+        if len(ts) != len(want):
+            msg = "%s: coherence EMA of role %s holds %d tensors, expected %d" % (s.dir, role, len(ts), len(want))
+            raise Fault("bad_checkpoint", msg)
+        out[role] = torch.cat([ts[p.save_name].float().reshape(-1) for p in ad.params]).to(device)
+    return out
 
 
 def load(adapters: Adapters, d: str) -> list[str]:

@@ -66,6 +66,68 @@ def logprobs(model: Model, adapters: Adapters, args: Args, progress: Callable[..
 
 
 @dataclass(frozen=True)
+class Coherence:
+    """The coherence regularizer (engine.Coherence): each role's gradient g
+    is scaled by 1 - lam max(0, cos(g, m)) against the EMA m of the role's
+    past gradients, m <- ema_decay m + (1 - ema_decay) g."""
+
+    lam: float
+    ema_decay: float
+
+    @staticmethod
+    def parse(o: Args) -> Coherence:
+        """The coherence object of a train_step's options."""
+        c = Coherence(lam=o.need_float("lambda"), ema_decay=o.need_float("ema_decay"))
+        if not (0 < c.lam <= 1):
+            raise Fault(
+                "bad_request", "%s: coherence lambda %r is out of range (want 0 < lambda <= 1)" % (o.where, c.lam)
+            )
+        if not (0 <= c.ema_decay < 1):
+            raise Fault(
+                "bad_request",
+                "%s: coherence ema_decay %r is out of range (want 0 <= ema_decay < 1)" % (o.where, c.ema_decay),
+            )
+        return c
+
+
+def coherence_scale(lam: float, cos: float) -> float:
+    """engine.CoherenceScale: 1 - lam max(0, cos); 1 for an undefined cosine."""
+    if math.isnan(cos) or cos <= 0:
+        return 1.0
+    return 1.0 - lam * cos
+
+
+def coherence_scales(
+    ema: dict[str, torch.Tensor], roles: Sequence[str], role_grads: Sequence[torch.Tensor], lam: float
+) -> tuple[list[float], list[float], torch.Tensor]:
+    """native coherenceScales: each role's cosine to its EMA (NaN without
+    one), its scale, and the total as the sum of the scaled role gradients
+    in role order (fp32, as native's axpy)."""
+    cos: list[float] = []
+    scale: list[float] = []
+    total = torch.zeros_like(role_grads[0])
+    for r, role in enumerate(roles):
+        m = ema.get(role)
+        c = _cos(role_grads[r], m) if m is not None else NAN
+        cos.append(c)
+        scale.append(coherence_scale(lam, c))
+        total += float(np.float32(scale[-1])) * role_grads[r]
+    return cos, scale, total
+
+
+def update_ema(
+    ema: dict[str, torch.Tensor], roles: Sequence[str], role_grads: Sequence[torch.Tensor], decay: float
+) -> None:
+    """native updateEMA: fold each trained role's unscaled gradient into its
+    EMA (fp32), starting from the first gradient."""
+    d, w = float(np.float32(decay)), float(np.float32(1 - decay))
+    for r, role in enumerate(roles):
+        g = role_grads[r]
+        m = ema.get(role)
+        ema[role] = g.clone() if m is None else d * m + w * g
+
+
+@dataclass(frozen=True)
 class TrainOptions:
     """The GRPO and AdamW settings of one train step."""
 
@@ -81,6 +143,8 @@ class TrainOptions:
     beta2: float
     eps: float
     weight_decay: float
+    coherence: Coherence | None = None
+    """The coherence regularizer's settings; None when it is off."""
 
     @staticmethod
     def parse(o: Args) -> TrainOptions:
@@ -88,6 +152,7 @@ class TrainOptions:
         agg = o.need("loss_agg")
         if agg not in LOSS_AGGREGATIONS:
             raise Fault("bad_request", "unknown loss aggregation %r" % agg)
+        coherence = None if o.get("coherence") is None else Coherence.parse(o.need_obj("coherence"))
         klc = o.get("kl_coef") or {}
         if not isinstance(klc, dict):
             raise Fault("bad_request", "%s: kl_coef is %s, want an object by role" % (o.where, type(klc).__name__))
@@ -103,6 +168,7 @@ class TrainOptions:
             beta2=o.need_float("beta2"),
             eps=o.need_float("eps"),
             weight_decay=o.need_float("weight_decay"),
+            coherence=coherence,
         )
 
 
@@ -127,6 +193,10 @@ class RoleStats:
     agent_cos_min: float = NAN
     role_cos: dict[str, float] = field(default_factory=dict)
     """Cosine of this role's gradient with each other role's."""
+    coherence_cos: float = NAN
+    """Cosine of the role's gradient with its EMA (NaN when off or first)."""
+    coherence_scale: float = NAN
+    """The factor the role's gradient was scaled by (NaN when off)."""
 
     @staticmethod
     def of(name: str, a: Acc) -> RoleStats:
@@ -246,13 +316,21 @@ def train_step(model: Model, adapters: Adapters, args: Args, progress: Callable[
     total = torch.zeros_like(agent_grads[0])
     for rg in role_grads:
         total += rg
+    cos: list[float] = []
+    scale: list[float] = []
+    if o.coherence is not None:
+        cos, scale, total = coherence_scales(ad.ema, g.roles, role_grads, o.coherence.lam)
     tot, roles = step_stats(turns, g, agent_grads, role_grads, total)
+    for r, rs in enumerate(roles[: len(cos)]):
+        rs.coherence_cos, rs.coherence_scale = cos[r], scale[r]
     pre = tot.grad_norm
     with torch.no_grad():
         grad = total
         if o.grad_clip > 0 and pre > o.grad_clip:
             grad = total * float(np.float32(o.grad_clip / pre))
         adamw(ad, grad, o)
+        if o.coherence is not None:
+            update_ema(ad.ema, g.roles, role_grads, o.coherence.ema_decay)
     return {"total": asdict(tot), "roles": [asdict(r) for r in roles], "skipped": skipped, "grad_norm_pre": pre}
 
 

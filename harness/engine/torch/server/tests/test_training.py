@@ -12,7 +12,17 @@ import torch
 
 from marlow_torch.adapters import Adapter, Param
 from marlow_torch.protocol import Args, Fault
-from marlow_torch.training import RoleStats, TrainOptions, adamw, step_stats
+from marlow_torch.training import (
+    NAN,
+    Coherence,
+    RoleStats,
+    TrainOptions,
+    adamw,
+    coherence_scale,
+    coherence_scales,
+    step_stats,
+    update_ema,
+)
 from marlow_torch.turns import Acc, TokenStats, Turn, group
 
 OPTIONS: dict[str, Any] = {
@@ -108,3 +118,46 @@ def test_adamw_is_the_native_update() -> None:
             x[i] = x[i] - 1e-3 * 0.01 * x[i]
             x[i] = x[i] - 1e-3 * mh / (math.sqrt(vh) + 1e-8)
         assert w.detach().reshape(-1).tolist() == pytest.approx(x, rel=1e-6)
+
+
+def test_coherence_options() -> None:
+    o = TrainOptions.parse(Args({**OPTIONS, "coherence": {"lambda": 0.5, "ema_decay": 0.9}}, "o"))
+    assert o.coherence == Coherence(lam=0.5, ema_decay=0.9)
+    assert TrainOptions.parse(Args(OPTIONS, "o")).coherence is None
+    with pytest.raises(Fault, match=r"coherence lambda 1\.5 is out of range"):
+        TrainOptions.parse(Args({**OPTIONS, "coherence": {"lambda": 1.5, "ema_decay": 0.9}}, "o"))
+    with pytest.raises(Fault, match=r"coherence ema_decay 1\.0 is out of range"):
+        TrainOptions.parse(Args({**OPTIONS, "coherence": {"lambda": 0.5, "ema_decay": 1.0}}, "o"))
+    with pytest.raises(Fault, match="argument 'lambda' is missing"):
+        TrainOptions.parse(Args({**OPTIONS, "coherence": {"ema_decay": 0.9}}, "o"))
+
+
+@pytest.mark.parametrize(
+    "grad,ema,cos,scale",
+    [
+        ([1.0, 2.0, 0.0], [2.0, 4.0, 0.0], 1.0, 0.6),  # aligned: 1 - lambda
+        ([1.0, 0.0, 0.0], [0.0, 3.0, 0.0], 0.0, 1.0),  # orthogonal: not scaled
+        ([1.0, 1.0, 0.0], [-1.0, -1.0, 0.0], -1.0, 1.0),  # opposed: not scaled
+        ([1.0, 0.0, 0.0], [1.0, math.sqrt(3), 0.0], 0.5, 0.8),  # 1 - lambda cos
+        ([0.0, 1.0, 1.0], None, NAN, 1.0),  # no EMA yet
+    ],
+)
+def test_coherence_scales(grad: list[float], ema: list[float] | None, cos: float, scale: float) -> None:
+    lam = 0.4
+    g = torch.tensor(grad)
+    other = torch.tensor([0.0, 0.0, 5.0])  # a second role without an EMA: scale 1
+    emas = {} if ema is None else {"a": torch.tensor(ema)}
+    c, s, total = coherence_scales(emas, ["a", "b"], [g, other], lam)
+    assert (math.isnan(c[0]) and math.isnan(cos)) or c[0] == pytest.approx(cos, abs=1e-6)
+    assert s[0] == pytest.approx(scale, abs=1e-6) and s[1] == 1.0 and math.isnan(c[1])
+    assert torch.allclose(total, float(np.float32(s[0])) * g + other)
+    assert coherence_scale(lam, cos) == pytest.approx(scale, abs=1e-6)
+
+
+def test_update_ema() -> None:
+    ema: dict[str, torch.Tensor] = {}
+    update_ema(ema, ["a"], [torch.tensor([2.0, 0.0])], 0.75)
+    assert ema["a"].tolist() == [2.0, 0.0]
+    update_ema(ema, ["b"], [torch.tensor([0.0, 4.0])], 0.75)
+    update_ema(ema, ["a", "b"], [torch.tensor([6.0, 4.0]), torch.tensor([4.0, 0.0])], 0.75)
+    assert ema["a"].tolist() == [3.0, 1.0] and ema["b"].tolist() == [1.0, 3.0]

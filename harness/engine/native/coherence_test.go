@@ -1,0 +1,172 @@
+package native
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/marlowlab/marlow/harness/engine"
+)
+
+// TestCoherenceScales: a role gradient aligned with its EMA is scaled by
+// 1 - lambda, an orthogonal or opposed one and one without an EMA not at
+// all, a partly aligned one by 1 - lambda cos; the total is the sum of the
+// scaled role gradients and the role gradients stay as they were.
+func TestCoherenceScales(t *testing.T) {
+	const lambda = 0.4
+	g := func(v ...float32) []float32 { return v }
+	cases := []struct {
+		name      string
+		grad, ema []float32 // ema nil: the role has none yet
+		cos       float64   // NaN: undefined
+		scale     float64
+	}{
+		{"aligned", g(1, 2, 0, 0), g(2, 4, 0, 0), 1, 1 - lambda},
+		{"orthogonal", g(1, 0, 0, 0), g(0, 3, 0, 0), 0, 1},
+		{"opposed", g(1, 1, 0, 0), g(-1, -1, 0, 0), -1, 1},
+		{"half aligned", g(1, 0, 0, 0), g(1, 1.7320508, 0, 0), 0.5, 1 - lambda*0.5},
+		{"no EMA yet", g(0, 0, 1, 1), nil, math.NaN(), 1},
+		{"zero EMA", g(0, 0, 1, 1), g(0, 0, 0, 0), math.NaN(), 1},
+	}
+	gg := &grpoGrads{total: make([]float32, 4)}
+	ema := map[string][]float32{}
+	for _, c := range cases {
+		gg.roles = append(gg.roles, c.name)
+		gg.roleGrad = append(gg.roleGrad, slices.Clone(c.grad))
+		if c.ema != nil {
+			ema[c.name] = c.ema
+		}
+	}
+	cos, scale := coherenceScales(ema, gg, lambda)
+	want := make([]float64, 4)
+	for r, c := range cases {
+		if !(math.Abs(cos[r]-c.cos) < 1e-6 || math.IsNaN(cos[r]) && math.IsNaN(c.cos)) {
+			t.Errorf("%s: cosine %v, want %v", c.name, cos[r], c.cos)
+		}
+		if math.Abs(scale[r]-c.scale) > 1e-6 {
+			t.Errorf("%s: scale %v, want %v", c.name, scale[r], c.scale)
+		}
+		if !slices.Equal(gg.roleGrad[r], c.grad) {
+			t.Errorf("%s: role gradient changed to %v", c.name, gg.roleGrad[r])
+		}
+		for i, v := range c.grad {
+			want[i] += c.scale * float64(v)
+		}
+	}
+	for i := range want {
+		if math.Abs(float64(gg.total[i])-want[i]) > 1e-5 {
+			t.Errorf("total[%d] = %v, want %v", i, gg.total[i], want[i])
+		}
+	}
+}
+
+// TestUpdateEMA: the EMA starts at the first gradient and then moves by
+// 1 - decay towards each new one; a role not trained keeps its EMA.
+func TestUpdateEMA(t *testing.T) {
+	gg := &grpoGrads{roles: []string{"a"}, roleGrad: [][]float32{{2, 0}}}
+	ema := updateEMA(nil, gg, 0.75)
+	if !slices.Equal(ema["a"], []float32{2, 0}) {
+		t.Fatalf("first EMA %v, want the first gradient", ema["a"])
+	}
+	gg = &grpoGrads{roles: []string{"b"}, roleGrad: [][]float32{{0, 4}}}
+	ema = updateEMA(ema, gg, 0.75)
+	gg = &grpoGrads{roles: []string{"a", "b"}, roleGrad: [][]float32{{6, 4}, {4, 0}}}
+	ema = updateEMA(ema, gg, 0.75)
+	if !slices.Equal(ema["a"], []float32{3, 1}) || !slices.Equal(ema["b"], []float32{1, 3}) {
+		t.Fatalf("EMAs %v, want a [3 1], b [1 3]", ema)
+	}
+}
+
+// TestCoherenceTrainStep: with the regularizer on, the first step logs an
+// undefined cosine and scale 1 per role and takes the same step as without
+// it; the second logs each role's cosine to the first step's gradient and
+// the scale 1 - lambda max(0, cos); the EMA survives Save and Load, so a
+// resumed engine takes the same second step bit for bit; with it off the
+// statistics are NaN.
+func TestCoherenceTrainStep(t *testing.T) {
+	ctx := context.Background()
+	coh := &engine.Coherence{Lambda: 0.5, EMADecay: 0.9}
+	opt := defaultTrainOptions()
+	on := opt
+	on.Coherence = coh
+
+	eOff, adOff, turns := grpoFixture(t, 1)
+	off1, err := eOff.TrainStep(ctx, "p", turns, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range off1.Roles {
+		if !math.IsNaN(rs.CoherenceCos) || !math.IsNaN(rs.CoherenceScale) {
+			t.Errorf("off: role %s coherence %v %v, want NaN", rs.Role, rs.CoherenceCos, rs.CoherenceScale)
+		}
+	}
+
+	e, ad, _ := grpoFixture(t, 1)
+	st1, err := e.TrainStep(ctx, "p", turns, on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st1.Roles) < 2 {
+		t.Fatalf("fixture trains %d roles, want several", len(st1.Roles))
+	}
+	for _, rs := range st1.Roles {
+		if !math.IsNaN(rs.CoherenceCos) || rs.CoherenceScale != 1 {
+			t.Errorf("step 1: role %s coherence cos %v scale %v, want NaN and 1", rs.Role, rs.CoherenceCos, rs.CoherenceScale)
+		}
+	}
+	if !slices.Equal(ad.Data, adOff.Data) {
+		t.Error("step 1 with the regularizer on moved the adapter differently from the step without it")
+	}
+	if !math.IsNaN(st1.Total.CoherenceCos) || !math.IsNaN(st1.Total.CoherenceScale) {
+		t.Errorf("total row coherence %v %v, want NaN", st1.Total.CoherenceCos, st1.Total.CoherenceScale)
+	}
+	first := map[string][]float32{}
+	for role, m := range ad.ema {
+		first[role] = slices.Clone(m)
+	}
+
+	dir := t.TempDir()
+	if err := e.Save(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	_, gg, err := e.grpoStep(ctx, "p", turns, on, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2, err := e.TrainStep(ctx, "p", turns, on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled := false
+	for r, rs := range st2.Roles {
+		want := cosine(gg.roleGrad[r], first[rs.Role])
+		if math.Abs(rs.CoherenceCos-want) > 1e-12 {
+			t.Errorf("step 2: role %s cosine %v, want %v", rs.Role, rs.CoherenceCos, want)
+		}
+		if s := engine.CoherenceScale(coh.Lambda, want); rs.CoherenceScale != s {
+			t.Errorf("step 2: role %s scale %v, want %v", rs.Role, rs.CoherenceScale, s)
+		}
+		scaled = scaled || rs.CoherenceScale < 1
+	}
+	if !scaled {
+		t.Error("no role's gradient was scaled at step 2; the test shows nothing")
+	}
+
+	r, _, _ := grpoFixture(t, 1)
+	if err := r.Load(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	rs2, err := r.TrainStep(ctx, "p", turns, on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.adapters["p"].Data, ad.Data) || rs2.Total.GradNorm != st2.Total.GradNorm {
+		t.Error("the engine loaded from the checkpoint took another second step")
+	}
+	for role, m := range ad.ema {
+		if !slices.Equal(r.adapters["p"].ema[role], m) {
+			t.Errorf("role %s: EMA after the resumed step differs", role)
+		}
+	}
+}
