@@ -14,7 +14,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure the speed of marlow's components",
 	}
-	var size, name string
+	var size, name, backend string
 	var threads int
 	var minTime time.Duration
 	eng := &cobra.Command{
@@ -26,7 +26,7 @@ func newBenchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := bench.Engine(cmd.Context(), engines, size, bench.Options{Engine: name, Threads: resolveThreads(threads, 1), MinTime: minTime})
+			r, err := bench.Engine(cmd.Context(), engines, size, bench.Options{Engine: name, Threads: resolveThreads(threads, 1), MinTime: minTime, GenBackend: backend})
 			if err != nil {
 				return err
 			}
@@ -36,6 +36,7 @@ func newBenchCmd() *cobra.Command {
 	}
 	eng.Flags().StringVar(&size, "size", "d64l2", "model size: d64l2 or d128l4")
 	eng.Flags().StringVar(&name, "engine", native.Name, "registered engine to measure")
+	eng.Flags().StringVar(&backend, "gen-backend", "", "torch engine generation backend: reference or slots (default: slots on cuda, reference on the CPU)")
 	addThreadsFlag(eng, &threads, "engine threads")
 	eng.Flags().DurationVar(&minTime, "time", 3*time.Second, "minimum time per measurement")
 	benchCmd.AddCommand(eng)
