@@ -88,7 +88,7 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--rank", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--lora-mode", choices=["split", "mask"], default="split")
+    ap.add_argument("--lora-mode", choices=["split", "mask"], default="mask")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -98,7 +98,7 @@ def main() -> None:
     ads.add("bench", a.rank, 2.0 * a.rank, [], 1)
     reqs = requests(a.requests, a.prompt, a.per_prompt, a.max_new)
     work = copy.deepcopy(reqs)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     extra = ""
     with torch.no_grad():
         if a.backend == "slots":
@@ -124,14 +124,25 @@ def main() -> None:
             for w in plan_waves(work, m.gen_budget):
                 live = [work[j] for j in w]
                 sample_wave(m, ads, live, live[0].adapter, lambda **k: None)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     gen = sum(len(s.ids) for s in work)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if a.device == "cuda":
         peak = torch.cuda.max_memory_allocated() / 2**20
     print(
-        "%s: %d requests, %d generated tokens in %.2f s = %.1f tok/s; peak memory %.0f MB (%s)"
-        % (a.backend, len(work), gen, wall, gen / wall, peak, "cuda allocated" if a.device == "cuda" else "RSS")
+        "%s: %d requests, %d generated tokens in %.2f s wall = %.1f tok/s, %.2f s CPU = %.1f tok per CPU-second; "
+        "peak memory %.0f MB (%s)"
+        % (
+            a.backend,
+            len(work),
+            gen,
+            wall,
+            gen / wall,
+            cpu,
+            gen / cpu,
+            peak,
+            "cuda allocated" if a.device == "cuda" else "RSS",
+        )
     )
     if extra:
         print(extra)

@@ -63,7 +63,7 @@ class Qwen3Decoder:
     as a separate pair of products. A batch of one adapter always takes its
     own slice of A and B."""
 
-    def __init__(self, model: Model, adapters: Adapters, names: Sequence[str], lora_mode: str = "split") -> None:
+    def __init__(self, model: Model, adapters: Adapters, names: Sequence[str], lora_mode: str = "mask") -> None:
         base = model.base()
         cfg = base.config
         if getattr(cfg, "use_sliding_window", False):
