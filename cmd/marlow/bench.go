@@ -14,7 +14,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure the speed of marlow's components",
 	}
-	var size, name, vs string
+	var size, name, vs, backend string
 	var threads int
 	var minTime time.Duration
 	var kernels bool
@@ -46,7 +46,7 @@ portable path on this CPU, and the path the engine runs.`,
 			if err != nil {
 				return err
 			}
-			opt := bench.Options{Engine: name, Threads: resolveThreads(threads, 1), MinTime: minTime}
+			opt := bench.Options{Engine: name, Threads: resolveThreads(threads, 1), MinTime: minTime, GenBackend: backend}
 			if vs != "" {
 				c, err := bench.Compare(cmd.Context(), engines, size, opt, vs)
 				if err != nil {
@@ -65,6 +65,7 @@ portable path on this CPU, and the path the engine runs.`,
 	}
 	eng.Flags().StringVar(&size, "size", "d64l2", "model size: d64l2 or d128l4")
 	eng.Flags().StringVar(&name, "engine", native.Name, "registered engine to measure")
+	eng.Flags().StringVar(&backend, "gen-backend", "", "torch engine generation backend: reference or slots (default: slots on cuda, reference on the CPU)")
 	addThreadsFlag(eng, &threads, "engine threads")
 	eng.Flags().DurationVar(&minTime, "time", 3*time.Second, "minimum time per measurement (with --kernels: per kernel and path, default 300ms)")
 	eng.Flags().StringVar(&vs, "vs", "", "also measure this reference engine (e.g. torch) on the same model and batch and print the ratios")

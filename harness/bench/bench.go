@@ -42,10 +42,12 @@ const alphabet = "\n abcdefghijklmnopqrstuvwxyz0123456789+-*/=().,:;?!<>ABCDEFGH
 
 // The shapes measured: a train batch of 32 turns of 32 prompt and 97
 // completion tokens (128 input tokens each), and 64 sampling requests of a
-// 32-token chat prompt and 96 new tokens.
+// 32-token chat prompt and a spread of 32 to 160 new tokens (96 on average),
+// so that rows stop at different steps.
 const (
 	trainBatch, trainPrompt, trainComp = 32, 32, 97
 	genRequests, genPrompt, genNew     = 64, 32, 96
+	genNewSpread                       = 128 // request i asks for genNew - 64 + i*128/63 new tokens
 )
 
 // Options configure Engine.
@@ -53,6 +55,9 @@ type Options struct {
 	Engine  string        // registered engine name (default native)
 	Threads int           // engine threads (default 1)
 	MinTime time.Duration // minimum time per measurement (default 2s)
+	// GenBackend is the torch engine's generation backend ("" = its
+	// default: slots on cuda, reference on the CPU).
+	GenBackend string
 }
 
 // Result is what Engine measured.
@@ -61,10 +66,11 @@ type Result struct {
 	Size         string
 	Threads      int
 	CPU          string  // the CPU's model name (CPUModel)
+	GenBackend   string  // the torch engine's generation backend when set (reference or slots)
 	TrainTokS    float64 // sequence tokens per second of a LoRA GRPO step, batch 32 x T 128
 	TrainSteps   int
 	TrainCores   float64 // process CPU time / wall time while training (cores actually obtained)
-	GenTokS      float64 // generated tokens per second, batch 64, prompt 32, 96 new tokens
+	GenTokS      float64 // generated tokens per second, batch 64, prompt 32, 32-160 new tokens
 	GenRuns      int
 	GenCores     float64
 	GemmShape    string  // m x k x n of the GEMM measured
@@ -79,10 +85,14 @@ type Result struct {
 // String renders the result as a small report.
 func (r Result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "engine %s, size %s, threads %d, CPU %s\n", r.Engine, r.Size, r.Threads, r.CPU)
+	fmt.Fprintf(&b, "engine %s, size %s, threads %d", r.Engine, r.Size, r.Threads)
+	if r.GenBackend != "" {
+		fmt.Fprintf(&b, ", generation backend %s", r.GenBackend)
+	}
+	fmt.Fprintf(&b, ", CPU %s\n", r.CPU)
 	fmt.Fprintf(&b, "train (LoRA GRPO step, batch 32 x T 128): %.0f tok/s over %d steps; %.2f cores busy, %.0f tok/s per busy core\n",
 		r.TrainTokS, r.TrainSteps, r.TrainCores, perCore(r.TrainTokS, r.TrainCores))
-	fmt.Fprintf(&b, "generate (batch 64, prompt 32, 96 new):   %.0f tok/s over %d runs; %.2f cores busy, %.0f tok/s per busy core\n",
+	fmt.Fprintf(&b, "generate (batch 64, prompt 32, 32-160 new): %.0f tok/s over %d runs; %.2f cores busy, %.0f tok/s per busy core\n",
 		r.GenTokS, r.GenRuns, r.GenCores, perCore(r.GenTokS, r.GenCores))
 	engineGemm := "not exposed by this engine"
 	if r.GemmGFLOPS > 0 {
@@ -137,11 +147,11 @@ func Engine(ctx context.Context, reg *engine.Registry, size string, opt Options)
 	if opt.MinTime <= 0 {
 		opt.MinTime = 2 * time.Second
 	}
-	res := Result{Engine: opt.Engine, Size: size, Threads: opt.Threads, CPU: CPUModel()}
+	res := Result{Engine: opt.Engine, Size: size, Threads: opt.Threads, CPU: CPUModel(), GenBackend: opt.GenBackend}
 	if err := reg.Check(ctx, engine.Options{Threads: opt.Threads}, opt.Engine); err != nil {
 		return res, fmt.Errorf("bench: %w", err)
 	}
-	e, tok, err := openRandom(ctx, reg, opt.Engine, cfg, opt.Threads)
+	e, tok, err := openRandom(ctx, reg, opt.Engine, cfg, engine.Options{Threads: opt.Threads, GenBackend: opt.GenBackend})
 	if err != nil {
 		return res, err
 	}
@@ -165,7 +175,7 @@ func Engine(ctx context.Context, reg *engine.Registry, size string, opt Options)
 // openRandom writes a checkpoint of cfg with random weights and a character
 // tokenizer to a temporary folder, opens engine name over it and creates
 // the adapter "bench" (rank 8, alpha 16).
-func openRandom(ctx context.Context, reg *engine.Registry, name string, cfg model.Config, threads int) (engine.Engine, *model.Tokenizer, error) {
+func openRandom(ctx context.Context, reg *engine.Registry, name string, cfg model.Config, opt engine.Options) (engine.Engine, *model.Tokenizer, error) {
 	tok, err := model.NewCharTokenizer(alphabet)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: %w", err)
@@ -184,7 +194,7 @@ func openRandom(ctx context.Context, reg *engine.Registry, name string, cfg mode
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: %w", err)
 	}
-	e, _, err := reg.Open(ctx, name, dir, engine.Options{Threads: threads})
+	e, _, err := reg.Open(ctx, name, dir, opt)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: %w", err)
 	}
@@ -250,6 +260,9 @@ func measureTrain(ctx context.Context, e engine.Engine, minTime time.Duration, r
 
 func measureGenerate(ctx context.Context, e engine.Engine, tok *model.Tokenizer, minTime time.Duration, res *Result) error {
 	reqs := genRequestsOf()
+	for i := range reqs {
+		reqs[i].MaxNewTokens = genNew - genNewSpread/2 + i*genNewSpread/(genRequests-1)
+	}
 	if p, err := tok.EncodeChat(reqs[0].Messages, true); err != nil || len(p) != genPrompt {
 		return fmt.Errorf("bench: prompt has %d tokens, want %d (%v)", len(p), genPrompt, err)
 	}

@@ -47,7 +47,7 @@ func TestEngineRefusesUnknown(t *testing.T) {
 // openReference opens the native engine at the reference size with the
 // bench adapter; it is closed when b ends.
 func openReference(b *testing.B, threads int) engine.Engine {
-	e, _, err := openRandom(context.Background(), nativeRegistry(b), native.Name, Sizes["d64l2"], threads)
+	e, _, err := openRandom(context.Background(), nativeRegistry(b), native.Name, Sizes["d64l2"], engine.Options{Threads: threads})
 	if err != nil {
 		b.Fatal(err)
 	}

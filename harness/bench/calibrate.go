@@ -39,7 +39,7 @@ func Calibrate(ctx context.Context, reg *engine.Registry, name string, cfg model
 	if err := reg.Check(ctx, engine.Options{Threads: 1}, name); err != nil {
 		return Speed{}, fmt.Errorf("bench: %w", err)
 	}
-	e, _, err := openRandom(ctx, reg, name, cfg, 1)
+	e, _, err := openRandom(ctx, reg, name, cfg, engine.Options{Threads: 1})
 	if err != nil {
 		return Speed{}, err
 	}

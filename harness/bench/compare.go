@@ -59,7 +59,7 @@ func Compare(ctx context.Context, reg *engine.Registry, size string, opt Options
 		if err := reg.Check(ctx, engine.Options{Threads: opt.Threads}, name); err != nil {
 			return c, fmt.Errorf("bench: %w", err)
 		}
-		e, tok, err := openRandom(ctx, reg, name, cfg, opt.Threads)
+		e, tok, err := openRandom(ctx, reg, name, cfg, engine.Options{Threads: opt.Threads, GenBackend: opt.GenBackend})
 		if err != nil {
 			return c, err
 		}

@@ -25,6 +25,11 @@ type Options struct {
 	// GenTokens and TrainTokens bound the tokens of one generation wave and
 	// of one training micro-batch (0 = the engine's default).
 	GenTokens, TrainTokens int
+	// GenBackend is a Python engine's generation backend ("" = its default)
+	// and KVCacheFraction the share of free GPU memory its KV pool takes
+	// (0 = its default).
+	GenBackend      string
+	KVCacheFraction float64
 }
 
 // Versioned is an engine that knows its own version only once it is open

@@ -190,5 +190,5 @@ func Preflight(ctx context.Context, s *spec.Spec, only string, reg *engine.Regis
 // engineOptions are the options a run of model m opens its engine with.
 func engineOptions(m spec.ModelConfig, threads int) engine.Options {
 	return engine.Options{Threads: max(threads, 1), Python: m.Python, Device: m.Device, DType: m.DType,
-		GenTokens: m.GenTokens, TrainTokens: m.TrainTokens}
+		GenTokens: m.GenTokens, TrainTokens: m.TrainTokens, GenBackend: m.GenBackend, KVCacheFraction: m.KVCacheFraction}
 }

@@ -96,6 +96,9 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "torch key on native", old: "    tiny: {hidden", new: "    device: cuda\n    tiny: {hidden", want: `models.s.device: is a setting of the torch engine; this model's engine is "native"`},
 		{name: "unknown device", old: "    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}\n", new: "    engine: torch\n    device: tpu\n    checkpoint: /m\n", want: `models.s.device: "tpu" is not allowed; allowed values: auto, cuda, cpu`, at: "tpu"},
 		{name: "unknown dtype", old: "    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}\n", new: "    engine: torch\n    dtype: fp8\n    checkpoint: /m\n", want: `models.s.dtype: "fp8" is not allowed; allowed values: auto, float32, bfloat16, float16`, at: "fp8"},
+		{name: "unknown gen backend", old: "    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}\n", new: "    engine: torch\n    gen_backend: vllm\n    checkpoint: /m\n", want: `models.s.gen_backend: "vllm" is not allowed; allowed values: reference, slots`, at: "vllm"},
+		{name: "kv fraction out of range", old: "    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}\n", new: "    engine: torch\n    kv_cache_fraction: 1.5\n    checkpoint: /m\n", want: "models.s.kv_cache_fraction: 1.5 is not in (0, 1)", at: "kv_cache_fraction"},
+		{name: "gen backend on native", old: "    tiny: {hidden", new: "    gen_backend: slots\n    tiny: {hidden", want: `models.s.gen_backend: is a setting of the torch engine; this model's engine is "native"`},
 		{name: "duplicate seeds", old: "seeds: [1, 2]", new: "seeds: [1, 2, 1]", want: "seeds[2]: duplicate seed 1 (also seeds[0])", at: "seeds:"},
 		{name: "empty seeds", old: "seeds: [1, 2]", new: "seeds: []", want: "seeds: must list at least one seed", at: "seeds:"},
 		{name: "empty workflows", old: "[voting, eval-opt]", new: "[]", want: "matrix.workflows: must not be empty", at: "workflows:"},
@@ -267,6 +270,15 @@ func TestTorchModelSettings(t *testing.T) {
 	t.Setenv("MARLOW_TEST_PY", "/opt/venv/bin/python")
 	text := edit(t, baseSpec, "    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}\n",
 		"    engine: torch\n    checkpoint: /models/Qwen3-0.6B\n    python: ${MARLOW_TEST_PY:-python3}\n    device: cpu\n    dtype: float32\n    gen_tokens: 4096\n")
+	plain, err := Load(writeSpec(t, text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainRuns, err := Plan(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = strings.Replace(text, "    gen_tokens: 4096\n", "    gen_tokens: 4096\n    gen_backend: slots\n    kv_cache_fraction: 0.5\n", 1)
 	s, err := Load(writeSpec(t, text))
 	if err != nil {
 		t.Fatal(err)
@@ -280,8 +292,12 @@ func TestTorchModelSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	mc := runs[0].Config.Model
-	if mc.Python != "/opt/venv/bin/python" || mc.Device != "cpu" || mc.GenTokens != 4096 {
+	if mc.Python != "/opt/venv/bin/python" || mc.Device != "cpu" || mc.GenTokens != 4096 || mc.GenBackend != "slots" || mc.KVCacheFraction != 0.5 {
 		t.Fatalf("run model config: %+v", mc)
+	}
+	// The backend is hashed (it changes tokens within float noise); the pool's size is not.
+	if runs[0].ConfigHash == plainRuns[0].ConfigHash {
+		t.Error("gen_backend: slots left the config hash unchanged")
 	}
 	os.Unsetenv("MARLOW_TEST_PY")
 	for in, want := range map[string]string{"python3": "python3", "${MARLOW_TEST_PY:-python3.12}": "python3.12", "venv/bin/python": "/spec/dir/venv/bin/python"} {

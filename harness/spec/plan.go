@@ -43,6 +43,10 @@ type ModelConfig struct {
 	Python      string `json:"-"`
 	GenTokens   int    `json:"-"`
 	TrainTokens int    `json:"-"`
+	// GenBackend changes generated tokens (within float noise) and is part
+	// of the hash when set; the KV pool's size is a machine setting.
+	GenBackend      string  `json:"gen_backend,omitempty"`
+	KVCacheFraction float64 `json:"-"`
 	// Pretrain are the settings that build a tiny scale's base checkpoint;
 	// they determine the run as much as the shape does, so they are part of
 	// the config hash. Nil for checkpoint models.
@@ -170,7 +174,8 @@ func Plan(s *Spec) ([]Run, error) {
 						Seed: DeriveSeed(s.MasterSeed, id), SeedVersion: SeedVersion,
 						ValSeed: DeriveSeed(s.MasterSeed, ValKey(task, scale, seed)),
 						Model: ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny, Pretrain: pretrainOf(s, m),
-							Device: m.Device, DType: m.DType, Python: m.Python, GenTokens: m.GenTokens, TrainTokens: m.TrainTokens},
+							Device: m.Device, DType: m.DType, Python: m.Python, GenTokens: m.GenTokens, TrainTokens: m.TrainTokens,
+							GenBackend: m.GenBackend, KVCacheFraction: m.KVCacheFraction},
 						Data: DataConfig{Task: task, Source: t.Source, Kind: SourceKind[t.Source], Path: t.Path,
 							TrainSize: t.TrainSize, ValSize: t.ValSize, ValFrac: t.ValFrac, SplitSeed: t.SplitSeed, AnswerMode: t.AnswerMode,
 							Language: t.Language, Subsets: append([]string(nil), t.Subsets...), TestPath: t.TestPath,

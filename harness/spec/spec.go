@@ -33,6 +33,7 @@ var (
 	Engines       = study.Engines
 	Devices       = []string{"auto", "cuda", "cpu"}                    // torch engine devices
 	DTypes        = []string{"auto", "float32", "bfloat16", "float16"} // torch engine dtypes
+	GenBackends   = []string{"reference", "slots"}                     // torch engine generation backends
 	Roles         = study.Roles
 	LoraTarget    = study.LoRATargets
 	LossAggs      = study.LossAggs
@@ -87,6 +88,13 @@ type Model struct {
 	DType       string `yaml:"dtype,omitempty" json:"dtype,omitempty"`               // auto (default), float32, bfloat16, float16
 	GenTokens   int    `yaml:"gen_tokens,omitempty" json:"gen_tokens,omitempty"`     // token budget of one generation wave
 	TrainTokens int    `yaml:"train_tokens,omitempty" json:"train_tokens,omitempty"` // token budget of one training micro-batch
+	// GenBackend is the torch server's generation backend: reference (the
+	// batched KV-cache waves) or slots (paged KV pool, continuous refill);
+	// "" is slots on cuda and reference on the CPU.
+	GenBackend string `yaml:"gen_backend,omitempty" json:"gen_backend,omitempty"`
+	// KVCacheFraction is the share of free cuda memory the slots backend's
+	// KV pool takes (0 = 0.85).
+	KVCacheFraction float64 `yaml:"kv_cache_fraction,omitempty" json:"kv_cache_fraction,omitempty"`
 	// GRPO overrides grpo keys for runs of this scale.
 	GRPO *yaml.Node `yaml:"grpo,omitempty" json:"-"`
 }

@@ -69,9 +69,16 @@ func validateModels(s *Spec, c checker) {
 			}
 			c.rangeInt(p+".gen_tokens", m.GenTokens, 0, 1<<30)
 			c.rangeInt(p+".train_tokens", m.TrainTokens, 0, 1<<30)
+			if m.GenBackend != "" {
+				c.oneOf(p+".gen_backend", m.GenBackend, GenBackends)
+			}
+			if m.KVCacheFraction != 0 && !(m.KVCacheFraction > 0 && m.KVCacheFraction < 1) {
+				c.errf(p+".kv_cache_fraction", "%v is not in (0, 1); it is the share of free GPU memory the KV pool takes (default 0.85)", m.KVCacheFraction)
+			}
 		} else {
 			for key, set := range map[string]bool{"python": m.Python != "", "device": m.Device != "", "dtype": m.DType != "",
-				"gen_tokens": m.GenTokens != 0, "train_tokens": m.TrainTokens != 0} {
+				"gen_tokens": m.GenTokens != 0, "train_tokens": m.TrainTokens != 0, "gen_backend": m.GenBackend != "",
+				"kv_cache_fraction": m.KVCacheFraction != 0} {
 				if set {
 					c.errf(p+"."+key, "is a setting of the torch engine; this model's engine is %q", m.Engine)
 				}

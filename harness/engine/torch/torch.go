@@ -57,7 +57,8 @@ func Driver() engine.Driver {
 		},
 		Open: func(ctx context.Context, dir string, opt engine.Options) (engine.Engine, error) {
 			e, err := Open(ctx, dir, Options{Python: opt.Python, Device: opt.Device, DType: opt.DType, Threads: opt.Threads,
-				GenTokenBudget: opt.GenTokens, TrainTokenBudget: opt.TrainTokens})
+				GenTokenBudget: opt.GenTokens, TrainTokenBudget: opt.TrainTokens, GenBackend: opt.GenBackend,
+				KVCacheFraction: opt.KVCacheFraction})
 			if err != nil {
 				return nil, err
 			}
@@ -89,6 +90,13 @@ type Options struct {
 	// TrainTokenBudget bounds the padded tokens of one training
 	// micro-batch (default 16384).
 	TrainTokenBudget int
+	// GenBackend is the server's generation backend: "reference" (batched
+	// KV-cache waves), "slots" (paged KV pool with continuous refill) or ""
+	// (slots on cuda, reference on the CPU).
+	GenBackend string
+	// KVCacheFraction is the share of free cuda memory the slots backend's
+	// KV pool takes (0 = 0.85).
+	KVCacheFraction float64
 	// StallTimeout is how long a call may go without a frame from the
 	// server (default DefaultStallTimeout).
 	StallTimeout time.Duration
@@ -134,6 +142,7 @@ type OpenInfo struct {
 	ChatTemplate bool   `json:"chat_template"`
 	CUDADevice   string `json:"cuda_device"`
 	GradCkpt     bool   `json:"gradient_checkpointing"`
+	GenBackend   string `json:"gen_backend"`
 }
 
 // Open starts a server and loads the Hugging Face checkpoint folder dir
@@ -164,6 +173,12 @@ func Open(ctx context.Context, dir string, opt Options) (*Engine, error) {
 	}
 	if opt.GradientCheckpointing {
 		args["gradient_checkpointing"] = true
+	}
+	if opt.GenBackend != "" {
+		args["gen_backend"] = opt.GenBackend
+	}
+	if opt.KVCacheFraction != 0 {
+		args["kv_cache_fraction"] = opt.KVCacheFraction
 	}
 	if err := e.c.call(ctx, "open", args, &e.info); err != nil {
 		e.c.close(5 * time.Second)

@@ -117,7 +117,9 @@ def generate(
     model: Model, adapters: Adapters, args: Args, progress: Progress, backend: Backend | None = None
 ) -> dict[str, Any]:
     """The generate call: every request sampled, in waves, by backend
-    (sample_wave, the KV-cache backend, when None)."""
+    (sample_wave, the KV-cache backend, when None), or by the slot backend
+    (slots.py) in one queue when backend is None and the model's
+    gen_backend is "slots"."""
     run = backend or sample_wave
     seqs = []
     for i, raw in enumerate(args.need_list("requests")):
@@ -126,6 +128,11 @@ def generate(
         r = Args(raw, "generate: request %d" % i)
         adapters.lookup(r.get("adapter", ""))
         seqs.append(parse_request(i, r, model.encode_chat, model.max_pos))
+    if backend is None and model.gen_backend == "slots":
+        from .slots import slot_generate
+
+        slot_generate(model, adapters, seqs, progress, model.slot_options())
+        return {"completions": [completion(s, model.decode) for s in seqs]}
     for wave in plan_waves(seqs, model.gen_budget):
         live = [seqs[j] for j in wave]
         run(model, adapters, live, live[0].adapter, progress)

@@ -9,6 +9,8 @@ writes (keyed/testdata/golden.json).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
@@ -77,3 +79,30 @@ def uniform_at_array(key: int, n: int) -> npt.NDArray[np.float64]:
         z ^= z >> np.uint64(31)
     u: npt.NDArray[np.float64] = (z >> np.uint64(11)).astype(np.float64) * _SCALE53
     return 2.0 * u - 1.0
+
+
+def _mix64_array(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    with np.errstate(over="ignore"):
+        z = z ^ (z >> np.uint64(30))
+        z = z * np.uint64(MUL1)
+        z = z ^ (z >> np.uint64(27))
+        z = z * np.uint64(MUL2)
+        z = z ^ (z >> np.uint64(31))
+    return z
+
+
+def sample_uniforms(seeds: Sequence[int], positions: Sequence[int]) -> npt.NDArray[np.float64]:
+    """sample_uniform(seeds[i], positions[i]) for every i, vectorised: the
+    same hash_key of (seed, PURPOSE_SAMPLE, position) on uint64 arrays."""
+    n = len(seeds)
+    h = np.full(n, HASH_START, dtype=np.uint64)
+    words = [
+        np.array([s & M64 for s in seeds], dtype=np.uint64),
+        np.full(n, PURPOSE_SAMPLE, dtype=np.uint64),
+        np.array([p & M64 for p in positions], dtype=np.uint64),
+    ]
+    with np.errstate(over="ignore"):
+        for w in words:
+            h = _mix64_array((h + np.uint64(GOLDEN) + w * np.uint64(GOLDEN)) ^ _mix64_array(w))
+    u: npt.NDArray[np.float64] = (_mix64_array(h) >> np.uint64(11)).astype(np.float64) * _SCALE53
+    return u

@@ -43,6 +43,18 @@ class Model:
     """The GPU's name when the device asked for was cuda, else empty."""
     stop_ids: set[int] = field(default_factory=set)
     peft: bool = False
+    gen_backend: str = "reference"
+    """The generation backend: "reference" (generation.sample_wave) or "slots" (slots.py)."""
+    gen_slots: int = 64
+    """Rows the slot backend decodes at once."""
+    kv_fraction: float = 0.85
+    """Share of the free cuda memory the slot backend's KV pool takes."""
+
+    def slot_options(self) -> Any:
+        """The slot backend's settings (a slots.SlotOptions)."""
+        from .slots import SlotOptions
+
+        return SlotOptions(slots=self.gen_slots, kv_fraction=self.kv_fraction)
 
     def base(self) -> Any:
         """The underlying transformers model (inside peft when wrapped)."""
@@ -81,6 +93,7 @@ class Model:
             "chat_template": self.template is not None,
             "cuda_device": self.cuda_device,
             "gradient_checkpointing": self.grad_ckpt,
+            "gen_backend": self.gen_backend,
         }
 
 
@@ -115,6 +128,13 @@ def open_model(args: Args) -> Model:
         torch.backends.cudnn.allow_tf32 = False
     gen_budget = int(args.get("gen_token_budget") or 0) or (1 << 16)
     train_budget = int(args.get("train_token_budget") or 0) or (1 << 14)
+    gen_backend = args.get("gen_backend") or ("slots" if device == "cuda" else "reference")
+    if gen_backend not in ("reference", "slots"):
+        raise Fault("bad_request", "gen_backend %r is not reference or slots" % gen_backend)
+    gen_slots = int(args.get("gen_slots") or 0) or (256 if device == "cuda" else 64)
+    kv_fraction = float(args.get("kv_cache_fraction") or 0) or 0.85
+    if not 0 < kv_fraction < 1:
+        raise Fault("bad_request", "kv_cache_fraction %r is not in (0, 1)" % kv_fraction)
     cfg = AutoConfig.from_pretrained(ckpt)
     if getattr(cfg, "model_type", "") != "qwen3":
         raise Fault("bad_checkpoint", "%s: model_type %r, want qwen3" % (ckpt, getattr(cfg, "model_type", None)))
@@ -153,6 +173,9 @@ def open_model(args: Args) -> Model:
         grad_ckpt=grad_ckpt,
         cuda_device=torch.cuda.get_device_name(tdevice) if device == "cuda" else "",
         stop_ids=stop_ids,
+        gen_backend=gen_backend,
+        gen_slots=gen_slots,
+        kv_fraction=kv_fraction,
     )
 
 

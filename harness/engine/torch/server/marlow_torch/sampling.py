@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from .keyed import PURPOSE_SAMPLE, hash_key, mix64, uniform01
+
+if TYPE_CHECKING:
+    import torch
 
 
 def sample_key(seed: int, position: int) -> int:
@@ -51,3 +55,22 @@ def sample_rows(
         toks.append(tok)
         lps.append(lp)
     return toks, lps
+
+
+def sample_device(
+    logits: torch.Tensor, temps: torch.Tensor, uniforms: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """sample_row on every row of logits ([B, V] float32, on the device) at
+    temps[b] with uniform uniforms[b] (both [B] float64, the uniforms from
+    keyed.sample_uniforms): softmax(logits / T) in float64, its cumulative
+    sum in id order and the inverse-CDF choice. Returns the tokens [B] and
+    their float32 log-probs [B]; on the CPU both equal sample_row's bit for bit."""
+    import torch
+
+    z = logits.double() / temps.unsqueeze(1)
+    mx = z.max(dim=1, keepdim=True).values
+    c = torch.cumsum(torch.exp(z - mx), dim=1)
+    total = c[:, -1:]
+    tok = torch.searchsorted(c, uniforms.unsqueeze(1) * total, right=True).clamp_(max=z.shape[1] - 1)
+    lp = (z.gather(1, tok) - mx) - torch.log(total)
+    return tok.squeeze(1), lp.squeeze(1).float()

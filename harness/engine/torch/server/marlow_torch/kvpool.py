@@ -1,0 +1,163 @@
+"""The paged KV pool of the slot backend: fixed blocks of BLOCK tokens, a
+free list and reference counts (BlockManager, pure Python), and the key and
+value tensors they index (KVPool), with the plain PyTorch reference decode
+attention over each row's own blocks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+BLOCK = 16
+"""Tokens per block."""
+
+
+def blocks_for(tokens: int, block: int = BLOCK) -> int:
+    """Blocks that hold tokens."""
+    return -(-tokens // block)
+
+
+class PoolFull(Exception):
+    """Raised by BlockManager.alloc when fewer blocks are free than asked."""
+
+
+class BlockManager:
+    """Block ids 0..n-1 with a free list and a reference count each. A block
+    is free exactly when its count is zero; alloc hands out the lowest ids
+    first so that a schedule reuses blocks in a reproducible order."""
+
+    def __init__(self, n: int) -> None:
+        if n <= 0:
+            raise ValueError("a KV pool needs at least one block, got %d" % n)
+        self.n = n
+        self.refs = [0] * n
+        self.free: list[int] = list(range(n - 1, -1, -1))
+        """Free ids, the next one to hand out last."""
+        self.peak = 0
+        """The most blocks in use at once."""
+        self.reuses = 0
+        """Allocations of a block that had been used and freed before."""
+        self._used_before = [False] * n
+
+    def n_free(self) -> int:
+        """Free blocks."""
+        return len(self.free)
+
+    def in_use(self) -> int:
+        """Blocks with a positive count."""
+        return self.n - len(self.free)
+
+    def alloc(self, k: int) -> list[int]:
+        """k fresh blocks, each with count one."""
+        if k > len(self.free):
+            raise PoolFull("asked for %d blocks, %d of %d free" % (k, len(self.free), self.n))
+        out = [self.free.pop() for _ in range(k)]
+        for b in out:
+            self.refs[b] = 1
+            if self._used_before[b]:
+                self.reuses += 1
+            self._used_before[b] = True
+        self.peak = max(self.peak, self.in_use())
+        return out
+
+    def incref(self, blocks: Sequence[int]) -> None:
+        """One more reference to each of blocks (all in use)."""
+        for b in blocks:
+            if self.refs[b] <= 0:
+                raise ValueError("incref of free block %d" % b)
+            self.refs[b] += 1
+
+    def decref(self, blocks: Sequence[int]) -> None:
+        """One reference fewer to each of blocks; a block whose count reaches
+        zero returns to the free list."""
+        for b in blocks:
+            if self.refs[b] <= 0:
+                raise ValueError("decref of free block %d" % b)
+            self.refs[b] -= 1
+            if self.refs[b] == 0:
+                self.free.append(b)
+
+
+@dataclass
+class PoolShape:
+    """The geometry of a KV pool."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: torch.dtype
+
+    def bytes_per_block(self, block: int = BLOCK) -> int:
+        """Bytes of keys and values of one block across all layers."""
+        el = torch.empty((), dtype=self.dtype).element_size()
+        return 2 * self.layers * block * self.kv_heads * self.head_dim * el
+
+
+def pool_blocks(shape: PoolShape, device: torch.device, cpu_bytes: int, fraction: float) -> int:
+    """Blocks of a pool: fraction of the free device memory on cuda, cpu_bytes
+    on the CPU."""
+    per = shape.bytes_per_block()
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return max(1, int(free * fraction) // per)
+    return max(1, cpu_bytes // per)
+
+
+class KVPool:
+    """Keys and values of every layer in blocks: k[layer] and v[layer] are
+    [blocks * BLOCK, kv_heads, head_dim], block b holding slots b*BLOCK to
+    b*BLOCK + BLOCK - 1."""
+
+    def __init__(self, shape: PoolShape, blocks: int, device: torch.device) -> None:
+        self.shape = shape
+        self.blocks = BlockManager(blocks)
+        size = (shape.layers, blocks * BLOCK, shape.kv_heads, shape.head_dim)
+        self.k = torch.zeros(size, dtype=shape.dtype, device=device)
+        self.v = torch.zeros(size, dtype=shape.dtype, device=device)
+
+    def nbytes(self) -> int:
+        """Bytes of the key and value tensors."""
+        return int(self.k.numel() * self.k.element_size() * 2)
+
+    def copy_block(self, src: int, dst: int, tokens: int) -> None:
+        """Copies the first tokens slots of block src into block dst, every layer."""
+        s, d = src * BLOCK, dst * BLOCK
+        self.k[:, d : d + tokens] = self.k[:, s : s + tokens]
+        self.v[:, d : d + tokens] = self.v[:, s : s + tokens]
+
+    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Stores k and v ([n, kv_heads, head_dim]) at the flat slots ([n])."""
+        self.k[layer].index_copy_(0, slots, k.to(self.k.dtype))
+        self.v[layer].index_copy_(0, slots, v.to(self.v.dtype))
+
+
+def slots_of(table: Sequence[int], start: int, n: int) -> list[int]:
+    """The flat slots of positions start..start+n-1 of a row whose blocks are table."""
+    return [table[p // BLOCK] * BLOCK + p % BLOCK for p in range(start, start + n)]
+
+
+def decode_attention(
+    pool: KVPool, layer: int, q: torch.Tensor, tables: torch.Tensor, lengths: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """Reference paged attention of one query token per row: q is [B, H, hd],
+    tables [B, nb] the rows' block ids (padded with any valid id), lengths
+    [B] the cached tokens of each row (the query's own included). Grouped
+    heads share their key and value head without copies. Returns [B, H, hd]
+    in q's dtype, the softmax in float32."""
+    B, H, hd = q.shape
+    kvh = pool.shape.kv_heads
+    g = H // kvh
+    nb = tables.shape[1]
+    T = nb * BLOCK
+    idx = (tables.unsqueeze(-1) * BLOCK + torch.arange(BLOCK, device=tables.device)).reshape(B, T)
+    k = pool.k[layer][idx].float()  # [B, T, kvh, hd]
+    v = pool.v[layer][idx].float()
+    qg = q.float().reshape(B, kvh, g, hd)
+    s = torch.einsum("bkgd,btkd->bkgt", qg, k) * scale
+    valid = torch.arange(T, device=q.device).unsqueeze(0) < lengths.unsqueeze(1)  # [B, T]
+    s = s.masked_fill(~valid[:, None, None, :], float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    o = torch.einsum("bkgt,btkd->bkgd", p, v)
+    return o.reshape(B, H, hd).to(q.dtype)

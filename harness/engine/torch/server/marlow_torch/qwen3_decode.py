@@ -1,0 +1,288 @@
+"""The slot backend's own Qwen3 forward over the loaded transformers
+weights and the peft adapters' tensors: RMSNorm, q/k RMSNorm per head,
+rotary embedding with the checkpoint's frequencies, grouped-query
+attention, SwiGLU and the (tied) head in float32. Prefill runs one prompt;
+a decode step runs one token of each of B rows against the paged KV pool
+(kvpool.py). Logits are only ever computed for the rows being sampled."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from .kvpool import KVPool, PoolShape, decode_attention
+from .protocol import Fault
+
+if TYPE_CHECKING:
+    from .adapters import Adapters
+    from .model import Model
+
+LINEARS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass
+class Lora:
+    """The LoRA factors of one linear layer over several adapters: A of all
+    of them stacked by rank ([R, in]), B side by side ([out, R]) and each
+    adapter's rank span with its scaling."""
+
+    a: torch.Tensor
+    b: torch.Tensor
+    spans: dict[str, tuple[int, int, float]]
+
+
+@dataclass
+class Layer:
+    """One decoder layer's weights (the base layers' own tensors, not copies)."""
+
+    ln1: torch.Tensor
+    ln2: torch.Tensor
+    q_norm: torch.Tensor
+    k_norm: torch.Tensor
+    w: dict[str, torch.Tensor]
+    lora: dict[str, Lora] = field(default_factory=dict)
+
+
+def base_weight(mod: Any) -> torch.Tensor:
+    """The frozen weight of a linear layer, inside peft's wrapper when wrapped."""
+    w: torch.Tensor = getattr(mod, "base_layer", mod).weight
+    return w
+
+
+class Qwen3Decoder:
+    """The forward passes of the slot backend for one generate call, over
+    the adapters named (their current tensors: built per call, so that it
+    always sees the latest optimizer step).
+
+    lora_mode "mask" applies every adapter of a mixed batch at once (the
+    stacked A and B, a per-row scale mask); "split" runs each adapter's rows
+    as a separate pair of products. A batch of one adapter always takes its
+    own slice of A and B."""
+
+    def __init__(self, model: Model, adapters: Adapters, names: Sequence[str], lora_mode: str = "mask") -> None:
+        base = model.base()
+        cfg = base.config
+        if getattr(cfg, "use_sliding_window", False):
+            raise Fault("bad_checkpoint", "the slot backend has no sliding-window attention; use gen_backend reference")
+        inner = base.model
+        self.device = model.device
+        self.dtype = model.dtype
+        self.heads = int(cfg.num_attention_heads)
+        self.kv_heads = int(cfg.num_key_value_heads)
+        self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
+        self.scale = self.head_dim**-0.5
+        self.eps = float(cfg.rms_norm_eps)
+        if getattr(cfg, "hidden_act", "silu") != "silu":
+            raise Fault("bad_checkpoint", "hidden_act %r, the slot backend has silu only" % cfg.hidden_act)
+        self.embed: torch.Tensor = inner.embed_tokens.weight
+        self.norm: torch.Tensor = inner.norm.weight
+        head: torch.Tensor = base.lm_head.weight
+        self.head = head if head.dtype == torch.float32 else head.float()
+        self.inv_freq: torch.Tensor = inner.rotary_emb.inv_freq.float()
+        self.rope_scale = float(getattr(inner.rotary_emb, "attention_scaling", 1.0))
+        if lora_mode not in ("mask", "split"):
+            raise ValueError("lora_mode %r is not mask or split" % lora_mode)
+        self.lora_mode = lora_mode
+        self.layers: list[Layer] = []
+        for hl in inner.layers:
+            at, mlp = hl.self_attn, hl.mlp
+            mods = {"q_proj": at.q_proj, "k_proj": at.k_proj, "v_proj": at.v_proj, "o_proj": at.o_proj}
+            mods.update({"gate_proj": mlp.gate_proj, "up_proj": mlp.up_proj, "down_proj": mlp.down_proj})
+            self.layers.append(
+                Layer(
+                    ln1=hl.input_layernorm.weight,
+                    ln2=hl.post_attention_layernorm.weight,
+                    q_norm=at.q_norm.weight,
+                    k_norm=at.k_norm.weight,
+                    w={m: base_weight(mods[m]) for m in LINEARS},
+                )
+            )
+        self._stack_loras(model, adapters, [n for n in names if n])
+
+    def _stack_loras(self, model: Model, adapters: Adapters, names: Sequence[str]) -> None:
+        parts: dict[tuple[int, str], list[tuple[str, torch.Tensor, torch.Tensor, float]]] = {}
+        for name in sorted(set(names)):
+            ad = adapters.lookup(name)
+            if ad is None:
+                continue
+            scaling = ad.alpha / ad.rank
+            got: dict[tuple[int, str], dict[bool, torch.Tensor]] = {}
+            for p in ad.params:
+                got.setdefault((p.layer, p.module), {})[p.is_b] = p.tensor.detach()
+            for key, ab in got.items():
+                parts.setdefault(key, []).append((name, ab[False], ab[True], scaling))
+        for (layer, mod), lst in parts.items():
+            spans: dict[str, tuple[int, int, float]] = {}
+            r0 = 0
+            for name, a, _, s in lst:
+                spans[name] = (r0, r0 + a.shape[0], s)
+                r0 += a.shape[0]
+            a_cat = torch.cat([a for _, a, _, _ in lst], dim=0)
+            b_cat = torch.cat([b for _, _, b, _ in lst], dim=1)
+            self.layers[layer].lora[mod] = Lora(a_cat, b_cat, spans)
+
+    def pool_shape(self) -> PoolShape:
+        """The KV pool geometry of this model."""
+        return PoolShape(len(self.layers), self.kv_heads, self.head_dim, self.dtype)
+
+    def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        dt = x.dtype
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return w * h.to(dt)
+
+    def _rope(self, pos: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = pos.float().unsqueeze(-1) * self.inv_freq.unsqueeze(0)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * self.rope_scale).to(x.dtype), (emb.sin() * self.rope_scale).to(x.dtype)
+
+    @staticmethod
+    def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        h = x.shape[-1] // 2
+        rot = torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+        return x * cos + rot * sin
+
+    def _linear(self, layer: Layer, mod: str, x: torch.Tensor, rows: RowAdapters) -> torch.Tensor:
+        y = F.linear(x, layer.w[mod])
+        lo = layer.lora.get(mod)
+        if lo is None or not rows.any:
+            return y
+        xf = x.float()
+        if rows.single is not None:
+            span = lo.spans.get(rows.single)
+            if span is None:
+                return y
+            r0, r1, s = span
+            d = F.linear(F.linear(xf, lo.a[r0:r1]), lo.b[:, r0:r1]) * s
+            return y + d.to(y.dtype)
+        if self.lora_mode == "mask":
+            m = rows.mask(lo)
+            d = F.linear(F.linear(xf, lo.a) * m, lo.b)
+            return y + d.to(y.dtype)
+        out = y.float()
+        for name, idx in rows.groups:
+            span = lo.spans.get(name)
+            if span is None:
+                continue
+            r0, r1, s = span
+            d = F.linear(F.linear(xf[idx], lo.a[r0:r1]), lo.b[:, r0:r1]) * s
+            out = out.index_add(0, idx, d)
+        return out.to(y.dtype)
+
+    def _mlp(self, layer: Layer, x: torch.Tensor, rows: RowAdapters) -> torch.Tensor:
+        g = self._linear(layer, "gate_proj", x, rows)
+        u = self._linear(layer, "up_proj", x, rows)
+        return self._linear(layer, "down_proj", F.silu(g) * u, rows)
+
+    def _qkv(
+        self, layer: Layer, x: torch.Tensor, pos: torch.Tensor, rows: RowAdapters
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        n = x.shape[0]
+        q = self._linear(layer, "q_proj", x, rows).view(n, self.heads, self.head_dim)
+        k = self._linear(layer, "k_proj", x, rows).view(n, self.kv_heads, self.head_dim)
+        v = self._linear(layer, "v_proj", x, rows).view(n, self.kv_heads, self.head_dim)
+        q = self._rms(q, layer.q_norm)
+        k = self._rms(k, layer.k_norm)
+        cos, sin = self._rope(pos, x)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return self._rotate(q, cos, sin), self._rotate(k, cos, sin), v
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """float32 logits of final hidden states [B, D] (after the last norm)."""
+        return F.linear(self._rms(h, self.norm).float(), self.head)
+
+    def prefill(self, tokens: Sequence[int], adapter: str, pool: KVPool, slots: torch.Tensor) -> torch.Tensor:
+        """Runs one prompt under adapter, storing its keys and values at
+        slots ([n], flat pool slots of positions 0..n-1), and returns the
+        float32 logits [V] of its last position."""
+        n = len(tokens)
+        ids = torch.tensor(list(tokens), dtype=torch.long, device=self.device)
+        pos = torch.arange(n, device=self.device)
+        rows = RowAdapters.one(adapter)
+        x = self.embed[ids]
+        for li, layer in enumerate(self.layers):
+            h = self._rms(x, layer.ln1)
+            q, k, v = self._qkv(layer, h, pos, rows)
+            pool.write(li, slots, k, v)
+            o = F.scaled_dot_product_attention(
+                q.transpose(0, 1).unsqueeze(0),
+                k.transpose(0, 1).unsqueeze(0),
+                v.transpose(0, 1).unsqueeze(0),
+                is_causal=True,
+                scale=self.scale,
+                enable_gqa=True,
+            )
+            o = o.squeeze(0).transpose(0, 1).reshape(n, self.heads * self.head_dim)
+            x = x + self._linear(layer, "o_proj", o, rows)
+            x = x + self._mlp(layer, self._rms(x, layer.ln2), rows)
+        return self.logits(x[-1:])[0]
+
+    def decode(
+        self,
+        tokens: torch.Tensor,
+        pos: torch.Tensor,
+        rows: RowAdapters,
+        pool: KVPool,
+        tables: torch.Tensor,
+        slots: torch.Tensor,
+    ) -> torch.Tensor:
+        """One decode step of B rows: tokens [B] at positions pos [B], their
+        keys and values stored at slots [B], attention over each row's blocks
+        (tables [B, nb]); returns float32 logits [B, V]."""
+        B = tokens.shape[0]
+        x = self.embed[tokens]
+        lengths = pos + 1
+        for li, layer in enumerate(self.layers):
+            h = self._rms(x, layer.ln1)
+            q, k, v = self._qkv(layer, h, pos, rows)
+            pool.write(li, slots, k, v)
+            o = decode_attention(pool, li, q, tables, lengths, self.scale).reshape(B, self.heads * self.head_dim)
+            x = x + self._linear(layer, "o_proj", o, rows)
+            x = x + self._mlp(layer, self._rms(x, layer.ln2), rows)
+        return self.logits(x)
+
+
+class RowAdapters:
+    """The adapter of each row of a batch: one name when all rows share it,
+    else the rows of each adapter (and their scale mask for lora_mode mask)."""
+
+    def __init__(self, names: Sequence[str], device: torch.device) -> None:
+        self.names = list(names)
+        distinct = sorted(set(self.names))
+        self.single: str | None = distinct[0] if len(distinct) == 1 else None
+        self.any = any(distinct)
+        self.device = device
+        self.groups: list[tuple[str, torch.Tensor]] = []
+        if self.single is None:
+            for name in distinct:
+                if name:
+                    idx = [i for i, n in enumerate(self.names) if n == name]
+                    self.groups.append((name, torch.tensor(idx, dtype=torch.long, device=device)))
+        self._masks: dict[int, torch.Tensor] = {}
+        """Masks by the hash of a Lora's spans (one per distinct adapter layout)."""
+
+    @classmethod
+    def one(cls, name: str) -> RowAdapters:
+        """A batch whose rows all run under name."""
+        r = cls.__new__(cls)
+        r.names, r.single, r.any, r.groups, r._masks = [], name, name != "", [], {}
+        return r
+
+    def mask(self, lo: Lora) -> torch.Tensor:
+        """[B, R] float32: the scaling of a row's adapter on its own ranks, zero elsewhere."""
+        key = hash(tuple(sorted(lo.spans.items())))
+        m = self._masks.get(key)
+        if m is None:
+            R = lo.a.shape[0]
+            mm = torch.zeros((len(self.names), R), dtype=torch.float32)
+            for i, n in enumerate(self.names):
+                span = lo.spans.get(n)
+                if span is not None:
+                    mm[i, span[0] : span[1]] = span[2]
+            m = mm.to(self.device)
+            self._masks[key] = m
+        return m

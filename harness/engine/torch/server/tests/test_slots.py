@@ -1,0 +1,278 @@
+"""The slot backend: its block manager, sampler and uniforms on their own,
+and its forward and generation against transformers and the reference
+backend (sample_wave) on a committed tiny checkpoint."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from marlow_torch import sampling, slots
+from marlow_torch.adapters import Adapters
+from marlow_torch.generation import FINISH_LENGTH, FINISH_STOP, GenRequest, plan_waves, sample_wave
+from marlow_torch.keyed import sample_uniform, sample_uniforms
+from marlow_torch.kvpool import BLOCK, BlockManager, KVPool, PoolFull, slots_of
+from marlow_torch.model import Model, open_model
+from marlow_torch.protocol import Args, Fault
+from marlow_torch.qwen3_decode import Qwen3Decoder, RowAdapters
+from marlow_torch.sampling import sample_device, sample_key, sample_row
+from marlow_torch.slots import SlotOptions, SlotStats, slot_generate
+
+TINY = Path(__file__).resolve().parents[5] / "seeds" / "models" / "s-862b5de974d5"
+
+
+def test_blocks_alloc_lowest_first_share_and_free() -> None:
+    bm = BlockManager(4)
+    a = bm.alloc(2)
+    assert a == [0, 1] and bm.n_free() == 2 and bm.refs[:2] == [1, 1]
+    bm.incref([1])
+    bm.decref(a)
+    assert bm.refs == [0, 1, 0, 0] and bm.n_free() == 3  # block 1 is still shared
+    assert bm.alloc(1) == [0] and bm.reuses == 1
+    with pytest.raises(PoolFull, match="asked for 3 blocks, 2 of 4 free"):
+        bm.alloc(3)
+    bm.decref([1, 0])
+    assert bm.n_free() == 4 and bm.peak == 2
+    with pytest.raises(ValueError, match="decref of free block 1"):
+        bm.decref([1])
+    with pytest.raises(ValueError, match="incref of free block 2"):
+        bm.incref([2])
+
+
+def test_slots_of_follow_the_block_table() -> None:
+    assert slots_of([5, 2], BLOCK - 1, 3) == [5 * BLOCK + BLOCK - 1, 2 * BLOCK, 2 * BLOCK + 1]
+
+
+def test_uniforms_are_the_scalar_hash_vectorised() -> None:
+    rng = random.Random(1)
+    seeds = [0, 1, (1 << 64) - 1, -3] + [rng.getrandbits(64) for _ in range(200)]
+    positions = [0, 7, 5000, 2] + [rng.randrange(1 << 20) for _ in range(200)]
+    got = sample_uniforms(seeds, positions)
+    want = [sample_uniform(s, p) for s, p in zip(seeds, positions)]
+    assert got.dtype == np.float64 and got.tolist() == want
+
+
+def test_device_sampler_is_the_reference_sampler_bit_for_bit() -> None:
+    g = torch.Generator().manual_seed(2)
+    B, V = 96, 151
+    logits = torch.randn((B, V), generator=g) * 4
+    logits[3] = 0.0  # a flat row
+    logits[4, 7] = 80.0  # a peaked row
+    temps = [0.3 + 0.1 * (b % 9) for b in range(B)]
+    seeds = [1000 + b for b in range(B)]
+    pos = [b * 3 for b in range(B)]
+    tok, lp = sample_device(
+        logits, torch.tensor(temps, dtype=torch.float64), torch.from_numpy(sample_uniforms(seeds, pos))
+    )
+    assert tok.dtype == torch.long and lp.dtype == torch.float32
+    for b in range(B):
+        t, p = sample_row(logits[b].numpy(), temps[b], sample_key(seeds[b], pos[b]))
+        assert (int(tok[b]), float(lp[b])) == (t, p), "row %d" % b
+
+
+# The model parts: the committed tiny checkpoint, two adapters with B moved off zero.
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Iterator[tuple[Model, Adapters]]:
+    m = open_model(Args({"checkpoint": str(TINY), "device": "cpu"}, "open"))
+    ads = Adapters(m)
+    g = torch.Generator().manual_seed(9)
+    for i, name in enumerate(["a", "b"]):
+        ad = ads.add(name, 4 + 4 * i, 8.0, [], 7 + i)
+        with torch.no_grad():
+            for p in ad.params:
+                if p.is_b:
+                    p.tensor.copy_(torch.randn(p.tensor.shape, generator=g) * 0.05)
+    yield m, ads
+
+
+def scale_tol(ref: torch.Tensor) -> float:
+    """1e-5 of the logits' scale: the two forwards differ by float32 rounding of
+    different kernels (gemv against gemm, one query against many)."""
+    return 1e-5 * max(1.0, float(ref.abs().max()))
+
+
+@pytest.mark.parametrize("mode", ["split", "mask"])
+def test_forward_matches_transformers(tiny: tuple[Model, Adapters], mode: str) -> None:
+    m, ads = tiny
+    prompts = [[3 + (7 * i) % 90 for i in range(n)] for n in (37, 5)]
+    names = ["", "a", "b"]
+    with torch.no_grad():
+        refs = {}
+        for name in names:
+            with ads.use(name):
+                for k, p in enumerate(prompts):
+                    refs[name, k] = m.hf(input_ids=torch.tensor([p])).logits[0].float()
+        dec = Qwen3Decoder(m, ads, names, mode)
+        pool = KVPool(dec.pool_shape(), 40, m.device)
+        # Prefill all but the last 4 tokens of each (prompt, adapter), then decode
+        # the rest as one mixed batch of six rows.
+        rows = [(name, k) for name in names for k in range(len(prompts))]
+        tables = []
+        for r, (name, k) in enumerate(rows):
+            table = list(range(6 * r, 6 * r + 6))
+            tables.append(table)
+            n = len(prompts[k]) - 4
+            lg = dec.prefill(prompts[k][:n], name, pool, torch.tensor(slots_of(table, 0, n)))
+            assert (lg - refs[name, k][n - 1]).abs().max() <= scale_tol(refs[name, k])
+        ra = RowAdapters([name for name, _ in rows], m.device)
+        for j in range(4):
+            pos = [len(prompts[k]) - 4 + j for _, k in rows]
+            toks = torch.tensor([prompts[k][p] for (_, k), p in zip(rows, pos)])
+            sl = torch.tensor([slots_of(t, p, 1)[0] for t, p in zip(tables, pos)])
+            lg = dec.decode(toks, torch.tensor(pos), ra, pool, torch.tensor(tables), sl)
+            assert lg.shape == (len(rows), m.vocab) and lg.dtype == torch.float32
+            for r, (name, k) in enumerate(rows):
+                ref = refs[name, k][pos[r]]
+                assert (lg[r] - ref).abs().max() <= scale_tol(refs[name, k]), (name, k, j)
+
+
+def requests(n: int) -> list[GenRequest]:
+    """n requests: groups of 8 with one prompt and adapter (the rollouts of a
+    problem), then single ones reusing those prompts under other adapters;
+    prompt lengths 2 to 69 (within one block, and across up to five), 1 to 47 new tokens."""
+    rng = random.Random(5)
+    prompts = [[rng.randrange(3, 90) for _ in range(rng.randrange(2, 70))] for _ in range(n // 8)]
+    out = []
+    for i in range(n):
+        grouped = i < n * 5 // 8
+        pr = prompts[i // 8] if grouped else prompts[rng.randrange(len(prompts))]
+        adapter = ["", "a", "b"][(i // 8) % 3 if grouped else i % 3]
+        out.append(GenRequest(i, adapter, list(pr), rng.randrange(1, 48), 0.7 + 0.1 * (i % 5), False, 1000 + i))
+    return out
+
+
+Recorder = dict[tuple[int, int], "np.ndarray[Any, np.dtype[np.float32]]"]
+
+
+def run_reference(m: Model, ads: Adapters, reqs: list[GenRequest], rec: Recorder) -> None:
+    keys = {sample_key(s.seed, p): (s.seed, p) for s in reqs for p in range(s.max_new)}
+
+    def record(logits: Any, temp: float, key: int) -> tuple[int, float]:
+        rec[keys[key]] = np.array(logits, dtype=np.float32)
+        return sample_row(logits, temp, key)
+
+    with pytest.MonkeyPatch.context() as mp, torch.no_grad():
+        mp.setattr(sampling, "sample_row", record)
+        for w in plan_waves(reqs, m.gen_budget):
+            live = [reqs[j] for j in w]
+            sample_wave(m, ads, live, live[0].adapter, lambda **k: None)
+
+
+def run_slots(m: Model, ads: Adapters, reqs: list[GenRequest], rec: Recorder, opts: SlotOptions) -> SlotStats:
+    orig = slots.Scheduler.sample
+
+    def record(self: slots.Scheduler, rows: list[slots.Row], logits: torch.Tensor) -> None:
+        for r, row in zip(rows, logits):
+            rec[r.seq.seed, len(r.seq.ids)] = row.numpy().copy()
+        orig(self, rows, logits)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(slots.Scheduler, "sample", record)
+        return slot_generate(m, ads, reqs, lambda **k: None, opts)
+
+
+def straddles(z1: Any, z2: Any, temp: float, u: float) -> bool:
+    """Whether the uniform u falls between the two CDFs of softmax(z / temp)
+    at some boundary between the tokens that they pick."""
+    c1, c2 = (np.cumsum(np.exp(z / temp - (z / temp).max())) for z in (z1.astype(np.float64), z2.astype(np.float64)))
+    c1, c2 = c1 / c1[-1], c2 / c2[-1]
+    t1, t2 = int(np.searchsorted(c1, u, side="right")), int(np.searchsorted(c2, u, side="right"))
+    lo, hi = min(t1, t2), max(t1, t2)
+    return any(
+        min(c1[k], c2[k]) <= u < max(c1[k], c2[k]) or min(c1[k], c2[k]) < u <= max(c1[k], c2[k]) for k in range(lo, hi)
+    )
+
+
+def compare(ref: list[GenRequest], got: list[GenRequest], r1: Recorder, r2: Recorder) -> tuple[int, int, float]:
+    """Counts the requests that differ (each must begin at a straddle) and
+    the tokens compared; returns them with the largest log-prob gap."""
+    differ, compared, gap = 0, 0, 0.0
+    for a, b in zip(ref, got):
+        assert b.finish in (FINISH_STOP, FINISH_LENGTH) and b.ids, "request %d was not generated" % b.index
+        n = 0
+        while n < min(len(a.ids), len(b.ids)) and a.ids[n] == b.ids[n]:
+            z1, z2 = r1[a.seed, n], r2[b.seed, n]
+            assert float(np.abs(z1 - z2).max()) <= 1e-5 * max(1.0, float(np.abs(z1).max())), (a.index, n)
+            gap = max(gap, abs(a.logprobs[n] - b.logprobs[n]))
+            n += 1
+        compared += n
+        if (a.ids, a.finish) != (b.ids, b.finish):
+            differ += 1
+            z1, z2 = r1[a.seed, n], r2[b.seed, n]
+            assert straddles(z1, z2, a.temperature, sample_uniform(a.seed, n)), "request %d differs at %d" % (
+                a.index,
+                n,
+            )
+    return differ, compared, gap
+
+
+@pytest.mark.parametrize("mode", ["split", "mask"])
+def test_slots_generate_what_the_reference_does(tiny: tuple[Model, Adapters], mode: str) -> None:
+    m, ads = tiny
+    reqs = requests(256)
+    ref, got = copy.deepcopy(reqs), copy.deepcopy(reqs)
+    r1: Recorder = {}
+    r2: Recorder = {}
+    run_reference(m, ads, ref, r1)
+    st = run_slots(m, ads, got, r2, SlotOptions(slots=32, pool_blocks=60, lora_mode=mode))
+    assert sum(s.finish == FINISH_STOP for s in ref) > 20  # stop tokens do happen
+    differ, compared, gap = compare(ref, got, r1, r2)
+    print(
+        "%s: %d of 256 requests differ (each at a straddle), %d tokens compared, log-prob gap %.3g; %s"
+        % (mode, differ, compared, gap, st)
+    )
+    assert compared > 3000 and gap <= 1e-5 * 16  # 1e-5 of the logits' scale (about 16 here)
+    # The pool was small: rows waited, blocks were reused many times and prompts shared.
+    assert st.blocks == 60 and st.peak_blocks == 60 and st.block_reuses > 500
+    assert st.prefills < 256 and st.shared_rows == 256 - st.prefills
+
+
+def test_queue_longer_than_the_pool_never_stalls(tiny: tuple[Model, Adapters]) -> None:
+    m, ads = tiny
+    reqs = [GenRequest(i, ["a", "b"][i % 2], [5 + i % 7] * (20 + i), 40, 1.0, True, i) for i in range(40)]
+    st = slot_generate(m, ads, reqs, lambda **k: None, SlotOptions(slots=16, pool_blocks=8))
+    assert all(len(s.ids) == 40 and s.finish == FINISH_LENGTH for s in reqs)
+    assert st.peak_rows <= 2 and st.prefills == 40  # one or two rows at a time fit eight blocks
+
+
+def test_a_request_longer_than_the_pool_is_an_error_naming_it(tiny: tuple[Model, Adapters]) -> None:
+    m, ads = tiny
+    reqs = [GenRequest(0, "", [4] * 10, 5, 1.0, False, 0), GenRequest(1, "a", [4] * 100, 100, 1.0, False, 1)]
+    with pytest.raises(Fault) as e:
+        slot_generate(m, ads, reqs, lambda **k: None, SlotOptions(pool_blocks=12))
+    assert e.value.kind == "too_long"
+    assert (
+        "request 1: prompt of 100 tokens + 100 new tokens needs 14 KV blocks of 16 tokens but the pool holds 12"
+        in str(e.value)
+    )
+    assert reqs[0].ids == []  # nothing ran
+
+
+def test_generate_selects_the_backend(tiny: tuple[Model, Adapters], monkeypatch: pytest.MonkeyPatch) -> None:
+    from marlow_torch.generation import generate
+
+    m, ads = tiny
+    msgs = [{"role": "user", "content": "abc"}]
+    args = Args({"requests": [{"messages": msgs, "temperature": 1.0, "max_new_tokens": 3, "seed": 1}]}, "generate")
+    calls: list[str] = []
+    real: Callable[..., SlotStats] = slots.slot_generate
+
+    def spy(*a: Any) -> SlotStats:
+        calls.append("slots")
+        return real(*a)
+
+    monkeypatch.setattr(slots, "slot_generate", spy)
+    monkeypatch.setattr(m, "gen_backend", "slots")
+    a = generate(m, ads, args, lambda **k: None)
+    monkeypatch.setattr(m, "gen_backend", "reference")
+    b = generate(m, ads, args, lambda **k: None)
+    assert calls == ["slots"] and len(a["completions"]) == len(b["completions"]) == 1
