@@ -50,7 +50,7 @@ func newRootCmd() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newDataCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
-		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newSlurmCmd(), newBenchCmd(), newEngineCheckCmd(), newVersionCmd())
+		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newSlurmCmd(), newBenchCmd(), newEngineCheckCmd(), newRandomCheckpointCmd(), newVersionCmd())
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return withUsage(cmd, err) })
 	addUsageToArgErrors(root)
 	return root
