@@ -71,7 +71,7 @@ func newEngineCheckCmd() *cobra.Command {
 	cmd.Flags().StringVar(&python, "python", "", "interpreter of the torch server (default $MARLOW_PYTHON, else python3)")
 	cmd.Flags().Float64Var(&tolLP, "tol-logprob", enginecheck.DefaultLogProbTol, "largest absolute log-prob difference accepted")
 	cmd.Flags().Float64Var(&tolStep, "tol-step", enginecheck.DefaultStepTol, "largest relative difference of loss, KL and gradient norms accepted")
-	cmd.Flags().Float64Var(&floor, "noise-floor", enginecheck.DefaultNoiseFloor, "gradient noise floor of the optimizer-step comparison, relative to the largest |gradient|")
+	cmd.Flags().Float64Var(&floor, "noise-floor", enginecheck.DefaultNoiseFloor, "gradient noise floor of the optimizer-step comparison, relative to the largest |gradient| (at least 100 x AdamW eps)")
 	cmd.Flags().Float64Var(&tolUpdate, "tol-update", enginecheck.DefaultUpdateTol, "largest difference of an update above the noise floor accepted, in units of lr")
 	cmd.Flags().StringVar(&specPath, "spec", "", "check the checkpoint of a spec's scale instead of CHECKPOINT")
 	cmd.Flags().StringVar(&scale, "scale", "", "scale of --spec (default: the matrix's first)")

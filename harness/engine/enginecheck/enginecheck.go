@@ -59,6 +59,7 @@ type Report struct {
 	Components     int     // adapter components
 	BelowFloor     int     // components whose gradient is below the noise floor
 	GradMax        float64 // largest |gradient| component
+	Floor          float64 // the noise floor of |gradient|
 	UpdateAbove    float64 // max |Δ update| in units of lr, components above the floor
 	UpdateBelow    float64 // max |Δ update| in units of lr, components below the floor
 	Flipped        int     // components whose updates differ by more than lr
@@ -144,7 +145,7 @@ func (r Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  train step, grad norm of role %-10s native %.6g torch %.6g relative Δ %.3g\n", k, r.GradNormNative[k], r.GradNormTorch[k], r.GradNormRel[k])
 	}
 	fmt.Fprintf(w, "  train step, max |Δ grad norm| over roles:   %.3g (max relative %.3g)\n", r.GradNormAbsMax(), r.GradNormMax())
-	fmt.Fprintf(w, "  optimizer step: %d components, %d below the noise floor (|g| < %.3g x max |g| = %.3g)\n", r.Components, r.BelowFloor, r.NoiseFloor, r.NoiseFloor*r.GradMax)
+	fmt.Fprintf(w, "  optimizer step: %d components, %d below the noise floor (|g| < max(%.3g x max |g|, %d eps) = %.3g)\n", r.Components, r.BelowFloor, r.NoiseFloor, FloorEps, r.Floor)
 	fmt.Fprintf(w, "  optimizer step, max |Δ update| above floor: %.3g lr (tolerance %.3g lr)\n", r.UpdateAbove, r.UpdateTol)
 	fmt.Fprintf(w, "  optimizer step, max |Δ update| below floor: %.3g lr (%d components differ by more than lr, %d above the floor)\n", r.UpdateBelow, r.Flipped, r.FlippedAbove)
 	fmt.Fprintf(w, "  max |Δ log-prob| after the optimizer step:  %.3g (each engine's own step; not judged)\n", r.AfterStep)
@@ -374,11 +375,11 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 		return r, err
 	}
 	topt := TrainOptions()
-	u, err := compareUpdate(cfg, seeded, filepath.Join(work, "native"), filepath.Join(work, "torch"), topt.LR, topt.Beta1, r.NoiseFloor)
+	u, err := compareUpdate(cfg, seeded, filepath.Join(work, "native"), filepath.Join(work, "torch"), topt.LR, topt.Beta1, topt.Eps, r.NoiseFloor)
 	if err != nil {
 		return r, fmt.Errorf("optimizer step: %w", err)
 	}
-	r.Components, r.BelowFloor, r.GradMax = u.components, u.below, u.gradMax
+	r.Components, r.BelowFloor, r.GradMax, r.Floor = u.components, u.below, u.gradMax, u.cut
 	r.UpdateAbove, r.UpdateBelow, r.Flipped, r.FlippedAbove = u.maxAbove, u.maxBelow, u.flipped, u.flippedAbove
 	masked := filepath.Join(work, "masked")
 	if err := writeMasked(masked, filepath.Join(work, "torch"), cfg, u.masked); err != nil {

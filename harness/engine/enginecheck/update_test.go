@@ -72,7 +72,7 @@ func TestCompareUpdate(t *testing.T) {
 		}
 		g[tt.Name] = gv
 	}
-	// Component 0 of tensor 0: gradient below the floor (1e-3 x max).
+	// Component 0 of tensor 0: gradient below the floor (1e-4 x max).
 	g[x0[0].Name][0] = 1e-9
 	xn, xt := step(x0), step(x0)
 	xt[0].Data[0] += 2 * lr            // opposite sign, below the floor
@@ -80,7 +80,7 @@ func TestCompareUpdate(t *testing.T) {
 	nd, td := filepath.Join(work, "native"), filepath.Join(work, "torch")
 	writeStepped(t, nd, xn, g)
 	writeStepped(t, td, xt, g)
-	u, err := compareUpdate(cfg, before, nd, td, lr, 0.9, DefaultNoiseFloor)
+	u, err := compareUpdate(cfg, before, nd, td, lr, 0.9, 1e-8, DefaultNoiseFloor)
 	if err != nil {
 		t.Fatal(err)
 	}
