@@ -1,6 +1,6 @@
 // Command marlow is the one CLI of the marlow research harness: plan, run,
 // status, list, data, pretrain, analyze, report, diff, archive, check, slurm,
-// bench, engine-check and version. Each subcommand is built by a
+// bench, engine-check, random-checkpoint and version. Each subcommand is built by a
 // constructor in its own file, with its flags in the closure's variables;
 // the logic lives in the harness, analysis (with analysis/report) and
 // datasets packages, and cmd only wires them.
