@@ -18,7 +18,7 @@ export GOAMD64
 COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo none)$(shell git status --porcelain 2>/dev/null | grep -q . && echo -dirty)
 LDFLAGS := -X main.buildCommit=$(COMMIT)
 
-.PHONY: all build demo figures reproduce test check-slow ci clean
+.PHONY: all build demo figures reproduce reproduce-dry test check-slow ci clean
 
 all: build
 
@@ -43,14 +43,27 @@ demo: build
 # not see a default MARLOW_PYTHON: .ci/run points them at .venv/). A relative
 # MARLOW_MODELS or MARLOW_DATA is relative to this folder for the engine-check
 # and, by the spec's rule (README, "Running the paper study"), for marlow too.
+# The checkpoint engine-check reads is the spec's first scale's.
 ENGINE_CHECK_FLAGS ?= --device cuda --tol-logprob 2e-3 --tol-step 1e-2
+PAPER_SPEC ?= seeds/paper.yaml
+PAPER_RUNS ?= runs
+PAPER_REPORT ?= reports/paper
 reproduce: build
 	@set -e; \
 	export MARLOW_MODELS="$${MARLOW_MODELS:-$(CURDIR)/models}" MARLOW_DATA="$${MARLOW_DATA:-$(CURDIR)/data}" MARLOW_PYTHON="$${MARLOW_PYTHON:-python3}"; \
-	./bin/marlow run --preflight seeds/paper.yaml; \
-	./bin/marlow engine-check "$$MARLOW_MODELS/Qwen3-0.6B" --python "$$MARLOW_PYTHON" $(ENGINE_CHECK_FLAGS); \
-	./bin/marlow run seeds/paper.yaml; \
-	./bin/marlow report seeds/paper.yaml --out reports/paper
+	./bin/marlow run --preflight $(PAPER_SPEC); \
+	./bin/marlow engine-check --spec $(PAPER_SPEC) $(ENGINE_CHECK_FLAGS); \
+	./bin/marlow run $(PAPER_SPEC) --runs "$(PAPER_RUNS)" $(PAPER_RUN_FLAGS); \
+	./bin/marlow report $(PAPER_SPEC) --runs "$(PAPER_RUNS)" --out "$(PAPER_REPORT)"
+
+## reproduce-dry: reproduce's sequence on seeds/paper-dry.yaml (paper.yaml
+## with only its sizes changed: a 2-layer checkpoint with Qwen3-0.6B's
+## widths, torch on the CPU in fp32, 2 steps). $MARLOW_MODELS/Qwen3-0.6B
+## (`marlow random-checkpoint`) and the data files under $MARLOW_DATA must
+## exist; TestPaperDryRun (check-slow) writes them and runs this target.
+reproduce-dry:
+	@$(MAKE) --no-print-directory reproduce PAPER_SPEC=seeds/paper-dry.yaml ENGINE_CHECK_FLAGS="--device cpu" \
+		PAPER_RUNS="$(or $(DRY_RUNS),runs)" PAPER_REPORT="$(or $(DRY_REPORT),reports/paper-dry)" PAPER_RUN_FLAGS="$(DRY_RUN_FLAGS)"
 
 ## figures: rebuild every committed report from its stored log archives
 ## (reports/<experiment>/*.tar.zst, made with `marlow archive`; a study

@@ -6,15 +6,16 @@ import (
 
 	"github.com/marlowlab/marlow/harness/engine/enginecheck"
 	"github.com/marlowlab/marlow/harness/engine/torch"
+	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/spf13/cobra"
 )
 
 func newEngineCheckCmd() *cobra.Command {
-	var name, device, dtype, python string
-	var tolLP, tolStep float64
+	var name, device, dtype, python, work, specPath, scale string
+	var tolLP, tolStep, floor, tolUpdate float64
 	var threads int
 	cmd := &cobra.Command{
-		Use:   "engine-check CHECKPOINT",
+		Use:   "engine-check [CHECKPOINT]",
 		Short: "Cross-check the torch engine against the native engine on one checkpoint",
 		Long: "engine-check scores a fixed set of token sequences with the native engine and the torch\n" +
 			"engine (fp32 by default) over the Hugging Face checkpoint folder CHECKPOINT, with no adapter\n" +
@@ -22,14 +23,35 @@ func newEngineCheckCmd() *cobra.Command {
 			"and loads each engine's saved checkpoint into the other. It prints the largest absolute\n" +
 			"difference of per-token log-probs and the relative differences of the step's loss, KL and\n" +
 			"per-role gradient norms, and exits with status 1 when any exceeds its tolerance\n" +
-			"(defaults: 1e-4 absolute for log-probs, 1e-3 relative for the step, as CI checks on the CPU).",
-		Args: cobra.ExactArgs(1),
+			"(defaults: 1e-4 absolute for log-probs, 1e-3 relative for the step, as CI checks on the CPU).\n" +
+			"The optimizer step is compared component by component: on AdamW's first step every\n" +
+			"component moves by lr, only its sign follows the gradient, so components whose gradient is\n" +
+			"below a noise floor (--noise-floor times the largest) may move in opposite directions in the\n" +
+			"two engines. Updates above the floor must agree within --tol-update (in units of lr), and\n" +
+			"torch's stepped adapter with its below-floor components taken from native's must score within\n" +
+			"the log-prob tolerance; the raw after-step difference is printed, not judged.\n" +
+			"With --spec instead of CHECKPOINT the checkpoint (and, unless --python is given, the\n" +
+			"interpreter) is that of --scale of the spec (default: the matrix's first scale).",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if (specPath == "") == (len(args) == 0) {
+				return withUsage(cmd, fmt.Errorf("engine-check: give either CHECKPOINT or --spec"))
+			}
+			if specPath != "" {
+				dir, py, err := specCheckpoint(specPath, scale)
+				if err != nil {
+					return err
+				}
+				args = []string{dir}
+				if python == "" {
+					python = py
+				}
+			}
 			if name != "torch" {
 				return fmt.Errorf("engine-check: --engine %q: only torch is checked against native", name)
 			}
 			threads := resolveThreads(threads, 2) // the two engines share the cores
-			opt := enginecheck.Options{LogProbTol: tolLP, StepTol: tolStep, Threads: threads,
+			opt := enginecheck.Options{LogProbTol: tolLP, StepTol: tolStep, NoiseFloor: floor, UpdateTol: tolUpdate, Threads: threads, Work: work,
 				Torch: torch.Options{Python: python, Device: device, DType: dtype, Threads: threads}}
 			rep, err := enginecheck.Run(cmd.Context(), args[0], opt)
 			if err != nil {
@@ -49,6 +71,35 @@ func newEngineCheckCmd() *cobra.Command {
 	cmd.Flags().StringVar(&python, "python", "", "interpreter of the torch server (default $MARLOW_PYTHON, else python3)")
 	cmd.Flags().Float64Var(&tolLP, "tol-logprob", enginecheck.DefaultLogProbTol, "largest absolute log-prob difference accepted")
 	cmd.Flags().Float64Var(&tolStep, "tol-step", enginecheck.DefaultStepTol, "largest relative difference of loss, KL and gradient norms accepted")
+	cmd.Flags().Float64Var(&floor, "noise-floor", enginecheck.DefaultNoiseFloor, "gradient noise floor of the optimizer-step comparison, relative to the largest |gradient| (at least 100 x AdamW eps)")
+	cmd.Flags().Float64Var(&tolUpdate, "tol-update", enginecheck.DefaultUpdateTol, "largest difference of an update above the noise floor accepted, in units of lr")
+	cmd.Flags().StringVar(&specPath, "spec", "", "check the checkpoint of a spec's scale instead of CHECKPOINT")
+	cmd.Flags().StringVar(&scale, "scale", "", "scale of --spec (default: the matrix's first)")
+	cmd.Flags().StringVar(&work, "work", "", "keep the check's checkpoints in this folder (default: a temporary folder, removed)")
 	addThreadsFlag(cmd, &threads, "CPU threads of each of the two engines")
 	return cmd
+}
+
+// specCheckpoint returns the checkpoint folder and interpreter of scale (the
+// matrix's first when empty) of the spec at path, which must run on the
+// torch engine.
+func specCheckpoint(path, scale string) (dir, python string, err error) {
+	s, err := spec.Load(path)
+	if err != nil {
+		return "", "", fmt.Errorf("engine-check: %w", err)
+	}
+	if scale == "" {
+		if len(s.Matrix.Scales) == 0 {
+			return "", "", fmt.Errorf("engine-check: spec %s has no scales", path)
+		}
+		scale = s.Matrix.Scales[0]
+	}
+	m, ok := s.Models[scale]
+	if !ok {
+		return "", "", fmt.Errorf("engine-check: spec %s has no model for scale %q", path, scale)
+	}
+	if m.Engine != "torch" || m.Checkpoint == "" {
+		return "", "", fmt.Errorf("engine-check: scale %q of spec %s is not a torch checkpoint (engine %s)", scale, path, m.Engine)
+	}
+	return m.Checkpoint, m.Python, nil
 }

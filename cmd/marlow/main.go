@@ -1,6 +1,7 @@
 // Command marlow is the one CLI of the marlow research harness: plan, run,
 // status, list, data, pretrain, analyze, report, diff, archive, check,
-// samples, slurm, bench, engine-check, tensorboard and version. Each subcommand is built by a
+// samples, slurm, bench, engine-check, random-checkpoint, tensorboard and
+// version. Each subcommand is built by a
 // constructor in its own file, with its flags in the closure's variables;
 // the logic lives in the harness, analysis (with analysis/report) and
 // datasets packages, and cmd only wires them.
@@ -50,7 +51,7 @@ func newRootCmd() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newDataCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
-		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newSamplesCmd(), newSlurmCmd(), newBenchCmd(), newEngineCheckCmd(), newVersionCmd(),
+		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newSamplesCmd(), newSlurmCmd(), newBenchCmd(), newEngineCheckCmd(), newRandomCheckpointCmd(), newVersionCmd(),
 		newTensorboardCmd())
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return withUsage(cmd, err) })
 	addUsageToArgErrors(root)

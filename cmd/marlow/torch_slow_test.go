@@ -72,31 +72,8 @@ func TestTorchSmoke(t *testing.T) {
 	// then resumes to the same bytes.
 	const id = "orch-workers-ip-s-synth-code-seed1"
 	killed := t.TempDir()
-	cmd, out := startCLI(t, "run", specPath, "--runs", killed, "--only", id, "--jobs", "1", "--allow-dirty", "--progress", "none")
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	dir := filepath.Join(killed, "smoke", id)
-	server := 0
-	deadline := time.After(10 * time.Minute)
-	for server == 0 {
-		select {
-		case err := <-done:
-			t.Fatalf("the run ended (%v) before its server could be killed:\n%s", err, out.String())
-		case <-deadline:
-			cmd.Process.Kill()
-			t.Fatal("timed out waiting for step 1 to commit")
-		case <-time.After(50 * time.Millisecond):
-			if m, err := runlog.ReadManifest(dir); err == nil && m.LastStep >= 1 {
-				server = serverPID(cmd.Process.Pid)
-			}
-		}
-	}
-	if err := syscall.Kill(server, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err == nil {
-		t.Fatalf("the run succeeded although its server was killed:\n%s", out.String())
-	}
+	server := killServerAfterStep1(t, dir, 10*time.Minute, "run", specPath, "--runs", killed, "--only", id, "--jobs", "1", "--allow-dirty", "--progress", "none")
 	m, err = runlog.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +94,38 @@ func TestTorchSmoke(t *testing.T) {
 		t.Fatalf("resume: exit %d\n%s", code, stderr)
 	}
 	sameParquet(t, runs, killed, id)
+}
+
+// killServerAfterStep1 starts the CLI with args (one run, whose folder is
+// dir), kills the run's torch server once the run has committed step 1, and
+// returns the server's pid after the CLI has exited with an error.
+func killServerAfterStep1(t *testing.T, dir string, timeout time.Duration, args ...string) int {
+	t.Helper()
+	cmd, out := startCLI(t, args...)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	server := 0
+	deadline := time.After(timeout)
+	for server == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended (%v) before its server could be killed:\n%s", err, out.String())
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatal("timed out waiting for step 1 to commit")
+		case <-time.After(50 * time.Millisecond):
+			if m, err := runlog.ReadManifest(dir); err == nil && m.LastStep >= 1 {
+				server = serverPID(cmd.Process.Pid)
+			}
+		}
+	}
+	if err := syscall.Kill(server, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatalf("the run succeeded although its server was killed:\n%s", out.String())
+	}
+	return server
 }
 
 // torchSmokeSpec writes seeds/smoke.yaml with every model on the torch
@@ -183,11 +192,17 @@ func serverPID(parent int) int {
 	return 0
 }
 
-// sameParquet checks that the Parquet logs of the runs matching glob are
-// byte-identical under runs folders a and b.
+// sameParquet checks that the Parquet logs of the smoke runs matching glob
+// are byte-identical under runs folders a and b.
 func sameParquet(t *testing.T, a, b, glob string) {
 	t.Helper()
-	dirs, _ := filepath.Glob(filepath.Join(b, "smoke", glob))
+	sameParquetOf(t, "smoke", a, b, glob)
+}
+
+// sameParquetOf is sameParquet for the runs of experiment exp.
+func sameParquetOf(t *testing.T, exp, a, b, glob string) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(b, exp, glob))
 	if len(dirs) == 0 {
 		t.Fatalf("no runs %s under %s", glob, b)
 	}
@@ -196,14 +211,14 @@ func sameParquet(t *testing.T, a, b, glob string) {
 		id := filepath.Base(d)
 		for _, table := range []string{"steps", "evals", "samples"} {
 			files, _ := filepath.Glob(filepath.Join(d, table, "*.parquet"))
-			ref, _ := filepath.Glob(filepath.Join(a, "smoke", id, table, "*.parquet"))
+			ref, _ := filepath.Glob(filepath.Join(a, exp, id, table, "*.parquet"))
 			if len(files) != len(ref) {
 				t.Errorf("%s/%s: %d segments, reference %d", id, table, len(files), len(ref))
 				continue
 			}
 			for _, f := range files {
 				x, err1 := os.ReadFile(f)
-				y, err2 := os.ReadFile(filepath.Join(a, "smoke", id, table, filepath.Base(f)))
+				y, err2 := os.ReadFile(filepath.Join(a, exp, id, table, filepath.Base(f)))
 				if err1 != nil || err2 != nil || !bytes.Equal(x, y) {
 					t.Errorf("%s/%s/%s differs from the first run (%v %v)", id, table, filepath.Base(f), err1, err2)
 				}

@@ -36,6 +36,8 @@ type Options struct {
 	Torch      torch.Options
 	LogProbTol float64 // default DefaultLogProbTol
 	StepTol    float64 // default DefaultStepTol
+	NoiseFloor float64 // default DefaultNoiseFloor
+	UpdateTol  float64 // default DefaultUpdateTol
 	Threads    int     // native engine threads (default 1)
 	Work       string  // scratch folder for checkpoints (default: a temporary folder)
 }
@@ -55,7 +57,17 @@ type Report struct {
 	GradNormRel    map[string]float64 // per role, and "*" for the total
 	GradNormNative map[string]float64
 	GradNormTorch  map[string]float64
-	AfterStep      float64 // max |Δ log-prob| after each engine's own optimizer step
+	AfterStep      float64 // max |Δ log-prob| after each engine's own optimizer step (reported, not judged)
+	// The optimizer step, component by component (see DefaultNoiseFloor).
+	Components     int     // adapter components
+	BelowFloor     int     // components whose gradient is below the noise floor
+	GradMax        float64 // largest |gradient| component
+	Floor          float64 // the noise floor of |gradient|
+	UpdateAbove    float64 // max |Δ update| in units of lr, components above the floor
+	UpdateBelow    float64 // max |Δ update| in units of lr, components below the floor
+	Flipped        int     // components whose updates differ by more than lr
+	FlippedAbove   int     // of those, above the floor
+	AfterStepAbove float64 // max |Δ log-prob| after the step, torch's below-floor components replaced by native's
 	NativeToTorch  float64 // max |Δ log-prob|: native's saved checkpoint loaded by torch
 	TorchToNative  float64 // max |Δ log-prob|: torch's saved checkpoint loaded by native
 	// The coherence regularizer (CoherenceOptions), over the steps after
@@ -70,6 +82,8 @@ type Report struct {
 	CoherenceMinScale float64
 	LogProbTol        float64
 	StepTol           float64
+	NoiseFloor        float64
+	UpdateTol         float64
 }
 
 // GradNormMax is the largest relative gradient-norm difference.
@@ -103,7 +117,10 @@ func (r Report) Failures() []string {
 	}
 	lp("no adapter", r.LogProbBase)
 	lp("seeded adapter", r.LogProbAdapter)
-	lp("after one step", r.AfterStep)
+	lp("after one step, components above the noise floor", r.AfterStepAbove)
+	if !(r.UpdateAbove <= r.UpdateTol) || r.Components == 0 {
+		out = append(out, fmt.Sprintf("optimizer step: max |Δ update| above the noise floor %.3g lr > %.3g lr (%d of %d components)", r.UpdateAbove, r.UpdateTol, r.Components-r.BelowFloor, r.Components))
+	}
 	lp("native checkpoint in torch", r.NativeToTorch)
 	lp("torch checkpoint in native", r.TorchToNative)
 	st := func(name string, v float64) {
@@ -148,7 +165,11 @@ func (r Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  train step, grad norm of role %-10s native %.6g torch %.6g relative Δ %.3g\n", k, r.GradNormNative[k], r.GradNormTorch[k], r.GradNormRel[k])
 	}
 	fmt.Fprintf(w, "  train step, max |Δ grad norm| over roles:   %.3g (max relative %.3g)\n", r.GradNormAbsMax(), r.GradNormMax())
-	fmt.Fprintf(w, "  max |Δ log-prob| after the optimizer step:  %.3g\n", r.AfterStep)
+	fmt.Fprintf(w, "  optimizer step: %d components, %d below the noise floor (|g| < max(%.3g x max |g|, %d eps) = %.3g)\n", r.Components, r.BelowFloor, r.NoiseFloor, FloorEps, r.Floor)
+	fmt.Fprintf(w, "  optimizer step, max |Δ update| above floor: %.3g lr (tolerance %.3g lr)\n", r.UpdateAbove, r.UpdateTol)
+	fmt.Fprintf(w, "  optimizer step, max |Δ update| below floor: %.3g lr (%d components differ by more than lr, %d above the floor)\n", r.UpdateBelow, r.Flipped, r.FlippedAbove)
+	fmt.Fprintf(w, "  max |Δ log-prob| after the optimizer step:  %.3g (each engine's own step; not judged)\n", r.AfterStep)
+	fmt.Fprintf(w, "  the same, below-floor components native's: %.3g\n", r.AfterStepAbove)
 	fmt.Fprintf(w, "  native checkpoint loaded by torch:          %.3g\n", r.NativeToTorch)
 	fmt.Fprintf(w, "  torch checkpoint loaded by native:          %.3g\n", r.TorchToNative)
 	fmt.Fprintf(w, "  coherence, max |Δ cosine to the EMA|:       %.3g over %d role-steps (smallest scale %.4g)\n", r.CoherenceCos, r.CoherenceRoles, r.CoherenceMinScale)
@@ -305,6 +326,12 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	if r.StepTol == 0 {
 		r.StepTol = DefaultStepTol
 	}
+	if r.NoiseFloor = opt.NoiseFloor; r.NoiseFloor == 0 {
+		r.NoiseFloor = DefaultNoiseFloor
+	}
+	if r.UpdateTol = opt.UpdateTol; r.UpdateTol == 0 {
+		r.UpdateTol = DefaultUpdateTol
+	}
 	work := opt.Work
 	if work == "" {
 		tmp, err := os.MkdirTemp("", "marlow-engine-check-")
@@ -377,6 +404,25 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	if r.NativeToTorch, r.TorchToNative, err = compareCrossLoad(ctx, ne, te, work, a, b, score); err != nil {
 		return r, err
 	}
+	topt := TrainOptions()
+	u, err := compareUpdate(cfg, seeded, filepath.Join(work, "native"), filepath.Join(work, "torch"), topt.LR, topt.Beta1, topt.Eps, r.NoiseFloor)
+	if err != nil {
+		return r, fmt.Errorf("optimizer step: %w", err)
+	}
+	r.Components, r.BelowFloor, r.GradMax, r.Floor = u.components, u.below, u.gradMax, u.cut
+	r.UpdateAbove, r.UpdateBelow, r.Flipped, r.FlippedAbove = u.maxAbove, u.maxBelow, u.flipped, u.flippedAbove
+	masked := filepath.Join(work, "masked")
+	if err := writeMasked(masked, filepath.Join(work, "torch"), cfg, u.masked); err != nil {
+		return r, fmt.Errorf("optimizer step: %w", err)
+	}
+	if err := te.Load(ctx, masked); err != nil {
+		return r, err
+	}
+	c, err := te.LogProbs(ctx, AdapterName, turns, temp)
+	if err != nil {
+		return r, err
+	}
+	r.AfterStepAbove = maxAbs(a, c)
 	if err := compareCoherence(ctx, ne, te, turns, seeded, work, &r); err != nil {
 		return r, fmt.Errorf("coherence regularizer: %w", err)
 	}
