@@ -94,7 +94,8 @@ func TestCompareUpdate(t *testing.T) {
 		t.Error("masked: the below-floor component must be native's, the others torch's")
 	}
 	r := Report{LogProbTol: DefaultLogProbTol, StepTol: DefaultStepTol, UpdateTol: DefaultUpdateTol, FreshTensors: 1,
-		Components: u.components, BelowFloor: u.below, UpdateAbove: u.maxAbove}
+		Components: u.components, BelowFloor: u.below, UpdateAbove: u.maxAbove,
+		CoherenceRoles: 2, CoherenceMinScale: 0.6} // a coherence check that passed
 	if f := r.Failures(); len(f) != 1 {
 		t.Errorf("failures %q, want the update above the floor only", f)
 	}
