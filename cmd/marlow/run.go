@@ -38,7 +38,10 @@ func newRunCmd() *cobra.Command {
 		Use:   "run SPEC",
 		Short: "Train and evaluate the runs of an experiment, resuming where it stopped",
 		Long: `run executes the runs of SPEC on this machine, --jobs at a time (default one
-per core), each with --threads engine threads, in run folders
+per core; runs on GPUs: one per GPU, each run's engine pinned to its own GPU
+through CUDA_VISIBLE_DEVICES, --jobs above the GPU count refused unless
+--runs-per-gpu lets runs share a GPU; --gpus-per-run gives each run
+several), each with --threads engine threads, in run folders
 <runs>/<experiment>/<run-id>/. A run already done with the same config is
 skipped once its files match its manifest (sizes; SHA-256 too with
 --verify), and reported damaged otherwise (rerun it with --redo); a partial
@@ -73,7 +76,14 @@ any run starts.`,
 				if err := runner.PreflightIn(cmd.Context(), s, opt.Only, opt.RunsDir, opt.Engines); err != nil {
 					return err
 				}
+				place, err := runner.Place(cmd.Context(), s, opt)
+				if err != nil {
+					return err
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "preflight %s: checkpoints, data and engines are all present, and %s has room for the estimated footprint\n", args[0], opt.RunsDir)
+				if d := place.Describe(); d != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "preflight %s: the runs use %s\n", args[0], d)
+				}
 				return nil
 			}
 			errOut := cmd.ErrOrStderr()
@@ -90,7 +100,14 @@ any run starts.`,
 			if tbDir != "" {
 				opt.Reporter = newTBReporter(rep, tbDir, func(id string) string { return runner.RunDir(opt.RunsDir, s.Experiment, id) })
 			}
-			if opt.Threads, err = runThreads(s, opt); err != nil {
+			place, err := runner.Place(cmd.Context(), s, opt)
+			if err != nil {
+				return err
+			}
+			if d := place.Describe(); d != "" {
+				rep.Note("marlow: the runs use %s", d)
+			}
+			if opt.Threads, err = runThreads(s, opt, place.Jobs); err != nil {
 				return err
 			}
 			opt.BaseModel = runner.PretrainedBase(s, opt.Threads, errOut)
@@ -111,7 +128,9 @@ any run starts.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opt.RunsDir, "runs", runner.DefaultRunsDir, "root folder of run folders (runs live in <runs>/<experiment>/<run-id>)")
-	f.IntVar(&opt.Jobs, "jobs", runtime.NumCPU(), "runs executed at once")
+	f.IntVar(&opt.Jobs, "jobs", 0, "runs executed at once (0: one per core; for runs on GPUs, one per GPU)")
+	f.IntVar(&opt.GPUsPerRun, "gpus-per-run", 0, "GPUs each run on GPUs is pinned to (0: 1)")
+	f.IntVar(&opt.RunsPerGPU, "runs-per-gpu", 0, "runs that share each GPU (0: 1); lets --jobs go up to GPUs x this")
 	addThreadsFlag(cmd, &opt.Threads, "engine threads per run")
 	f.StringVar(&opt.Only, "only", "", "run only the runs whose id matches this glob (e.g. 'voting-*')")
 	f.BoolVar(&opt.AllowDirty, "allow-dirty", false, "accept uncommitted changes (recorded in each manifest)")
@@ -126,8 +145,9 @@ any run starts.`,
 }
 
 // runThreads resolves --threads for run: the cores divided among the runs
-// executed at once (--jobs, or fewer when fewer runs are selected).
-func runThreads(s *spec.Spec, opt runner.Options) (int, error) {
+// executed at once (jobs, as runner.Place resolved --jobs, or fewer when
+// fewer runs are selected).
+func runThreads(s *spec.Spec, opt runner.Options, jobs int) (int, error) {
 	if opt.Threads > 0 {
 		return opt.Threads, nil
 	}
@@ -139,7 +159,6 @@ func runThreads(s *spec.Spec, opt runner.Options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	jobs := opt.Jobs
 	if jobs <= 0 {
 		jobs = runtime.NumCPU()
 	}

@@ -24,7 +24,9 @@ import (
 // rerun of some runs gives byte-identical Parquet logs; killing the torch
 // server in the middle of a run marks the run failed with the server's
 // stderr tail in its error, and the next invocation resumes it from its
-// last checkpoint to the same bytes as the uninterrupted run.
+// last checkpoint to the same bytes as the uninterrupted run; an injected
+// out-of-memory fails a run with a clear error, and the run resumes after
+// its budgets are lowered (torchOutOfMemoryResume).
 func TestTorchSmoke(t *testing.T) {
 	py := torchtest.Python(t, "torch", "transformers", "peft", "safetensors", "tokenizers", "numpy", "jinja2")
 	specPath := torchSmokeSpec(t, py)
@@ -94,6 +96,58 @@ func TestTorchSmoke(t *testing.T) {
 		t.Fatalf("resume: exit %d\n%s", code, stderr)
 	}
 	sameParquet(t, runs, killed, id)
+
+	torchOutOfMemoryResume(t, specPath, runs)
+}
+
+// torchOutOfMemoryResume injects a CUDA out-of-memory into the second train
+// step of a run (MARLOW_TORCH_INJECT_OOM): the run fails with an error that
+// names the operation, the batch and train_tokens, and how to resume; run
+// again with train_tokens and gen_tokens lowered (not part of the config
+// hash), it resumes from step 1 and ends done, with the same steps, evals
+// and samples as the run at the default budgets under ref (measured so on
+// the CPU: the budgets only regroup float sums taken in a fixed order).
+func torchOutOfMemoryResume(t *testing.T, specPath, ref string) {
+	t.Helper()
+	const id = "voting-sp-s-synth-math-seed1"
+	runs := t.TempDir()
+	dir := filepath.Join(runs, "smoke", id)
+	out, stderr, code := runCLI(t, []string{"MARLOW_TORCH_INJECT_OOM=train_step:2"}, "run", specPath, "--runs", runs, "--only", id, "--allow-dirty", "--progress", "none")
+	if code != 1 {
+		t.Fatalf("run with an out-of-memory at its second train step: exit %d, want 1\n%s%s", code, out, stderr)
+	}
+	m, err := runlog.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != runlog.StatusFailed || m.LastStep != 1 {
+		t.Fatalf("after the out-of-memory the run is %s at step %d, want failed at step 1", m.Status, m.LastStep)
+	}
+	for _, want := range []string{"step 2: train adapter shared", "train_step: out_of_memory: train step of adapter 'shared' ran out of memory on 32 turns",
+		"lower train_tokens in the spec's model section (e.g. to 8192)", "lower the budget named above in models.s of the spec", "resumes from its last checkpoint (step 1 committed)"} {
+		if !strings.Contains(m.Error, want) || !strings.Contains(out, want) {
+			t.Errorf("run error (manifest and summary) lacks %q:\n%s\n%s", want, m.Error, out)
+		}
+	}
+	if strings.Contains(m.Error, "Traceback") {
+		t.Errorf("run error quotes a Python traceback:\n%s", m.Error)
+	}
+	raw, err := os.ReadFile(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := strings.ReplaceAll(string(raw), "    device: cpu\n", "    device: cpu\n    train_tokens: 512\n    gen_tokens: 2048\n")
+	lowPath := filepath.Join(filepath.Dir(specPath), "smoke-torch-low.yaml")
+	if err := os.WriteFile(lowPath, []byte(low), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := runCLI(t, nil, "run", lowPath, "--runs", runs, "--only", id, "--allow-dirty", "--progress", "none"); code != 0 {
+		t.Fatalf("resume with train_tokens 512, gen_tokens 2048: exit %d\n%s%s", code, out, stderr)
+	}
+	if m2, err := runlog.ReadManifest(dir); err != nil || m2.Status != runlog.StatusDone || m2.Created != m.Created {
+		t.Fatalf("after the resume: %+v %v (want done, created %s: the same run folder)", m2.Status, err, m.Created)
+	}
+	sameParquet(t, ref, runs, id)
 }
 
 // killServerAfterStep1 starts the CLI with args (one run, whose folder is

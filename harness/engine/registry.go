@@ -30,6 +30,20 @@ type Options struct {
 	// (0 = its default).
 	GenBackend      string
 	KVCacheFraction float64
+	// Devices pins the engine to these accelerators (a server process sees
+	// only them, through CUDA_VISIBLE_DEVICES); nil leaves it every device
+	// its process sees. The runner sets it for runs on GPUs.
+	Devices []Device
+}
+
+// Device is one accelerator an engine can be pinned to.
+type Device struct {
+	// ID names the device to a child process: its entry for
+	// CUDA_VISIBLE_DEVICES (an index, or the UUID or index the parent's own
+	// CUDA_VISIBLE_DEVICES gave it).
+	ID string
+	// Name is what the driver calls it, e.g. "NVIDIA H200".
+	Name string
 }
 
 // Versioned is an engine that knows its own version only once it is open
@@ -56,11 +70,24 @@ type Driver struct {
 	// Open starts the engine over a base checkpoint folder in the Hugging
 	// Face layout (config.json, model.safetensors, tokenizer.json).
 	Open func(ctx context.Context, checkpointDir string, opt Options) (Engine, error)
+	// Devices lists the GPUs an engine opened with opt would run on (its
+	// device is cuda, or auto on a machine with GPUs), in the order
+	// CUDA_VISIBLE_DEVICES numbers them; none when it runs on the CPU. It is
+	// the runner's preflight of where runs go: one run per GPU by default.
+	// Nil means the engine never uses a GPU.
+	Devices func(ctx context.Context, opt Options) ([]Device, error)
 }
 
 // ErrUnavailable is returned (wrapped) when an engine a plan names is not
 // registered or lacks a prerequisite.
 var ErrUnavailable = errors.New("engine unavailable")
+
+// ErrOutOfMemory is returned (wrapped) when an engine call ran out of device
+// (or host) memory. The error's text names the operation, its batch and the
+// budget to lower (models.<scale>.gen_tokens, train_tokens or
+// kv_cache_fraction); those budgets are not part of a run's config hash, so
+// a run lowered that way resumes from its last checkpoint.
+var ErrOutOfMemory = errors.New("engine out of memory")
 
 // Registry maps engine names to drivers. The zero value is empty and ready
 // to use, and a nil *Registry is an empty registry for reading (Names,

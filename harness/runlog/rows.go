@@ -149,12 +149,16 @@ type Manifest struct {
 	// generated code.
 	Sandbox       string `json:"sandbox,omitempty"`
 	EngineVersion string `json:"engine_version"`
-	Status        string `json:"status"`
-	Error         string `json:"error,omitempty"`
-	Created       string `json:"created"` // RFC 3339, UTC
-	Updated       string `json:"updated"`
-	LastStep      int64  `json:"last_step"`   // last committed step; -1 before the first commit
-	TotalSteps    int64  `json:"total_steps"` // planned training steps (0 for base)
+	// Devices are the GPUs the run's engine was pinned to, as
+	// "CUDA_VISIBLE_DEVICES=3 (NVIDIA H200 x1)", at its last start; empty
+	// for a run on the CPU.
+	Devices    string `json:"devices,omitempty"`
+	Status     string `json:"status"`
+	Error      string `json:"error,omitempty"`
+	Created    string `json:"created"` // RFC 3339, UTC
+	Updated    string `json:"updated"`
+	LastStep   int64  `json:"last_step"`   // last committed step; -1 before the first commit
+	TotalSteps int64  `json:"total_steps"` // planned training steps (0 for base)
 	// Inventory lists every committed segment and checkpoint file with its
 	// size and SHA-256; absent in manifests written before it existed.
 	Inventory *Inventory `json:"inventory,omitempty"`

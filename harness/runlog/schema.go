@@ -500,6 +500,7 @@ var manifestDocs = [][2]string{
 	{"provenance", "git commit, branch, dirty flag and diff hash, allow-dirty, Go version, module versions, hashes of data and checkpoint files, and under `slurm` the Slurm job id, array job id and index, node, cluster, partition and restart count of the job that last ran it (absent outside Slurm)"},
 	{"engine", "engine name"},
 	{"engine_version", "engine version"},
+	{"devices", "the GPUs the run's engine was pinned to at its last start, as `CUDA_VISIBLE_DEVICES=3 (NVIDIA H200 x1)` (one run per GPU by default); absent for a run on the CPU"},
 	{"status", "`running`, `done`, `failed` or `interrupted`"},
 	{"error", "error text of a failed run"},
 	{"created", "creation time, RFC 3339 UTC"},

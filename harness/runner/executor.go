@@ -28,10 +28,11 @@ type executor struct {
 	hashes map[string]string     // file hashes by path
 }
 
-// execute runs one job to its end and records the outcome. Failures after
-// the run log is open (the base model, the engine, the task, the loop) are
-// recorded in the manifest as failed.
-func (x *executor) execute(ctx context.Context, j job) Outcome {
+// execute runs one job to its end, its engine pinned to devs (none: the
+// CPU, or every device the process sees), and records the outcome. Failures
+// after the run log is open (the base model, the engine, the task, the
+// loop) are recorded in the manifest as failed.
+func (x *executor) execute(ctx context.Context, j job, devs []engine.Device) Outcome {
 	r, rc := j.run, j.run.Config
 	out := Outcome{ID: r.ID, Dir: j.dir, LastStep: -1}
 	fail := func(err error) Outcome {
@@ -68,7 +69,9 @@ func (x *executor) execute(ctx context.Context, j job) Outcome {
 		prov, setupErr = x.provenance(base, rc.Data.Path, rc.Data.TestPath)
 	}
 	if setupErr == nil {
-		eng, version, setupErr = x.opt.Engines.Open(ctx, rc.Model.Engine, base, engineOptions(rc.Model, x.opt.Threads))
+		eo := engineOptions(rc.Model, x.opt.Threads)
+		eo.Devices = devs
+		eng, version, setupErr = x.opt.Engines.Open(ctx, rc.Model.Engine, base, eo)
 	}
 	if eng != nil {
 		defer eng.Close()
@@ -78,7 +81,7 @@ func (x *executor) execute(ctx context.Context, j job) Outcome {
 		EvalWorkflows: append([]string(nil), r.EvalWorkflows...), Task: r.Task, Scale: r.Scale,
 		Condition: r.Condition, Seed: r.Seed, MasterSeed: x.s.MasterSeed, SeedIndex: r.SeedIndex,
 		ConfigHash: r.ConfigHash, Config: rc, Analysis: AnalysisParams(rc.Analysis),
-		Provenance: prov, Engine: rc.Model.Engine, EngineVersion: version,
+		Provenance: prov, Engine: rc.Model.Engine, EngineVersion: version, Devices: devicesText(devs),
 	}
 	if ExecutesCode(rc.Data.Source) {
 		m.Sandbox = sandbox.Probe().Level
@@ -101,6 +104,9 @@ func (x *executor) execute(ctx context.Context, j job) Outcome {
 	x.rep.Started(r.ID, steps, last)
 	if setupErr == nil {
 		err = x.train(ctx, j, eng, w, last)
+		if errors.Is(err, engine.ErrOutOfMemory) {
+			err = fmt.Errorf("%w\n%s", err, oomHint(rc.Model.Scale, w.Manifest().LastStep))
+		}
 	}
 	if setupErr != nil {
 		err = fmt.Errorf("run %s: %w", r.ID, setupErr)
@@ -125,6 +131,17 @@ func (x *executor) execute(ctx context.Context, j job) Outcome {
 	out.State, out.Err = status, err
 	x.rep.Finished(r.ID, out.State, err)
 	return out
+}
+
+// oomHint tells what to do after a run of scale ran out of memory with
+// step last committed: the memory budgets are machine settings outside the
+// config hash, so lowering one keeps the run folder and resumes it.
+func oomHint(scale string, last int64) string {
+	from := "from the start (no step was committed)"
+	if last >= 0 {
+		from = fmt.Sprintf("from its last checkpoint (step %d committed)", last)
+	}
+	return fmt.Sprintf("lower the budget named above in models.%s of the spec (gen_tokens, train_tokens or kv_cache_fraction: memory settings outside the config hash) and run the same command again: the run resumes %s", scale, from)
 }
 
 // ErrCorruptLog is returned (wrapped, together with runlog's named error of

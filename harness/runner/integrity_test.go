@@ -217,7 +217,7 @@ func TestRunnerDoesNotReopenRunFinishedMeanwhile(t *testing.T) {
 	r := outcomeRun(t, s, vsp)
 	x := &executor{s: s, opt: opts(), rep: nopReporter{}, bases: map[string]*baseModel{}, hashes: map[string]string{}}
 	// The job as a preflight that ran while the run was still going sees it.
-	o := x.execute(context.Background(), job{run: r, dir: dir, last: 2})
+	o := x.execute(context.Background(), job{run: r, dir: dir, last: 2}, nil)
 	if o.State != StateSkipped {
 		t.Errorf("state %s (%v), want skipped", o.State, o.Err)
 	}

@@ -1,6 +1,7 @@
 // Package runner executes the runs of an experiment on this machine: a pool
 // of concurrent runs (one per core by default, each with its own engine and
-// thread count), run folders runs/<experiment>/<run-id>/, skipping of runs
+// thread count; runs on GPUs one per GPU, each engine pinned to its own
+// device, see Place), run folders runs/<experiment>/<run-id>/, skipping of runs
 // already done with the same config once their files match their
 // manifests, resume of partial runs from their last checkpoint after
 // verifying it, redo of selected runs, refusal of run folders written by
@@ -42,8 +43,12 @@ type Options struct {
 	// RunsDir is the root of run folders (DefaultRunsDir when empty); a run
 	// lives in RunsDir/<experiment>/<run-id>.
 	RunsDir string
-	// Jobs is the number of runs executed at once (runtime.NumCPU() when 0).
+	// Jobs is the number of runs executed at once (0: runtime.NumCPU(), or
+	// for runs on GPUs as many as the GPUs hold; see Place).
 	Jobs int
+	// GPUsPerRun gives each run on GPUs this many of them (0 = 1);
+	// RunsPerGPU puts this many runs on each GPU (0 = 1). See Placement.
+	GPUsPerRun, RunsPerGPU int
 	// Threads is each run's engine thread count (1 when 0). Results do not
 	// depend on it.
 	Threads int
@@ -120,13 +125,24 @@ func (s *Summary) Failed() []Outcome {
 // run). Otherwise every run ends in the summary: a failing run is marked
 // failed in its manifest and the others continue; a done run whose files
 // do not match its manifest ends damaged (not skipped, not rerun); a run
-// another process holds ends held. When ctx is cancelled,
+// another process holds ends held. Runs on GPUs are placed as Place says:
+// one run per GPU by default, each engine pinned to its device, and
+// opt.Jobs above that is an error (ErrTooManyJobs) before any run starts.
+// When ctx is cancelled,
 // runs in progress finish their current step, commit it and are marked
 // interrupted, and runs not yet begun are not started. The experiment
 // folder gets a .gitignore of everything (see IgnoreRuns) before the tree
 // is checked, so run folders never make the repository dirty.
 func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 	jobs, prov, err := prepare(ctx, s, opt, true)
+	if err != nil {
+		return nil, err
+	}
+	runs := make([]spec.Run, len(jobs))
+	for i, j := range jobs {
+		runs[i] = j.run
+	}
+	place, err := place(ctx, opt, runs)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +170,6 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*Summary, error) {
 		}
 		pending = append(pending, i)
 	}
-	runPool(ctx, x, jobs, pending, opt.Jobs, sum)
+	runPool(ctx, x, jobs, pending, place, sum)
 	return sum, nil
 }

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -201,6 +202,7 @@ func Plan(ctx context.Context, s *spec.Spec, opt Options) (*Batch, error) {
 			len(damaged), strings.Join(damaged, "\n  "))
 	}
 	var ids []string
+	cuda := false
 	for _, p := range prepared {
 		if p.Done {
 			b.Done = append(b.Done, p.Run.ID)
@@ -208,12 +210,17 @@ func Plan(ctx context.Context, s *spec.Spec, opt Options) (*Batch, error) {
 		}
 		b.Tasks = append(b.Tasks, Task{Index: len(b.Tasks), ID: p.Run.ID, Dir: p.Dir})
 		ids = append(ids, p.Run.ID)
+		cuda = cuda || p.Run.Config.Model.Device == "cuda"
+	}
+	gres, err := taskGres(opt.Gres, cuda)
+	if err != nil {
+		return nil, err
 	}
 	b.Script = Script{
 		Experiment: s.Experiment, Submission: b.Name, Runs: ids,
 		Marlow: marlow, Spec: specPath, RunsRoot: runsRoot, WorkDir: wd,
 		Output:    filepath.Join(b.outputDir(), "%a.log"),
-		Partition: opt.Partition, Account: opt.Account, QOS: opt.QOS, Time: opt.Time, Gres: opt.Gres, Mem: opt.Mem,
+		Partition: opt.Partition, Account: opt.Account, QOS: opt.QOS, Time: opt.Time, Gres: gres, Mem: opt.Mem,
 		CPUsPerTask: opt.CPUsPerTask, MaxParallel: opt.MaxParallel, SbatchArgs: opt.SbatchArgs,
 		AllowDirty: ropt.AllowDirty, UnsafeCodeExec: ropt.UnsafeCodeExec,
 	}
@@ -227,6 +234,44 @@ func Plan(ctx context.Context, s *spec.Spec, opt Options) (*Batch, error) {
 		SbatchArgs: opt.SbatchArgs,
 	}
 	return b, nil
+}
+
+// taskGres is the --gres of each array task. A task runs one run (marlow
+// run --jobs 1), which marlow pins to the first GPU the task sees, so when
+// a run to submit is on cuda a task asks for one GPU: gpu:1 unless gres
+// says otherwise (a TYPE, or shards), and gres asking for more than one
+// GPU is refused (the others would sit idle).
+func taskGres(gres string, cuda bool) (string, error) {
+	if !cuda {
+		return gres, nil
+	}
+	if gres == "" {
+		return "gpu:1", nil
+	}
+	if n := gresGPUs(gres); n > 1 {
+		return "", fmt.Errorf("slurm: --gres %q asks for %d GPUs per task, but each task runs one run on one GPU (runs on cuda are pinned one per GPU): ask for gpu:1 (or gpu:TYPE:1), or leave --gres out", gres, n)
+	}
+	return gres, nil
+}
+
+// gresGPUs is the number of GPUs a --gres value asks for: the sum over its
+// gpu entries (gpu, gpu:N, gpu:TYPE, gpu:TYPE:N; N defaults to 1).
+func gresGPUs(gres string) int {
+	n := 0
+	for _, e := range strings.Split(gres, ",") {
+		f := strings.Split(strings.TrimSpace(e), ":")
+		if f[0] != "gpu" {
+			continue
+		}
+		c := 1
+		if len(f) > 1 {
+			if v, err := strconv.Atoi(f[len(f)-1]); err == nil {
+				c = v
+			}
+		}
+		n += c
+	}
+	return n
 }
 
 // nextName numbers submissions in the order they were made: submit-001,

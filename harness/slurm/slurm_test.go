@@ -321,3 +321,78 @@ func TestPlanRefuses(t *testing.T) {
 		t.Fatalf("--time 1: warn %d s, %v; want 30 s", b.Script.WarnSeconds, err)
 	}
 }
+
+// TestCUDATasksGetOneGPU: a plan on cuda gets --gres=gpu:1 per task unless
+// --gres names its own one GPU, and --gres asking for more is refused; a
+// plan on the CPU asks for no GPU. Each task runs one run (--jobs 1), which
+// marlow run pins to the GPU the task was given.
+func TestCUDATasksGetOneGPU(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not on PATH")
+	}
+	repo := t.TempDir()
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	os.Mkdir(ckpt, 0o755)
+	for _, f := range []string{"config.json", "tokenizer.json", "model.safetensors"} {
+		os.WriteFile(filepath.Join(ckpt, f), []byte("{}"), 0o644)
+	}
+	text := strings.Replace(smallSpec, "    engine: native\n    tiny: {hidden: 16, layers: 1, heads: 2, kv_heads: 1, head_dim: 8, intermediate: 32, rope_theta: 10000, max_positions: 512}\n",
+		"    engine: torch\n    checkpoint: "+ckpt+"\n    device: cuda\n", 1)
+	if text == smallSpec {
+		t.Fatal("smallSpec has no model section to switch to torch")
+	}
+	p := filepath.Join(repo, "sm.yaml")
+	os.WriteFile(p, []byte(text), 0o644)
+	for _, args := range [][]string{{"init", "-q"}, {"add", "sm.yaml"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "spec"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	s, err := spec.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stand-in torch driver: the submitting machine needs no GPU.
+	reg := &engine.Registry{}
+	if err := reg.Register(engine.Driver{Name: "torch", Open: func(context.Context, string, engine.Options) (engine.Engine, error) {
+		return nil, errors.New("not opened here")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	cpu, _ := gitSpec(t)
+	for _, tc := range []struct {
+		s             *spec.Spec
+		reg           *engine.Registry
+		gres, want    string
+		wantErr       string
+		wantNoGPULine bool
+	}{
+		{s: s, reg: reg, want: "#SBATCH --gres=gpu:1\n"},
+		{s: s, reg: reg, gres: "gpu:h200:1", want: "#SBATCH --gres=gpu:h200:1\n"},
+		{s: s, reg: reg, gres: "gpu:2", wantErr: `--gres "gpu:2" asks for 2 GPUs per task`},
+		{s: s, reg: reg, gres: "gpu:a100:4,shard:1", wantErr: "asks for 4 GPUs"},
+		{s: cpu, reg: nativeEngines(t), wantNoGPULine: true},
+	} {
+		opt := Options{Runner: runner.Options{RunsDir: filepath.Join(t.TempDir(), "runs"), Engines: tc.reg}, Marlow: "/usr/local/bin/marlow", WorkDir: repo, Gres: tc.gres}
+		b, err := Plan(context.Background(), tc.s, opt)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("gres %q: %v, want an error with %q", tc.gres, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("gres %q: %v", tc.gres, err)
+		}
+		text := b.Script.Text()
+		if tc.wantNoGPULine {
+			if strings.Contains(text, "--gres") {
+				t.Errorf("a CPU plan asks for a GPU:\n%s", text)
+			}
+			continue
+		}
+		if !strings.Contains(text, tc.want) || !strings.Contains(text, `--only "$run" --jobs 1 `) {
+			t.Errorf("gres %q: script lacks %q or --jobs 1:\n%s", tc.gres, tc.want, text)
+		}
+	}
+}

@@ -8,7 +8,10 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/marlowlab/marlow/harness/engine"
 )
 
 // Requirement is a Python package the server needs, with the oldest
@@ -156,4 +159,91 @@ func versionParts(v string) []int {
 		}
 	}
 	return out
+}
+
+// deviceProbe lists the GPUs torch sees: none, without importing torch,
+// when the machine shows no NVIDIA driver; else torch.cuda's count and
+// names. It also reports the CUDA_VISIBLE_DEVICES it ran under (null when
+// unset), whose entries name the devices to a child process.
+const deviceProbe = `
+import glob, json, os
+out = {"count": 0, "names": [], "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+if glob.glob("/proc/driver/nvidia/gpus/*") or os.path.exists("/dev/nvidia0"):
+    import torch
+    if torch.cuda.is_available():
+        out["count"] = torch.cuda.device_count()
+        out["names"] = [torch.cuda.get_device_name(i) for i in range(out["count"])]
+print(json.dumps(out))
+`
+
+// devicesCache keeps each interpreter's GPU list: the GPUs of a machine do
+// not change during one marlow command, and the probe imports torch.
+var devicesCache struct {
+	sync.Mutex
+	by map[string][]engine.Device
+}
+
+// Devices lists the GPUs the torch engine sees with interpreter python
+// (see DefaultPython), in CUDA's order, each with the ID that pins a
+// server to it (see deviceIDs). It is empty on a machine without an
+// NVIDIA driver or with a torch built without CUDA.
+func Devices(ctx context.Context, python string) ([]engine.Device, error) {
+	python = DefaultPython(python)
+	devicesCache.Lock()
+	defer devicesCache.Unlock()
+	if d, ok := devicesCache.by[python]; ok {
+		return d, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-c", deviceProbe)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("torch engine: list the GPUs with %s: %v: %s", python, err, lastLines(stderr.String(), 3))
+	}
+	var res struct {
+		Count   int      `json:"count"`
+		Names   []string `json:"names"`
+		Visible *string  `json:"visible"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return nil, fmt.Errorf("torch engine: list the GPUs with %s: %v", python, err)
+	}
+	ids := deviceIDs(res.Visible, res.Count)
+	devs := make([]engine.Device, len(ids))
+	for i, id := range ids {
+		devs[i] = engine.Device{ID: id}
+		if i < len(res.Names) {
+			devs[i].Name = res.Names[i]
+		}
+	}
+	if devicesCache.by == nil {
+		devicesCache.by = map[string][]engine.Device{}
+	}
+	devicesCache.by[python] = devs
+	return devs, nil
+}
+
+// deviceIDs names count visible GPUs for a child's CUDA_VISIBLE_DEVICES:
+// the entries of the parent's own list when it has one (a Slurm task's
+// allocated GPUs, UUIDs or MIG instances), else their indices.
+func deviceIDs(visible *string, count int) []string {
+	var entries []string
+	if visible != nil {
+		for _, e := range strings.Split(*visible, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				entries = append(entries, e)
+			}
+		}
+	}
+	ids := make([]string, count)
+	for i := range ids {
+		if visible != nil && i < len(entries) {
+			ids[i] = entries[i]
+		} else {
+			ids[i] = strconv.Itoa(i)
+		}
+	}
+	return ids
 }

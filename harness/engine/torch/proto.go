@@ -11,6 +11,8 @@ import (
 	"math"
 	"strings"
 	"sync"
+
+	"github.com/marlowlab/marlow/harness/engine"
 )
 
 // The wire protocol. A frame is a 4-byte little-endian length followed by
@@ -52,9 +54,22 @@ type ServerError struct {
 	Traceback string `json:"traceback"`
 }
 
+// KindOutOfMemory is the kind of a call that ran out of GPU (or host)
+// memory; its message names the operation, the batch and the budget to
+// lower, and the server has freed its cache.
+const KindOutOfMemory = "out_of_memory"
+
+// Is makes an out_of_memory error match engine.ErrOutOfMemory.
+func (e *ServerError) Is(target error) bool {
+	return target == engine.ErrOutOfMemory && e.Kind == KindOutOfMemory
+}
+
+// Error is the call, kind and message, and the traceback's last lines
+// unless the kind is one of the server's own (bad_*, out_of_memory), whose
+// message says all.
 func (e *ServerError) Error() string {
 	s := fmt.Sprintf("torch engine: %s: %s: %s", e.Op, e.Kind, e.Message)
-	if tb := strings.TrimSpace(e.Traceback); tb != "" && !strings.HasPrefix(e.Kind, "bad_") {
+	if tb := strings.TrimSpace(e.Traceback); tb != "" && !strings.HasPrefix(e.Kind, "bad_") && e.Kind != KindOutOfMemory {
 		s += "\n" + indent(lastLines(tb, 12))
 	}
 	return s

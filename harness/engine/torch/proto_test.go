@@ -61,7 +61,11 @@ func fakeServer(mode string) {
 		fmt.Printf("fake: stdout noise while handling %s\n", req.Op) // must not reach the protocol
 		switch req.Op {
 		case "hello":
-			res(map[string]any{"protocol": Protocol, "versions": map[string]string{"torch": "fake", "transformers": "fake", "peft": "fake"}, "pid": os.Getpid()})
+			cvd, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES")
+			if !ok {
+				cvd = "(unset)"
+			}
+			res(map[string]any{"protocol": Protocol, "versions": map[string]string{"torch": "fake", "transformers": "fake", "peft": "fake", "CUDA_VISIBLE_DEVICES": cvd}, "pid": os.Getpid()})
 			continue
 		case "open":
 			res(map[string]any{"device": "cpu", "dtype": "float32", "vocab_size": 99})
@@ -414,4 +418,68 @@ func waitGone(t *testing.T, file string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("worker %d of the server's process group is still alive", pid)
+}
+
+// TestVisibleDevicesPinTheServer checks that a pinned server sees only its
+// GPUs through CUDA_VISIBLE_DEVICES, over the parent's own list, and that
+// an unpinned one inherits the parent's.
+func TestVisibleDevicesPinTheServer(t *testing.T) {
+	t.Setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+	for _, tc := range []struct {
+		pin  []string
+		want string
+	}{
+		{nil, "0,1,2,3"},
+		{[]string{"2"}, "2"},
+		{[]string{"GPU-5e1f", "GPU-77aa"}, "GPU-5e1f,GPU-77aa"},
+	} {
+		e := fakeOpen(t, "ok", Options{VisibleDevices: tc.pin})
+		if got := e.Hello().Versions["CUDA_VISIBLE_DEVICES"]; got != tc.want {
+			t.Errorf("pinned to %v: the server sees CUDA_VISIBLE_DEVICES=%q, want %q", tc.pin, got, tc.want)
+		}
+	}
+}
+
+func TestDeviceIDs(t *testing.T) {
+	str := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		visible *string
+		count   int
+		want    string
+	}{
+		{nil, 0, ""},
+		{nil, 3, "0,1,2"},
+		{str("3"), 1, "3"}, // a Slurm task's one GPU
+		{str("GPU-aa, GPU-bb"), 2, "GPU-aa,GPU-bb"}, // UUIDs, spaces trimmed
+		{str("5,7"), 1, "5"},                        // CUDA stopped at an invalid entry
+		{str(""), 0, ""},
+	} {
+		if got := strings.Join(deviceIDs(tc.visible, tc.count), ","); got != tc.want {
+			t.Errorf("deviceIDs(%v, %d) = %q, want %q", tc.visible, tc.count, got, tc.want)
+		}
+	}
+}
+
+// TestDevicesOnThisMachine lists the GPUs with the tests' interpreter: on a
+// machine without an NVIDIA driver the list is empty and torch is not
+// imported; where there are GPUs each has an ID and a name.
+func TestDevicesOnThisMachine(t *testing.T) {
+	py := DefaultPython("")
+	if _, err := exec.LookPath(py); err != nil {
+		t.Skipf("no Python interpreter %s: %v", py, err)
+	}
+	devs, err := Devices(context.Background(), py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, gpuDriver := os.Stat("/dev/nvidia0")
+	if gpuDriver != nil && len(devs) > 0 {
+		t.Fatalf("no NVIDIA device node, but %d GPUs listed: %+v", len(devs), devs)
+	}
+	for _, d := range devs {
+		if d.ID == "" || d.Name == "" {
+			t.Errorf("device %+v lacks an ID or a name", d)
+		}
+	}
+	t.Logf("GPUs: %+v", devs)
 }

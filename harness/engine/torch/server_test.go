@@ -3,12 +3,16 @@ package torch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/engine/torch/torchtest"
 )
 
 func TestServerPackageWrittenOnceAndRepaired(t *testing.T) {
@@ -81,5 +85,45 @@ func TestServerPackageStarts(t *testing.T) {
 	}
 	if err := e.Close(); err != nil {
 		t.Fatalf("close: %v (stderr: %s)", err, stderr.String())
+	}
+}
+
+// TestServerOutOfMemoryIsTyped injects a CUDA out-of-memory into the real
+// server's second logprobs call (MARLOW_TORCH_INJECT_OOM): the client gets
+// an error that matches engine.ErrOutOfMemory, names the operation, the
+// batch and the budget to lower, and carries no traceback; the server
+// stays usable.
+func TestServerOutOfMemoryIsTyped(t *testing.T) {
+	py := torchtest.Python(t, "torch")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("MARLOW_TORCH_INJECT_OOM", "logprobs:2")
+	var stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, err := Start(ctx, Options{Python: py, Stderr: &stderr})
+	if err != nil {
+		t.Fatalf("start: %v (stderr: %s)", err, stderr.String())
+	}
+	defer e.Close()
+	turns := []engine.Turn{{PromptIDs: []int32{1, 2, 3}, CompletionIDs: []int32{4, 5}}, {PromptIDs: []int32{1}, CompletionIDs: []int32{6, 7, 8}}}
+	// The first call is not the chosen one: it fails for want of a model.
+	if _, err := e.LogProbs(ctx, "", turns, 1); err == nil || errors.Is(err, engine.ErrOutOfMemory) || !strings.Contains(err.Error(), "not_open") {
+		t.Fatalf("first call: %v", err)
+	}
+	_, err = e.LogProbs(ctx, "", turns, 1)
+	if !errors.Is(err, engine.ErrOutOfMemory) {
+		t.Fatalf("second call: %v, want engine.ErrOutOfMemory", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"logprobs: out_of_memory", "log-probs ran out of memory", "2 turns of 9 prompt + completion tokens", "lower train_tokens in the spec's model section"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "Traceback") {
+		t.Errorf("error quotes the traceback:\n%s", msg)
+	}
+	if _, err := e.LogProbs(ctx, "", turns, 1); err == nil || errors.Is(err, engine.ErrOutOfMemory) {
+		t.Fatalf("third call: %v", err)
 	}
 }

@@ -15,7 +15,11 @@
 // The server's stdout and stderr are kept (their tail is quoted in errors);
 // a server that dies mid-call is an error naming the call, a cancelled
 // context kills its process group, and a call with no progress frame for
-// Options.StallTimeout is an error.
+// Options.StallTimeout is an error. A call that runs out of GPU memory is a
+// ServerError of kind KindOutOfMemory (matching engine.ErrOutOfMemory) that
+// names the operation, its batch and the budget to lower. A server pinned
+// to GPUs (Options.VisibleDevices, from the runner's placement) sees only
+// them.
 package torch
 
 import (
@@ -27,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/marlowlab/marlow/harness/engine"
@@ -56,13 +61,23 @@ func Driver() engine.Driver {
 			return errs
 		},
 		Open: func(ctx context.Context, dir string, opt engine.Options) (engine.Engine, error) {
+			var pin []string
+			for _, d := range opt.Devices {
+				pin = append(pin, d.ID)
+			}
 			e, err := Open(ctx, dir, Options{Python: opt.Python, Device: opt.Device, DType: opt.DType, Threads: opt.Threads,
 				GenTokenBudget: opt.GenTokens, TrainTokenBudget: opt.TrainTokens, GenBackend: opt.GenBackend,
-				KVCacheFraction: opt.KVCacheFraction})
+				KVCacheFraction: opt.KVCacheFraction, VisibleDevices: pin})
 			if err != nil {
 				return nil, err
 			}
 			return e, nil
+		},
+		Devices: func(ctx context.Context, opt engine.Options) ([]engine.Device, error) {
+			if opt.Device == "cpu" {
+				return nil, nil
+			}
+			return Devices(ctx, opt.Python)
 		},
 	}
 }
@@ -97,6 +112,10 @@ type Options struct {
 	// KVCacheFraction is the share of free cuda memory the slots backend's
 	// KV pool takes (0 = 0.85).
 	KVCacheFraction float64
+	// VisibleDevices, when set, pins the server to these GPUs: its
+	// CUDA_VISIBLE_DEVICES lists them (IDs as Devices gives them), so its
+	// cuda device is the first of them.
+	VisibleDevices []string
 	// StallTimeout is how long a call may go without a frame from the
 	// server (default DefaultStallTimeout).
 	StallTimeout time.Duration
@@ -263,6 +282,9 @@ func (e *Engine) SampleRows(ctx context.Context, logits [][]float32, temps []flo
 func start(ctx context.Context, opt Options) (*Engine, error) {
 	argv := append(slices.Clone(opt.argv), "--in-fd", "3", "--out-fd", "4")
 	env := append(os.Environ(), "PYTHONUNBUFFERED=1", "TOKENIZERS_PARALLELISM=false")
+	if opt.VisibleDevices != nil {
+		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(opt.VisibleDevices, ","))
+	}
 	if opt.Threads > 0 {
 		n := fmt.Sprint(opt.Threads)
 		env = append(env, "OMP_NUM_THREADS="+n, "MKL_NUM_THREADS="+n)

@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from . import memory
 from .protocol import PROTOCOL, Args, Channel, Fault, Malformed, decode_request
 
 if TYPE_CHECKING:
@@ -161,8 +162,12 @@ def error_reply(rid: int, e: BaseException) -> dict[str, Any]:
 
 
 def serve(ch: Channel) -> None:
-    """Answers requests until the stream ends or a close request."""
+    """Answers requests until the stream ends or a close request. An
+    allocation failure in a call is answered as an out_of_memory fault that
+    names the call's batch and budget (memory.fault), and the memory it held
+    is released once the reply is sent."""
     srv = Server(ch)
+    inject = memory.Injector.from_env()
     while True:
         body = ch.read()
         if body is None:
@@ -174,12 +179,17 @@ def serve(ch: Channel) -> None:
             continue
         ch.begin(req.id)
         fn = srv.handler(req.op)
+        oom = False
         try:
             if fn is None:
                 raise Fault("bad_request", "unknown op %r" % req.op)
+            inject.check(req.op)
             ch.write({"id": req.id, "result": fn(req.args)})
         except Exception as e:  # every failure becomes a reply
-            ch.write(error_reply(req.id, e))
+            oom = memory.is_oom(e)
+            ch.write(error_reply(req.id, memory.fault(req.op, req.args, srv.model, e) if oom else e))
+        if oom:
+            memory.release()  # after the except block: its traceback no longer holds the tensors
         ch.begin(None)
         if req.op == "close":
             return
