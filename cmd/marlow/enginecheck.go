@@ -11,8 +11,8 @@ import (
 )
 
 func newEngineCheckCmd() *cobra.Command {
-	var name, device, dtype, python, work, specPath, scale string
-	var tolLP, tolStep, floor, tolUpdate float64
+	var name, device, dtype, headDType, python, work, specPath, scale string
+	var tolLP, tolStep, floor, tolUpdate, tolShare, tolP99 float64
 	var threads int
 	cmd := &cobra.Command{
 		Use:   "engine-check [CHECKPOINT]",
@@ -30,6 +30,14 @@ func newEngineCheckCmd() *cobra.Command {
 			"two engines. Updates above the floor must agree within --tol-update (in units of lr), and\n" +
 			"torch's stepped adapter with its below-floor components taken from native's must score within\n" +
 			"the log-prob tolerance; the raw after-step difference is printed, not judged.\n" +
+			"Last, torch samples completions (half on the base policy, half on the seeded adapter) and\n" +
+			"rescores them as training does; Δ = training − rollout log-prob is the log of the first\n" +
+			"step's importance ratio, fully on-policy. In float32 every |Δ| must be within --tol-logprob.\n" +
+			"With --dtype bfloat16 (or float16) the figures against native are printed, not judged, and\n" +
+			"the rollout agreement is: at most --tol-clip-share of the tokens may have a ratio outside the\n" +
+			"clip band (0.8, 1.28) and the 99th percentile of |Δ| must be within --tol-rollout-p99.\n" +
+			"Logits come from a float32 head in every dtype; --head-dtype model shows what a head in the\n" +
+			"model's dtype would do.\n" +
 			"With --spec instead of CHECKPOINT the checkpoint (and, unless --python is given, the\n" +
 			"interpreter) is that of --scale of the spec (default: the matrix's first scale).",
 		Args: cobra.MaximumNArgs(1),
@@ -51,8 +59,12 @@ func newEngineCheckCmd() *cobra.Command {
 				return fmt.Errorf("engine-check: --engine %q: only torch is checked against native", name)
 			}
 			threads := resolveThreads(threads, 2) // the two engines share the cores
-			opt := enginecheck.Options{LogProbTol: tolLP, StepTol: tolStep, NoiseFloor: floor, UpdateTol: tolUpdate, Threads: threads, Work: work,
-				Torch: torch.Options{Python: python, Device: device, DType: dtype, Threads: threads}}
+			opt := enginecheck.Options{LogProbTol: tolLP, StepTol: tolStep, NoiseFloor: floor, UpdateTol: tolUpdate,
+				RolloutShare: tolShare, RolloutP99: tolP99, Threads: threads, Work: work,
+				Torch: torch.Options{Python: python, Device: device, DType: dtype, HeadDType: headDType, Threads: threads}}
+			if headDType == "model" {
+				opt.Torch.GenBackend = "reference" // the slot backend's head is always float32
+			}
 			rep, err := enginecheck.Run(cmd.Context(), args[0], opt)
 			if err != nil {
 				return fmt.Errorf("engine-check %s: %w", args[0], err)
@@ -67,7 +79,10 @@ func newEngineCheckCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&name, "engine", "torch", "engine checked against native (torch)")
 	cmd.Flags().StringVar(&device, "device", "cpu", "torch device: cpu, cuda or auto")
-	cmd.Flags().StringVar(&dtype, "dtype", "float32", "torch dtype (the tolerances assume float32)")
+	cmd.Flags().StringVar(&dtype, "dtype", "float32", "torch dtype: float32 judges every figure, bfloat16 or float16 the rollout agreement only")
+	cmd.Flags().StringVar(&headDType, "head-dtype", "float32", "dtype of the LM head that feeds the logits: float32 or model (the model's dtype, for comparison)")
+	cmd.Flags().Float64Var(&tolShare, "tol-clip-share", enginecheck.DefaultRolloutShare, "outside float32: largest share of rollout tokens whose step-0 ratio is outside the clip band")
+	cmd.Flags().Float64Var(&tolP99, "tol-rollout-p99", enginecheck.DefaultRolloutP99, "outside float32: largest 99th percentile of |training − rollout log-prob|")
 	cmd.Flags().StringVar(&python, "python", "", "interpreter of the torch server (default $MARLOW_PYTHON, else python3)")
 	cmd.Flags().Float64Var(&tolLP, "tol-logprob", enginecheck.DefaultLogProbTol, "largest absolute log-prob difference accepted")
 	cmd.Flags().Float64Var(&tolStep, "tol-step", enginecheck.DefaultStepTol, "largest relative difference of loss, KL and gradient norms accepted")

@@ -5,7 +5,10 @@
 // coherence regularizer on, one step that fills the gradient EMAs and two
 // that are scaled against them (the second after each engine loaded the
 // other's checkpoint, EMAs included). The native engine is thereby also
-// checked against transformers' own Qwen3.
+// checked against transformers' own Qwen3. Last, the torch engine samples
+// completions and rescores them as training does (the rollout agreement,
+// rollout.go), the check that judges bfloat16: in bfloat16 or float16 the
+// figures against native (float32) are printed, not judged.
 package enginecheck
 
 import (
@@ -38,8 +41,12 @@ type Options struct {
 	StepTol    float64 // default DefaultStepTol
 	NoiseFloor float64 // default DefaultNoiseFloor
 	UpdateTol  float64 // default DefaultUpdateTol
-	Threads    int     // native engine threads (default 1)
-	Work       string  // scratch folder for checkpoints (default: a temporary folder)
+	// RolloutShare and RolloutP99 judge the rollout agreement outside
+	// float32 (defaults DefaultRolloutShare, DefaultRolloutP99).
+	RolloutShare float64
+	RolloutP99   float64
+	Threads      int    // native engine threads (default 1)
+	Work         string // scratch folder for checkpoints (default: a temporary folder)
 }
 
 // Report holds the measured differences. Relative differences are
@@ -47,6 +54,7 @@ type Options struct {
 type Report struct {
 	Checkpoint     string
 	TorchVersion   string
+	DType          string             // the torch engine's dtype (float32 unless asked)
 	Tokens         int                // scored tokens per pass
 	FreshAdapter   float64            // max |Δ| over the tensors of a new adapter saved by each engine (must be 0)
 	FreshTensors   int                // tensors compared
@@ -80,11 +88,18 @@ type Report struct {
 	CoherenceGradRel  float64
 	CoherenceRoles    int
 	CoherenceMinScale float64
+	Rollout           Rollout // the rollout agreement
 	LogProbTol        float64
 	StepTol           float64
 	NoiseFloor        float64
 	UpdateTol         float64
+	RolloutShare      float64
+	RolloutP99        float64
 }
+
+// FP32 reports whether the torch engine ran in float32 (an empty dtype is
+// float32, the check's default), so that the figures against native are judged.
+func (r Report) FP32() bool { return r.DType == "" || r.DType == "float32" }
 
 // GradNormMax is the largest relative gradient-norm difference.
 func (r Report) GradNormMax() float64 {
@@ -104,16 +119,25 @@ func (r Report) GradNormAbsMax() float64 {
 	return m
 }
 
-// Failures lists every figure beyond its tolerance.
+// Failures lists every figure beyond its tolerance: in float32 all of
+// them; otherwise the rollout agreement and the checks that do not depend
+// on precision (the new adapters' weights, the coherence regularizer
+// exercised).
 func (r Report) Failures() []string {
-	var out []string
+	out := rolloutFailures(r.Rollout, r.FP32(), r.LogProbTol, r.RolloutShare, r.RolloutP99)
+	if r.FreshAdapter != 0 || r.FreshTensors == 0 {
+		out = append(out, fmt.Sprintf("new adapter: the engines' initial weights differ (max |Δ| %.3g over %d tensors), want identical", r.FreshAdapter, r.FreshTensors))
+	}
+	if r.CoherenceRoles == 0 || !(r.CoherenceMinScale < 1) {
+		out = append(out, fmt.Sprintf("coherence regularizer: %d role-steps compared, smallest scale %.3g: the check scaled no gradient", r.CoherenceRoles, r.CoherenceMinScale))
+	}
+	if !r.FP32() {
+		return out
+	}
 	lp := func(name string, v float64) {
 		if !(v <= r.LogProbTol) {
 			out = append(out, fmt.Sprintf("%s: max |Δ log-prob| %.3g > %.3g", name, v, r.LogProbTol))
 		}
-	}
-	if r.FreshAdapter != 0 || r.FreshTensors == 0 {
-		out = append(out, fmt.Sprintf("new adapter: the engines' initial weights differ (max |Δ| %.3g over %d tensors), want identical", r.FreshAdapter, r.FreshTensors))
 	}
 	lp("no adapter", r.LogProbBase)
 	lp("seeded adapter", r.LogProbAdapter)
@@ -142,15 +166,15 @@ func (r Report) Failures() []string {
 		out = append(out, fmt.Sprintf("coherence regularizer: max |Δ cosine to the EMA| %.3g, max |Δ scale| %.3g > %.3g", r.CoherenceCos, r.CoherenceScale, r.StepTol))
 	}
 	st("coherence step grad norm", r.CoherenceGradRel)
-	if r.CoherenceRoles == 0 || !(r.CoherenceMinScale < 1) {
-		out = append(out, fmt.Sprintf("coherence regularizer: %d role-steps compared, smallest scale %.3g: the check scaled no gradient", r.CoherenceRoles, r.CoherenceMinScale))
-	}
 	return out
 }
 
 // Print writes the report.
 func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "engine-check %s\n  torch engine: %s\n  %d scored tokens per pass\n", r.Checkpoint, r.TorchVersion, r.Tokens)
+	if !r.FP32() {
+		fmt.Fprintf(w, "  %s: the figures against native (float32) are printed, not judged; the rollout agreement is\n", r.DType)
+	}
 	fmt.Fprintf(w, "  new adapter, max |Δ weight| (%d tensors):  %.3g (must be 0: same seeded stream)\n", r.FreshTensors, r.FreshAdapter)
 	fmt.Fprintf(w, "  max |Δ log-prob|, no adapter:               %.3g (tolerance %.3g)\n", r.LogProbBase, r.LogProbTol)
 	fmt.Fprintf(w, "  max |Δ log-prob|, seeded random adapter:    %.3g\n", r.LogProbAdapter)
@@ -175,6 +199,7 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  coherence, max |Δ cosine to the EMA|:       %.3g over %d role-steps (smallest scale %.4g)\n", r.CoherenceCos, r.CoherenceRoles, r.CoherenceMinScale)
 	fmt.Fprintf(w, "  coherence, max |Δ scale|:                   %.3g\n", r.CoherenceScale)
 	fmt.Fprintf(w, "  coherence, relative Δ total grad norm:      %.3g\n", r.CoherenceGradRel)
+	r.Rollout.print(w, r.FP32(), r.LogProbTol, r.RolloutShare, r.RolloutP99)
 }
 
 // Turns returns the fixed sequences: six turns of two roles and four agents
@@ -332,6 +357,12 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	if r.UpdateTol = opt.UpdateTol; r.UpdateTol == 0 {
 		r.UpdateTol = DefaultUpdateTol
 	}
+	if r.RolloutShare = opt.RolloutShare; r.RolloutShare == 0 {
+		r.RolloutShare = DefaultRolloutShare
+	}
+	if r.RolloutP99 = opt.RolloutP99; r.RolloutP99 == 0 {
+		r.RolloutP99 = DefaultRolloutP99
+	}
 	work := opt.Work
 	if work == "" {
 		tmp, err := os.MkdirTemp("", "marlow-engine-check-")
@@ -356,6 +387,7 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	}
 	defer te.Close()
 	r.TorchVersion = te.Version()
+	r.DType = te.Info().DType
 	cfg := ne.Config()
 	turns := Turns(cfg.VocabSize)
 	for _, t := range turns {
@@ -425,6 +457,13 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	r.AfterStepAbove = maxAbs(a, c)
 	if err := compareCoherence(ctx, ne, te, turns, seeded, work, &r); err != nil {
 		return r, fmt.Errorf("coherence regularizer: %w", err)
+	}
+	// Step 0 of the seeded adapter again, for the rollout agreement.
+	if err := te.Load(ctx, seeded); err != nil {
+		return r, err
+	}
+	if r.Rollout, err = measureRollout(ctx, te, AdapterName, TrainOptions()); err != nil {
+		return r, err
 	}
 	return r, nil
 }

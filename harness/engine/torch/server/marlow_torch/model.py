@@ -4,13 +4,15 @@ generation and training share."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F  # noqa: N812
 
 from .protocol import Args, Fault
 
@@ -49,6 +51,41 @@ class Model:
     """Rows the slot backend decodes at once."""
     kv_fraction: float = 0.85
     """Share of the free cuda memory the slot backend's KV pool takes."""
+    head_fp32: bool = True
+    """Logits from the final hidden state cast to float32 times a float32
+    copy of the LM head (the tied embedding), in generation, scoring and
+    training alike; False: the head in the model's dtype (for comparison)."""
+    _head: torch.Tensor | None = None
+
+    def head_weight(self) -> torch.Tensor:
+        """The LM head's weight [V, D] the logits use: float32 when head_fp32
+        (the weight itself in a float32 model, else a frozen copy made once),
+        else the model's own."""
+        if self._head is None:
+            w: torch.Tensor = self.base().lm_head.weight
+            self._head = w.detach().float() if self.head_fp32 else w.detach()
+        return self._head
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """float32 logits [N, V] of final hidden states h [N, D]: h cast to
+        float32 times the float32 head when head_fp32 (one bf16 ulp of a
+        logit of 8-32 is 0.06-0.125 nat, wider than a clip band's edge), else
+        the head in the model's dtype, rounded, then widened."""
+        w = self.head_weight()
+        with _tf32(False) if self.device.type == "cuda" else contextlib.nullcontext():
+            if self.head_fp32:
+                return F.linear(h.float(), w)
+            return F.linear(h, w).float()
+
+    def tf32_lora(self) -> contextlib.AbstractContextManager[Any]:
+        """The context of a scoring or training pass (forward and backward):
+        on cuda with a bfloat16 or float16 base, TF32 for its float32
+        matmuls, which are the LoRA path's (logits() turns it off for the
+        head); elsewhere nothing, so a float32 model keeps full-precision
+        matmuls and the engine-check tolerances."""
+        if self.device.type != "cuda" or self.dtype == torch.float32:
+            return contextlib.nullcontext()
+        return _tf32(True)
 
     def slot_options(self) -> Any:
         """The slot backend's settings (a slots.SlotOptions)."""
@@ -94,7 +131,20 @@ class Model:
             "cuda_device": self.cuda_device,
             "gradient_checkpointing": self.grad_ckpt,
             "gen_backend": self.gen_backend,
+            "head_dtype": "float32" if self.head_fp32 else self.dtype_name,
         }
+
+
+@contextlib.contextmanager
+def _tf32(on: bool) -> Iterator[None]:
+    """cuda float32 matmuls in TF32 inside (on) or not, the previous
+    setting restored after."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = on
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 def open_model(args: Args) -> Model:
@@ -135,6 +185,13 @@ def open_model(args: Args) -> Model:
     kv_fraction = float(args.get("kv_cache_fraction") or 0) or 0.85
     if not 0 < kv_fraction < 1:
         raise Fault("bad_request", "kv_cache_fraction %r is not in (0, 1)" % kv_fraction)
+    head_dtype = args.get("head_dtype") or "float32"
+    if head_dtype not in ("float32", "model"):
+        raise Fault("bad_request", "head_dtype %r is not float32 or model" % head_dtype)
+    if head_dtype == "model" and gen_backend == "slots":
+        raise Fault(
+            "bad_request", "head_dtype model: the slot backend's head is always float32; use gen_backend reference"
+        )
     cfg = AutoConfig.from_pretrained(ckpt)
     if getattr(cfg, "model_type", "") != "qwen3":
         raise Fault("bad_checkpoint", "%s: model_type %r, want qwen3" % (ckpt, getattr(cfg, "model_type", None)))
@@ -176,6 +233,7 @@ def open_model(args: Args) -> Model:
         gen_backend=gen_backend,
         gen_slots=gen_slots,
         kv_fraction=kv_fraction,
+        head_fp32=head_dtype == "float32",
     )
 
 
@@ -208,34 +266,34 @@ def load_chat_template(ckpt: str) -> Any:
 
 def hidden(model: Model, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> torch.Tensor:
     """Final hidden states of the completion-predicting rows of the turns
-    (prompt, completion), right-padded into one batch: [tokens, D]."""
+    (prompt, completion), right-padded into one batch: [tokens, D]. No
+    attention mask: causal attention alone keeps every real token from the
+    padding after it (sdpa's is_causal path, no materialised [B, 1, L, L]
+    mask and no expanded grouped keys), and the padded rows are never read."""
     L = max(len(p) + len(c) - 1 for p, c in zip(prompts, completions))
     n = len(prompts)
     ids = torch.zeros((n, L), dtype=torch.long)
-    mask = torch.zeros((n, L), dtype=torch.long)
     rows: list[int] = []
     cols: list[int] = []
     for b, (p, c) in enumerate(zip(prompts, completions)):
         seq = list(p) + list(c[:-1])
         ids[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        mask[b, : len(seq)] = 1
         for j in range(len(c)):
             rows.append(b)
             cols.append(len(p) - 1 + j)
-    ids, mask = ids.to(model.device), mask.to(model.device)
+    ids = ids.to(model.device)
     pos = torch.arange(L, device=model.device).unsqueeze(0).expand(n, L)
-    out = model.base().model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
+    out = model.base().model(input_ids=ids, attention_mask=None, position_ids=pos, use_cache=False)
     h: torch.Tensor = out.last_hidden_state
     return h[torch.tensor(rows, device=model.device), torch.tensor(cols, device=model.device)]
 
 
 def score64(model: Model, h: torch.Tensor, targets: torch.Tensor, temp: float) -> torch.Tensor:
-    """log-probs (float64) of targets under softmax(lm_head(h) / temp)."""
-    head = model.base().lm_head
+    """log-probs (float64) of targets under softmax(logits(h) / temp)."""
     hr = model.head_rows()
     out = []
     for s in range(0, h.shape[0], hr):
-        z = head(h[s : s + hr]).float().double() / temp
+        z = model.logits(h[s : s + hr]).double() / temp
         lse = torch.logsumexp(z, dim=-1)
         t = targets[s : s + hr]
         out.append(z.gather(1, t.unsqueeze(1)).squeeze(1) - lse)

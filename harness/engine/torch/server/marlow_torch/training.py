@@ -22,6 +22,7 @@ from .turns import (
     TokenStats,
     Turn,
     accumulate,
+    by_length,
     group,
     loss_weights,
     micro_batches,
@@ -51,8 +52,8 @@ def logprobs(model: Model, adapters: Adapters, args: Args, progress: Callable[..
     turns = parse_turns(args.need_list("turns"), False, model.vocab, model.max_pos)
     sizes = [t.inputs() for t in turns]
     res: list[str | None] = [None] * len(turns)
-    with torch.no_grad(), adapters.use(name):
-        for mb in micro_batches(range(len(turns)), sizes, model.train_budget):
+    with torch.no_grad(), adapters.use(name), model.tf32_lora():
+        for mb in micro_batches(by_length(range(len(turns)), sizes), sizes, model.train_budget):
             h = hidden(model, *_batch(turns, mb))
             tg = torch.tensor([x for i in mb for x in turns[i].completion], device=model.device)
             lp = score64(model, h, tg, temp).cpu().tolist()
@@ -344,18 +345,24 @@ def gradients(
     progress: Callable[..., None],
 ) -> list[torch.Tensor]:
     """The loss gradient of each agent's turns (flat fp32, native order),
-    agent by agent in separate buffers; sets every kept turn's TokenStats."""
+    agent by agent in separate buffers, each summed over its micro-batches
+    (longest turns first, by_length); sets every kept turn's TokenStats.
+    The base policy's forward (for the KL term) runs only when some kept
+    turn's role has a KL coefficient; otherwise k3 and KL are NaN (not
+    measured)."""
     if model.grad_ckpt:
         model.hf.train()
     params = ad.tensors()
     sizes = [t.inputs() for t in turns]
+    with_ref = any(o.kl_coef.get(turns[i].role, 0.0) != 0 for i in g.kept)
     agent_grads = []
     for a in range(len(g.agents)):
-        idx = [i for i in g.kept if turns[i].agent_index == a]
+        idx = by_length([i for i in g.kept if turns[i].agent_index == a], sizes)
         for p in params:
             p.grad = None
         for mb in micro_batches(idx, sizes, model.train_budget):
-            micro_batch_backward(model, adapters, ad.name, turns, mb, o)
+            with model.tf32_lora():
+                micro_batch_backward(model, adapters, ad.name, turns, mb, o, with_ref)
             progress(op="train_step", agent=g.agents[a])
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).float() for p in params])
         agent_grads.append(flat)
@@ -366,24 +373,33 @@ def gradients(
 
 
 def micro_batch_backward(
-    model: Model, adapters: Adapters, name: str, turns: Sequence[Turn], mb: Sequence[int], o: TrainOptions
+    model: Model,
+    adapters: Adapters,
+    name: str,
+    turns: Sequence[Turn],
+    mb: Sequence[int],
+    o: TrainOptions,
+    with_ref: bool = True,
 ) -> None:
     """Adds the gradient of micro-batch mb's weighted loss (clipped policy
     gradient plus k3 KL to the base) to the adapter's .grad and sets the
-    turns' TokenStats."""
+    turns' TokenStats. Without with_ref (no role has a KL coefficient) the
+    base policy's forward is skipped, the loss has no KL term and k3 is
+    NaN."""
     dev = model.device
     temp = o.temperature
-    head = model.base().lm_head
     hr = model.head_rows()
     tg = torch.tensor([x for i in mb for x in turns[i].completion], device=dev)
-    with torch.no_grad(), adapters.use(""):
-        lpb = score64(model, hidden(model, *_batch(turns, mb)), tg, temp)
+    lpb: torch.Tensor | None = None
+    if with_ref:
+        with torch.no_grad(), adapters.use(""):
+            lpb = score64(model, hidden(model, *_batch(turns, mb)), tg, temp)
     with adapters.use(name):
         h = hidden(model, *_batch(turns, mb))
         lp_parts, ent_parts = [], []
 
         def head_chunk(hc: torch.Tensor, tc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            logp = torch.log_softmax(head(hc).float() / temp, dim=-1)
+            logp = torch.log_softmax(model.logits(hc) / temp, dim=-1)
             with torch.no_grad():
                 ent = -(logp.exp() * logp).sum(-1).double()
             return logp.gather(1, tc.unsqueeze(1)).squeeze(1), ent
@@ -415,12 +431,17 @@ def micro_batch_backward(
         unclipped = (r.detach() * adv) <= (cr * adv)
         # -min(r A, clip(r) A): the gradient flows through r only where r A is the min.
         pg = torch.where(unclipped, -adv * r, -adv * cr)
-        x = lpb - lp64
-        k3 = torch.exp(x) - x - 1
-        loss = (w * (pg + coef * k3)).sum()
+        if lpb is not None:
+            x = lpb - lp64
+            k3 = torch.exp(x) - x - 1
+            tok_loss = pg + coef * k3
+        else:
+            k3 = torch.full_like(lp64, NAN)
+            tok_loss = pg
+        loss = (w * tok_loss).sum()
         loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward untyped
         k = 0
-        lpd, k3d, rd = lp64.detach(), k3.detach(), r.detach()
+        lpd, k3d, rd, ld = lp64.detach(), k3.detach(), r.detach(), tok_loss.detach()
         clipped = (-cr * adv) > (-rd * adv)
         for i in mb:
             n = len(turns[i].completion)
@@ -429,7 +450,7 @@ def micro_batch_backward(
                 entropy=ent[k : k + n].cpu().numpy(),
                 ratio=rd[k : k + n].cpu().numpy(),
                 k3=k3d[k : k + n].cpu().numpy(),
-                loss=(pg.detach()[k : k + n] + coef[k : k + n] * k3d[k : k + n]).cpu().numpy(),
+                loss=ld[k : k + n].cpu().numpy(),
                 clipped=int(clipped[k : k + n].sum().item()),
             )
             k += n

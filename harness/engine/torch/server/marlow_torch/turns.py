@@ -140,7 +140,9 @@ def loss_weights(agg: str, lengths: Sequence[int]) -> list[float]:
 
 def micro_batches(idx: Sequence[int], sizes: Sequence[int], budget: int) -> list[list[int]]:
     """Splits turn indices idx into runs whose padded size (the longest input
-    sizes[i] times the run's length) fits budget; a turn alone may exceed it."""
+    sizes[i] times the run's length) fits budget; a turn alone may exceed it.
+    Callers pass idx through by_length first so that a run holds turns of
+    similar length."""
     out: list[list[int]] = []
     cur: list[int] = []
     longest = 0
@@ -154,6 +156,13 @@ def micro_batches(idx: Sequence[int], sizes: Sequence[int], budget: int) -> list
     if cur:
         out.append(cur)
     return out
+
+
+def by_length(idx: Sequence[int], sizes: Sequence[int]) -> list[int]:
+    """Turn indices idx longest input first (ties by index): a function of
+    the set of turns alone, so micro-batches, and the order in which their
+    gradients add up, do not depend on the order the turns came in."""
+    return sorted(idx, key=lambda i: (-sizes[i], i))
 
 
 @dataclass
