@@ -94,17 +94,16 @@ def tiny() -> Iterator[tuple[Model, Adapters]]:
     yield m, ads
 
 
-def scale_tol(ref: torch.Tensor) -> float:
-    """1e-5 of the logits' scale: the two forwards differ by float32 rounding of
-    different kernels (gemv against gemm, one query against many)."""
-    return 1e-5 * max(1.0, float(ref.abs().max()))
+LOGIT_TOL = 1e-5
+"""The slot forward's logits against transformers' (absolute): measured at
+most 8.6e-6 on the tiny checkpoint (logits up to 18) and 3.5e-6 on the real
+width (2-vCPU Xeon, fp32); float32 rounding of two different kernels."""
 
 
-@pytest.mark.parametrize("mode", ["split", "mask"])
-def test_forward_matches_transformers(tiny: tuple[Model, Adapters], mode: str) -> None:
-    m, ads = tiny
-    prompts = [[3 + (7 * i) % 90 for i in range(n)] for n in (37, 5)]
-    names = ["", "a", "b"]
+def check_forward(m: Model, ads: Adapters, prompts: list[list[int]], names: list[str], mode: str, tail: int) -> None:
+    """Prefills all but the last tail tokens of each (prompt, adapter) and
+    decodes the rest as one mixed batch; every logit vector must equal
+    transformers' (one unbatched forward of the whole prompt) within LOGIT_TOL."""
     with torch.no_grad():
         refs = {}
         for name in names:
@@ -112,27 +111,51 @@ def test_forward_matches_transformers(tiny: tuple[Model, Adapters], mode: str) -
                 for k, p in enumerate(prompts):
                     refs[name, k] = m.hf(input_ids=torch.tensor([p])).logits[0].float()
         dec = Qwen3Decoder(m, ads, names, mode)
-        pool = KVPool(dec.pool_shape(), 40, m.device)
-        # Prefill all but the last 4 tokens of each (prompt, adapter), then decode
-        # the rest as one mixed batch of six rows.
         rows = [(name, k) for name in names for k in range(len(prompts))]
+        per = max(len(p) for p in prompts) // BLOCK + 1
+        pool = KVPool(dec.pool_shape(), per * len(rows), m.device)
         tables = []
         for r, (name, k) in enumerate(rows):
-            table = list(range(6 * r, 6 * r + 6))
+            table = list(range(per * r, per * r + per))
             tables.append(table)
-            n = len(prompts[k]) - 4
+            n = len(prompts[k]) - tail
             lg = dec.prefill(prompts[k][:n], name, pool, torch.tensor(slots_of(table, 0, n)))
-            assert (lg - refs[name, k][n - 1]).abs().max() <= scale_tol(refs[name, k])
+            gap = float((lg - refs[name, k][n - 1]).abs().max())
+            assert gap <= LOGIT_TOL, (name, k, "prefill", gap)
         ra = RowAdapters([name for name, _ in rows], m.device)
-        for j in range(4):
-            pos = [len(prompts[k]) - 4 + j for _, k in rows]
+        for j in range(tail):
+            pos = [len(prompts[k]) - tail + j for _, k in rows]
             toks = torch.tensor([prompts[k][p] for (_, k), p in zip(rows, pos)])
             sl = torch.tensor([slots_of(t, p, 1)[0] for t, p in zip(tables, pos)])
             lg = dec.decode(toks, torch.tensor(pos), ra, pool, torch.tensor(tables), sl)
             assert lg.shape == (len(rows), m.vocab) and lg.dtype == torch.float32
             for r, (name, k) in enumerate(rows):
-                ref = refs[name, k][pos[r]]
-                assert (lg[r] - ref).abs().max() <= scale_tol(refs[name, k]), (name, k, j)
+                gap = float((lg[r] - refs[name, k][pos[r]]).abs().max())
+                assert gap <= LOGIT_TOL, (name, k, j, gap)
+
+
+@pytest.mark.parametrize("mode", ["split", "mask"])
+def test_forward_matches_transformers(tiny: tuple[Model, Adapters], mode: str) -> None:
+    m, ads = tiny
+    prompts = [[3 + (7 * i) % 90 for i in range(n)] for n in (37, 5)]
+    check_forward(m, ads, prompts, ["", "a", "b"], mode, 4)
+
+
+def test_forward_matches_transformers_at_real_width() -> None:
+    """The published Qwen3-0.6B shape (vocab 151,936, head_dim 128, theta
+    1e6) with 2 layers, random weights and a rank-8 adapter."""
+    from marlow_torch.bench_gen import random_model
+
+    m = random_model(2, "cpu", torch.float32, 4096)
+    ads = Adapters(m)
+    ad = ads.add("a", 8, 16.0, [], 7)
+    g = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        for p in ad.params:
+            if p.is_b:
+                p.tensor.copy_(torch.randn(p.tensor.shape, generator=g) * 0.02)
+    prompts = [[(1000 + 7919 * i) % 151000 for i in range(n)] for n in (21, 6)]
+    check_forward(m, ads, prompts, ["", "a"], "mask", 3)
 
 
 def requests(n: int) -> list[GenRequest]:
@@ -215,22 +238,73 @@ def compare(ref: list[GenRequest], got: list[GenRequest], r1: Recorder, r2: Reco
     return differ, compared, gap
 
 
-@pytest.mark.parametrize("mode", ["split", "mask"])
-def test_slots_generate_what_the_reference_does(tiny: tuple[Model, Adapters], mode: str) -> None:
+def truth_errors(m: Model, ads: Adapters, reqs: list[GenRequest], other: list[GenRequest]) -> np.ndarray[Any, Any]:
+    """|log-prob - float64 truth| of every token of reqs that other (the
+    other backend's run) generated too: the truth is one float64 forward of
+    prompt and completion under the request's adapter."""
+    errs: list[float] = []
+    with torch.no_grad():
+        m.hf.double()
+        try:
+            for a, b in zip(reqs, other):
+                n = 0
+                while n < min(len(a.ids), len(b.ids)) and a.ids[n] == b.ids[n]:
+                    n += 1
+                if n == 0:
+                    continue
+                with ads.use(a.adapter):
+                    z = m.hf(input_ids=torch.tensor([a.prompt + a.ids[: n - 1]])).logits[0, len(a.prompt) - 1 :]
+                lp = torch.log_softmax(z / a.temperature, -1).gather(1, torch.tensor(a.ids[:n])[:, None])[:, 0]
+                errs.extend(abs(np.array(a.logprobs[:n], dtype=np.float64) - lp.numpy()))
+        finally:
+            m.hf.float()
+    return np.array(errs)
+
+
+@pytest.fixture(scope="module")
+def reference_run(tiny: tuple[Model, Adapters]) -> tuple[list[GenRequest], list[GenRequest], Recorder]:
     m, ads = tiny
     reqs = requests(256)
-    ref, got = copy.deepcopy(reqs), copy.deepcopy(reqs)
+    ref = copy.deepcopy(reqs)
     r1: Recorder = {}
-    r2: Recorder = {}
     run_reference(m, ads, ref, r1)
+    return reqs, ref, r1
+
+
+@pytest.mark.parametrize("mode", ["split", "mask"])
+def test_slots_generate_what_the_reference_does(
+    tiny: tuple[Model, Adapters], reference_run: tuple[list[GenRequest], list[GenRequest], Recorder], mode: str
+) -> None:
+    m, ads = tiny
+    reqs, ref, r1 = reference_run
+    got = copy.deepcopy(reqs)
+    r2: Recorder = {}
     st = run_slots(m, ads, got, r2, SlotOptions(slots=32, pool_blocks=60, lora_mode=mode))
     assert sum(s.finish == FINISH_STOP for s in ref) > 20  # stop tokens do happen
     differ, compared, gap = compare(ref, got, r1, r2)
+    # Log-probs against a float64 forward: in fp32 neither backend is within
+    # 1e-5 of it (the reference measured 2.3e-5 at most, and it differs from
+    # transformers' own unbatched fp32 forward by up to 2.8e-5), so the slot
+    # backend is held to the reference's own float32 error instead.
+    e_ref, e_got = truth_errors(m, ads, ref, got), truth_errors(m, ads, got, ref)
     print(
-        "%s: %d of 256 requests differ (each at a straddle), %d tokens compared, log-prob gap %.3g; %s"
-        % (mode, differ, compared, gap, st)
+        "%s: %d of 256 requests differ (each at a straddle), %d tokens compared, log-prob gap %.3g; "
+        "error vs float64: reference max %.3g p99 %.3g, slots max %.3g p99 %.3g; %s"
+        % (
+            mode,
+            differ,
+            compared,
+            gap,
+            e_ref.max(),
+            np.quantile(e_ref, 0.99),
+            e_got.max(),
+            np.quantile(e_got, 0.99),
+            st,
+        )
     )
-    assert compared > 3000 and gap <= 1e-5 * 16  # 1e-5 of the logits' scale (about 16 here)
+    assert compared > 3000 and len(e_got) == len(e_ref) == compared
+    assert e_got.max() <= 2 * e_ref.max() and np.quantile(e_got, 0.99) <= 1.25 * np.quantile(e_ref, 0.99)
+    assert gap <= e_ref.max() + e_got.max()
     # The pool was small: rows waited, blocks were reused many times and prompts shared.
     assert st.blocks == 60 and st.peak_blocks == 60 and st.block_reuses > 500
     assert st.prefills < 256 and st.shared_rows == 256 - st.prefills
