@@ -116,6 +116,24 @@ class KVPool:
         size = (shape.layers, blocks * BLOCK, shape.kv_heads, shape.head_dim)
         self.k = torch.zeros(size, dtype=shape.dtype, device=device)
         self.v = torch.zeros(size, dtype=shape.dtype, device=device)
+        self._gk = torch.empty((0, shape.kv_heads, shape.head_dim), dtype=shape.dtype, device=device)
+        self._gv = torch.empty_like(self._gk)
+        """The gather buffers of decode_attention, kept across layers and
+        steps (grown by doubling): a fresh [B*T, kvh, hd] tensor a layer
+        cost 7x the gather itself in page faults on the CPU."""
+
+    def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys and values of layer at the flat slots ([n]), each
+        [n, kv_heads, head_dim] in the pool's reused gather buffers (valid
+        until the next gather)."""
+        n = slots.shape[0]
+        if self._gk.shape[0] < n:
+            m = max(n, 2 * self._gk.shape[0])
+            self._gk = torch.empty((m, *self._gk.shape[1:]), dtype=self._gk.dtype, device=self._gk.device)
+            self._gv = torch.empty_like(self._gk)
+        k = torch.index_select(self.k[layer], 0, slots, out=self._gk[:n])
+        v = torch.index_select(self.v[layer], 0, slots, out=self._gv[:n])
+        return k, v
 
     def nbytes(self) -> int:
         """Bytes of the key and value tensors."""
@@ -143,21 +161,20 @@ def decode_attention(
 ) -> torch.Tensor:
     """Reference paged attention of one query token per row: q is [B, H, hd],
     tables [B, nb] the rows' block ids (padded with any valid id), lengths
-    [B] the cached tokens of each row (the query's own included). Grouped
-    heads share their key and value head without copies. Returns [B, H, hd]
-    in q's dtype, the softmax in float32."""
-    B, H, hd = q.shape
+    [B] the cached tokens of each row (the query's own included). It gathers
+    each row's blocks into the pool's reused buffers ([B, nb*BLOCK, kvh, hd])
+    and runs PyTorch's scaled_dot_product_attention over them with a mask of
+    each row's length; grouped heads share their key and value head
+    (enable_gqa). Returns [B, H, hd] in q's dtype."""
+    B, _, hd = q.shape
     kvh = pool.shape.kv_heads
-    g = H // kvh
-    nb = tables.shape[1]
-    T = nb * BLOCK
-    idx = (tables.unsqueeze(-1) * BLOCK + torch.arange(BLOCK, device=tables.device)).reshape(B, T)
-    k = pool.k[layer][idx].float()  # [B, T, kvh, hd]
-    v = pool.v[layer][idx].float()
-    qg = q.float().reshape(B, kvh, g, hd)
-    s = torch.einsum("bkgd,btkd->bkgt", qg, k) * scale
+    T = tables.shape[1] * BLOCK
+    idx = (tables.unsqueeze(-1) * BLOCK + torch.arange(BLOCK, device=tables.device)).reshape(B * T)
+    k, v = pool.gather(layer, idx)
+    kt = k.view(B, T, kvh, hd).transpose(1, 2)
+    vt = v.view(B, T, kvh, hd).transpose(1, 2)
     valid = torch.arange(T, device=q.device).unsqueeze(0) < lengths.unsqueeze(1)  # [B, T]
-    s = s.masked_fill(~valid[:, None, None, :], float("-inf"))
-    p = torch.softmax(s, dim=-1)
-    o = torch.einsum("bkgt,btkd->bkgd", p, v)
-    return o.reshape(B, H, hd).to(q.dtype)
+    o = torch.nn.functional.scaled_dot_product_attention(
+        q.unsqueeze(2), kt, vt, attn_mask=valid[:, None, None, :], scale=scale, enable_gqa=True
+    )
+    return o.squeeze(2)

@@ -71,6 +71,17 @@ class SlotStats:
     """Cached tokens of the live rows, summed over steps."""
     peak_rows: int = 0
 
+    def add_to(self, acc: dict[str, int], requests: int) -> None:
+        """Adds this call's figures to acc (Model.gen_pool): sums, and the
+        largest pool and peak."""
+        for k in ("blocks", "pool_bytes", "peak_blocks", "peak_rows"):
+            acc[k] = max(acc.get(k, 0), getattr(self, k))
+        acc["block_tokens"] = self.block_tokens
+        for k in ("prefills", "shared_rows", "steps", "row_steps", "used_token_steps", "block_reuses"):
+            acc[k] = acc.get(k, 0) + getattr(self, k)
+        acc["calls"] = acc.get("calls", 0) + 1
+        acc["requests"] = acc.get("requests", 0) + requests
+
 
 @dataclass
 class Prefix:

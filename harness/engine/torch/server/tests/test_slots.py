@@ -59,7 +59,10 @@ def test_uniforms_are_the_scalar_hash_vectorised() -> None:
     assert got.dtype == np.float64 and got.tolist() == want
 
 
-def test_device_sampler_is_the_reference_sampler_bit_for_bit() -> None:
+@pytest.mark.parametrize("chunk", [sampling.SAMPLE_CHUNK, 151 * 5, 1])
+def test_device_sampler_is_the_reference_sampler_bit_for_bit(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One chunk, chunks of 5 rows (the last one short), rows one by one.
+    monkeypatch.setattr(sampling, "SAMPLE_CHUNK", chunk)
     g = torch.Generator().manual_seed(2)
     B, V = 96, 151
     logits = torch.randn((B, V), generator=g) * 4
@@ -95,33 +98,43 @@ def tiny() -> Iterator[tuple[Model, Adapters]]:
 
 
 LOGIT_TOL = 1e-5
-"""The slot forward's logits against transformers' (absolute): measured at
-most 8.6e-6 on the tiny checkpoint (logits up to 18) and 3.5e-6 on the real
-width (2-vCPU Xeon, fp32); float32 rounding of two different kernels."""
+"""The slot forward's logits against transformers' (absolute), asserted at
+the real width (logits up to 3.4: measured 3.5e-6). On the tiny checkpoint
+(logits up to 18) transformers' own fp32 logits are up to 1.4e-5 from a
+float64 forward, so there the slot forward is held to twice transformers' error
+against float64 instead, and to LOGIT_TOL plus that error against transformers."""
 
 
-def check_forward(m: Model, ads: Adapters, prompts: list[list[int]], names: list[str], mode: str, tail: int) -> None:
+def check_forward(
+    m: Model, ads: Adapters, prompts: list[list[int]], names: list[str], mode: str, tail: int, direct: bool
+) -> tuple[float, float, float]:
     """Prefills all but the last tail tokens of each (prompt, adapter) and
-    decodes the rest as one mixed batch; every logit vector must equal
-    transformers' (one unbatched forward of the whole prompt) within LOGIT_TOL."""
+    decodes the rest as one mixed batch, comparing every logit vector with
+    transformers' (one unbatched fp32 forward of the whole prompt) and with
+    a float64 forward. direct: the gap to transformers must be within
+    LOGIT_TOL; else see LOGIT_TOL. Returns the largest gap to transformers,
+    the slot forward's and transformers' largest error against float64."""
     with torch.no_grad():
-        refs = {}
-        for name in names:
-            with ads.use(name):
-                for k, p in enumerate(prompts):
-                    refs[name, k] = m.hf(input_ids=torch.tensor([p])).logits[0].float()
+        refs: dict[tuple[str, int], torch.Tensor] = {}
+        truth: dict[tuple[str, int], torch.Tensor] = {}
+        for dt in (torch.float64, torch.float32):
+            m.hf.to(dt)
+            for name in names:
+                with ads.use(name):
+                    for k, p in enumerate(prompts):
+                        z = m.hf(input_ids=torch.tensor([p])).logits[0]
+                        (truth if dt == torch.float64 else refs)[name, k] = z if dt == torch.float64 else z.float()
         dec = Qwen3Decoder(m, ads, names, mode)
         rows = [(name, k) for name in names for k in range(len(prompts))]
         per = max(len(p) for p in prompts) // BLOCK + 1
         pool = KVPool(dec.pool_shape(), per * len(rows), m.device)
+        got: dict[tuple[str, int, int], torch.Tensor] = {}
         tables = []
         for r, (name, k) in enumerate(rows):
             table = list(range(per * r, per * r + per))
             tables.append(table)
             n = len(prompts[k]) - tail
-            lg = dec.prefill(prompts[k][:n], name, pool, torch.tensor(slots_of(table, 0, n)))
-            gap = float((lg - refs[name, k][n - 1]).abs().max())
-            assert gap <= LOGIT_TOL, (name, k, "prefill", gap)
+            got[name, k, n - 1] = dec.prefill(prompts[k][:n], name, pool, torch.tensor(slots_of(table, 0, n)))
         ra = RowAdapters([name for name, _ in rows], m.device)
         for j in range(tail):
             pos = [len(prompts[k]) - tail + j for _, k in rows]
@@ -130,15 +143,26 @@ def check_forward(m: Model, ads: Adapters, prompts: list[list[int]], names: list
             lg = dec.decode(toks, torch.tensor(pos), ra, pool, torch.tensor(tables), sl)
             assert lg.shape == (len(rows), m.vocab) and lg.dtype == torch.float32
             for r, (name, k) in enumerate(rows):
-                gap = float((lg[r] - refs[name, k][pos[r]]).abs().max())
-                assert gap <= LOGIT_TOL, (name, k, j, gap)
+                got[name, k, pos[r]] = lg[r]
+    gap = max(float((z - refs[n, k][p]).abs().max()) for (n, k, p), z in got.items())
+    e_slot = max(float((z.double() - truth[n, k][p]).abs().max()) for (n, k, p), z in got.items())
+    e_tf = max(float((refs[n, k][p].double() - truth[n, k][p]).abs().max()) for (n, k, p) in got)
+    if direct:
+        assert gap <= LOGIT_TOL, (gap, e_slot, e_tf)
+    else:
+        assert e_slot <= 2 * max(LOGIT_TOL / 2, e_tf) and gap <= LOGIT_TOL + e_tf, (gap, e_slot, e_tf)
+    return gap, e_slot, e_tf
 
 
 @pytest.mark.parametrize("mode", ["split", "mask"])
 def test_forward_matches_transformers(tiny: tuple[Model, Adapters], mode: str) -> None:
     m, ads = tiny
     prompts = [[3 + (7 * i) % 90 for i in range(n)] for n in (37, 5)]
-    check_forward(m, ads, prompts, ["", "a", "b"], mode, 4)
+    gap, e_slot, e_tf = check_forward(m, ads, prompts, ["", "a", "b"], mode, 4, False)
+    print(
+        "tiny %s: logits gap to transformers %.3g; against float64: slots %.3g, transformers %.3g"
+        % (mode, gap, e_slot, e_tf)
+    )
 
 
 def test_forward_matches_transformers_at_real_width() -> None:
@@ -155,7 +179,11 @@ def test_forward_matches_transformers_at_real_width() -> None:
             if p.is_b:
                 p.tensor.copy_(torch.randn(p.tensor.shape, generator=g) * 0.02)
     prompts = [[(1000 + 7919 * i) % 151000 for i in range(n)] for n in (21, 6)]
-    check_forward(m, ads, prompts, ["", "a"], "mask", 3)
+    gap, e_slot, e_tf = check_forward(m, ads, prompts, ["", "a"], "mask", 3, True)
+    print(
+        "real width: logits gap to transformers %.3g; against float64: slots %.3g, transformers %.3g"
+        % (gap, e_slot, e_tf)
+    )
 
 
 def requests(n: int) -> list[GenRequest]:
