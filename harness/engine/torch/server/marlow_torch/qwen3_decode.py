@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from .kvpool import KVPool, PoolShape, decode_attention
+from .kvpool import ATTENTIONS, KVPool, PoolShape
 from .protocol import Fault
 
 if TYPE_CHECKING:
@@ -63,7 +63,9 @@ class Qwen3Decoder:
     as a separate pair of products. A batch of one adapter always takes its
     own slice of A and B."""
 
-    def __init__(self, model: Model, adapters: Adapters, names: Sequence[str], lora_mode: str = "mask") -> None:
+    def __init__(
+        self, model: Model, adapters: Adapters, names: Sequence[str], lora_mode: str = "mask", attention: str = "gather"
+    ) -> None:
         base = model.base()
         cfg = base.config
         if getattr(cfg, "use_sliding_window", False):
@@ -87,6 +89,9 @@ class Qwen3Decoder:
         if lora_mode not in ("mask", "split"):
             raise ValueError("lora_mode %r is not mask or split" % lora_mode)
         self.lora_mode = lora_mode
+        if attention not in ATTENTIONS:
+            raise ValueError("attention %r is not one of %s" % (attention, sorted(ATTENTIONS)))
+        self.attention = ATTENTIONS[attention]
         self.layers: list[Layer] = []
         for hl in inner.layers:
             at, mlp = hl.self_attn, hl.mlp
@@ -235,12 +240,12 @@ class Qwen3Decoder:
         (tables [B, nb]); returns float32 logits [B, V]."""
         B = tokens.shape[0]
         x = self.embed[tokens]
-        lengths = pos + 1
+        attend = self.attention(pool, tables, pos + 1, self.scale)
         for li, layer in enumerate(self.layers):
             h = self._rms(x, layer.ln1)
             q, k, v = self._qkv(layer, h, pos, rows)
             pool.write(li, slots, k, v)
-            o = decode_attention(pool, li, q, tables, lengths, self.scale).reshape(B, self.heads * self.head_dim)
+            o = attend(li, q).reshape(B, self.heads * self.head_dim)
             x = x + self._linear(layer, "o_proj", o, rows)
             x = x + self._mlp(layer, self._rms(x, layer.ln2), rows)
         return self.logits(x)

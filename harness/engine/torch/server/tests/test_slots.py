@@ -17,8 +17,19 @@ import torch
 from marlow_torch import sampling, slots
 from marlow_torch.adapters import Adapters
 from marlow_torch.generation import FINISH_LENGTH, FINISH_STOP, GenRequest, plan_waves, sample_wave
+from marlow_torch.graphs import DecodeGraphs, buckets
 from marlow_torch.keyed import sample_uniform, sample_uniforms
-from marlow_torch.kvpool import BLOCK, BlockManager, KVPool, PoolFull, slots_of
+from marlow_torch.kvpool import (
+    BLOCK,
+    BlockManager,
+    FlexPagedAttention,
+    GatherAttention,
+    KVPool,
+    PoolFull,
+    PoolShape,
+    blocks_for,
+    slots_of,
+)
 from marlow_torch.model import Model, open_model
 from marlow_torch.protocol import Args, Fault
 from marlow_torch.qwen3_decode import Qwen3Decoder, RowAdapters
@@ -80,6 +91,34 @@ def test_device_sampler_is_the_reference_sampler_bit_for_bit(chunk: int, monkeyp
         assert (int(tok[b]), float(lp[b])) == (t, p), "row %d" % b
 
 
+def test_flex_attention_reads_the_pool_as_the_gather_reference_does() -> None:
+    """FlexAttention over the pool in place (eager on the CPU) against the
+    gathered-blocks reference: rows of 1, 16, 17, 40 and 70 cached tokens
+    (within a block, at and across block edges), one block shared by two
+    rows, tables padded, two query heads per key head."""
+    B, H, kvh, hd, n = 5, 4, 2, 16, 30
+    pool = KVPool(PoolShape(2, kvh, hd, torch.float32), n, torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    pool.k.copy_(torch.randn(pool.k.shape, generator=g))
+    pool.v.copy_(torch.randn(pool.v.shape, generator=g))
+    lengths = torch.tensor([1, 16, 17, 40, 70])
+    used = [blocks_for(int(x)) for x in lengths]
+    perm = torch.randperm(n, generator=g).tolist()
+    rows, o = [], 0
+    for u in used:
+        rows.append(perm[o : o + u] + [perm[o]] * (max(used) - u))
+        o += u
+    rows[1][0] = rows[3][0]  # a shared prefix block
+    tables = torch.tensor(rows)
+    q = torch.randn((B, H, hd), generator=g)
+    gather = GatherAttention(pool, tables, lengths, hd**-0.5)
+    flex = FlexPagedAttention(pool, tables, lengths, hd**-0.5)
+    for layer in range(2):
+        want, got = gather(layer, q), flex(layer, q)
+        assert got.shape == want.shape == (B, H, hd)
+        assert float((got - want).abs().max()) <= 1e-6, layer
+
+
 # The model parts: the committed tiny checkpoint, two adapters with B moved off zero.
 
 
@@ -106,7 +145,14 @@ against float64 instead, and to LOGIT_TOL plus that error against transformers."
 
 
 def check_forward(
-    m: Model, ads: Adapters, prompts: list[list[int]], names: list[str], mode: str, tail: int, direct: bool
+    m: Model,
+    ads: Adapters,
+    prompts: list[list[int]],
+    names: list[str],
+    mode: str,
+    tail: int,
+    direct: bool,
+    attention: str = "gather",
 ) -> tuple[float, float, float]:
     """Prefills all but the last tail tokens of each (prompt, adapter) and
     decodes the rest as one mixed batch, comparing every logit vector with
@@ -124,7 +170,7 @@ def check_forward(
                     for k, p in enumerate(prompts):
                         z = m.hf(input_ids=torch.tensor([p])).logits[0]
                         (truth if dt == torch.float64 else refs)[name, k] = z if dt == torch.float64 else z.float()
-        dec = Qwen3Decoder(m, ads, names, mode)
+        dec = Qwen3Decoder(m, ads, names, mode, attention)
         rows = [(name, k) for name in names for k in range(len(prompts))]
         per = max(len(p) for p in prompts) // BLOCK + 1
         pool = KVPool(dec.pool_shape(), per * len(rows), m.device)
@@ -154,11 +200,11 @@ def check_forward(
     return gap, e_slot, e_tf
 
 
-@pytest.mark.parametrize("mode", ["split", "mask"])
-def test_forward_matches_transformers(tiny: tuple[Model, Adapters], mode: str) -> None:
+@pytest.mark.parametrize(("mode", "attention"), [("split", "gather"), ("mask", "gather"), ("mask", "flex")])
+def test_forward_matches_transformers(tiny: tuple[Model, Adapters], mode: str, attention: str) -> None:
     m, ads = tiny
     prompts = [[3 + (7 * i) % 90 for i in range(n)] for n in (37, 5)]
-    gap, e_slot, e_tf = check_forward(m, ads, prompts, ["", "a", "b"], mode, 4, False)
+    gap, e_slot, e_tf = check_forward(m, ads, prompts, ["", "a", "b"], mode, 4, False, attention)
     print(
         "tiny %s: logits gap to transformers %.3g; against float64: slots %.3g, transformers %.3g"
         % (mode, gap, e_slot, e_tf)
@@ -378,3 +424,77 @@ def test_generate_selects_the_backend(tiny: tuple[Model, Adapters], monkeypatch:
     monkeypatch.setattr(m, "gen_backend", "reference")
     b = generate(m, ads, args, lambda **k: None)
     assert calls == ["slots"] and len(a["completions"]) == len(b["completions"]) == 1
+
+
+def test_buckets() -> None:
+    assert buckets(64) == [4, 8, 16, 32, 64] and buckets(3) == [3] and buckets(100) == [4, 8, 16, 32, 64, 100]
+    with pytest.raises(ValueError, match="at least one row"):
+        buckets(0)
+
+
+@pytest.mark.parametrize("attention", ["gather", "flex"])
+def test_bucketed_step_pads_into_scratch(tiny: tuple[Model, Adapters], attention: str) -> None:
+    """A step of 5 rows at bucket 8 on static buffers (eager on the CPU, as
+    a CUDA graph would replay them): the same logits as the plain step, the
+    same keys and values in the rows' blocks, the padded rows' writes in the
+    scratch block only, and the next step reuses the bucket."""
+    m, ads = tiny
+    names = ["", "a", "b", "a", ""]
+    prompts = [[3 + (5 * i + r) % 90 for i in range(7 + 9 * r)] for r in range(5)]
+    with torch.no_grad():
+        dec = Qwen3Decoder(m, ads, ["", "a", "b"], "mask", attention)
+        pools = [KVPool(dec.pool_shape(), 30, m.device, reserve=1) for _ in range(2)]
+        tables = [list(range(5 * r, 5 * r + 5)) for r in range(5)]
+        for pool in pools:
+            for r, p in enumerate(prompts):
+                dec.prefill(p, names[r], pool, torch.tensor(slots_of(tables[r], 0, len(p))))
+        graphs = DecodeGraphs(dec, pools[1], 20, 5, capture=False)
+        for j in range(2):
+            toks = [p[j] for p in prompts]
+            pos = [len(p) + j for p in prompts]
+            sl = torch.tensor([slots_of(t, q, 1)[0] for t, q in zip(tables, pos)])
+            want = dec.decode(
+                torch.tensor(toks), torch.tensor(pos), RowAdapters(names, m.device), pools[0], torch.tensor(tables), sl
+            )
+            got = graphs.step(toks, pos, names, tables)
+            assert got.shape == want.shape and float((got - want).abs().max()) <= 1e-5
+        assert list(graphs.buckets) == [8] and graphs.captures == 0
+        rows = 30 * BLOCK
+        assert torch.allclose(pools[0].k[:, :rows], pools[1].k[:, :rows], atol=1e-6, rtol=0)
+        assert torch.allclose(pools[0].v[:, :rows], pools[1].v[:, :rows], atol=1e-6, rtol=0)
+        assert float(pools[1].k[:, rows:].abs().sum()) > 0 and float(pools[0].k[:, rows:].abs().sum()) == 0
+    with pytest.raises(ValueError, match="lora_mode 'split'"):
+        DecodeGraphs(Qwen3Decoder(m, ads, ["a"], "split"), pools[1], 4, 5, capture=False)
+    with pytest.raises(ValueError, match="CUDA graphs need a cuda pool"):
+        DecodeGraphs(dec, pools[1], 4, 5, capture=True)
+
+
+def test_slots_generate_at_buckets(tiny: tuple[Model, Adapters]) -> None:
+    """slot_generate with bucketed steps (eager on the CPU) samples what the
+    plain steps do on a queue with refill, shared prompts and stop tokens."""
+    m, ads = tiny
+    reqs = requests(48)
+    plain, bucketed = copy.deepcopy(reqs), copy.deepcopy(reqs)
+    slot_generate(m, ads, plain, lambda **k: None, SlotOptions(slots=12, pool_blocks=30))
+    st = slot_generate(m, ads, bucketed, lambda **k: None, SlotOptions(slots=12, pool_blocks=30, graphs=True))
+    assert st.block_reuses > 0 and any(s.finish == FINISH_STOP for s in plain)
+    for a, b in zip(plain, bucketed):
+        assert (a.ids, a.finish) == (b.ids, b.finish), a.index
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) <= 1e-5, a.index
+
+
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [({}, "expandable_segments:True"), ({"PYTORCH_CUDA_ALLOC_CONF": "x"}, "x"), ({"PYTORCH_ALLOC_CONF": "y"}, None)],
+)
+def test_alloc_defaults(env: dict[str, str], want: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from marlow_torch import cli
+
+    for k in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    cli.alloc_defaults()
+    import os
+
+    assert os.environ.get("PYTORCH_CUDA_ALLOC_CONF") == want
