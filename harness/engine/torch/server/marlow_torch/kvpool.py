@@ -197,6 +197,11 @@ class GatherAttention:
 
 _compiled_flex: Callable[..., Any] | None = None
 
+FLEX_Q_BLOCK = 128
+"""The block mask's query block: one block holds the single query token.
+Inductor's cuda decoding kernel wants it a multiple of its BLOCK_M (16 or
+more), so not 1 (read from torch 2.11's flex_decoding.py, never run)."""
+
 
 def flex_function(device: torch.device) -> Callable[..., Any]:
     """flex_attention: eager on the CPU (its dense math reference, for the
@@ -248,7 +253,7 @@ class FlexPagedAttention:
         self.mask = BlockMask.from_kv_blocks(
             used.to(torch.int32).view(B, 1, 1),
             kv_indices,
-            BLOCK_SIZE=(1, BLOCK),
+            BLOCK_SIZE=(FLEX_Q_BLOCK, BLOCK),
             mask_mod=mask_mod,
             seq_lengths=(1, n * BLOCK),
         )
