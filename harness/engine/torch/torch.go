@@ -655,6 +655,45 @@ type Usage struct {
 	CPUSeconds    float64 `json:"cpu_seconds"` // user + system
 	PeakRSSBytes  int64   `json:"peak_rss_bytes"`
 	CUDAPeakBytes int64   `json:"cuda_peak_bytes"` // torch.cuda.max_memory_allocated; 0 on the CPU
+	// GenPool is the slot backend's KV pool over the generate calls so
+	// far (nil when no call ran on the slot backend).
+	GenPool *GenPool `json:"gen_pool,omitempty"`
+}
+
+// GenPool is what the slot generation backend did with its paged KV pool,
+// summed over generate calls (Blocks, PoolBytes, PeakBlocks and PeakRows:
+// the largest of any call).
+type GenPool struct {
+	Blocks         int64 `json:"blocks"` // blocks of the pool
+	BlockTokens    int64 `json:"block_tokens"`
+	PoolBytes      int64 `json:"pool_bytes"`
+	PeakBlocks     int64 `json:"peak_blocks"` // most blocks held at once (reserved for the rows' full lengths)
+	PeakRows       int64 `json:"peak_rows"`
+	Calls          int64 `json:"calls"`
+	Requests       int64 `json:"requests"`
+	Prefills       int64 `json:"prefills"`         // prompts run (identical prompts of one adapter run once)
+	SharedRows     int64 `json:"shared_rows"`      // requests that took an earlier prefill's blocks
+	Steps          int64 `json:"steps"`            // decode steps
+	RowSteps       int64 `json:"row_steps"`        // rows decoded, summed over steps
+	UsedTokenSteps int64 `json:"used_token_steps"` // cached tokens of the live rows, summed over steps
+	BlockReuses    int64 `json:"block_reuses"`
+}
+
+// MeanOccupancy is the mean share of the pool's token slots that held a
+// live row's cached tokens during a decode step.
+func (g GenPool) MeanOccupancy() float64 {
+	if g.Steps == 0 || g.Blocks == 0 || g.BlockTokens == 0 {
+		return 0
+	}
+	return float64(g.UsedTokenSteps) / float64(g.Steps) / float64(g.Blocks*g.BlockTokens)
+}
+
+// MeanBatch is the mean number of rows of a decode step.
+func (g GenPool) MeanBatch() float64 {
+	if g.Steps == 0 {
+		return 0
+	}
+	return float64(g.RowSteps) / float64(g.Steps)
 }
 
 // Usage asks the server for its CPU time and peak memory.

@@ -131,7 +131,8 @@ def generate(
     if backend is None and model.gen_backend == "slots":
         from .slots import slot_generate
 
-        slot_generate(model, adapters, seqs, progress, model.slot_options())
+        st = slot_generate(model, adapters, seqs, progress, model.slot_options())
+        st.add_to(model.gen_pool, len(seqs))
         return {"completions": [completion(s, model.decode) for s in seqs]}
     for wave in plan_waves(seqs, model.gen_budget):
         live = [seqs[j] for j in wave]

@@ -1,12 +1,15 @@
 """The paged KV pool of the slot backend: fixed blocks of BLOCK tokens, a
 free list and reference counts (BlockManager, pure Python), and the key and
-value tensors they index (KVPool), with the plain PyTorch reference decode
-attention over each row's own blocks."""
+value tensors they index (KVPool), with two decode attentions over each
+row's own blocks: the plain PyTorch reference (GatherAttention: the rows'
+blocks gathered, then SDPA) and FlexAttention reading the pool in place
+through a block mask of the rows' tables (FlexPagedAttention)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -107,15 +110,35 @@ def pool_blocks(shape: PoolShape, device: torch.device, cpu_bytes: int, fraction
 
 class KVPool:
     """Keys and values of every layer in blocks: k[layer] and v[layer] are
-    [blocks * BLOCK, kv_heads, head_dim], block b holding slots b*BLOCK to
-    b*BLOCK + BLOCK - 1."""
+    [(blocks + reserve) * BLOCK, kv_heads, head_dim], block b holding slots
+    b*BLOCK to b*BLOCK + BLOCK - 1."""
 
-    def __init__(self, shape: PoolShape, blocks: int, device: torch.device) -> None:
+    def __init__(self, shape: PoolShape, blocks: int, device: torch.device, reserve: int = 0) -> None:
         self.shape = shape
         self.blocks = BlockManager(blocks)
-        size = (shape.layers, blocks * BLOCK, shape.kv_heads, shape.head_dim)
+        self.reserved = list(range(blocks, blocks + reserve))
+        """Blocks past the manager's, never handed out (DecodeGraphs' scratch)."""
+        size = (shape.layers, (blocks + reserve) * BLOCK, shape.kv_heads, shape.head_dim)
         self.k = torch.zeros(size, dtype=shape.dtype, device=device)
         self.v = torch.zeros(size, dtype=shape.dtype, device=device)
+        self._gk = torch.empty((0, shape.kv_heads, shape.head_dim), dtype=shape.dtype, device=device)
+        self._gv = torch.empty_like(self._gk)
+        """The gather buffers of decode_attention, kept across layers and
+        steps (grown by doubling): a fresh [B*T, kvh, hd] tensor a layer
+        cost 7x the gather itself in page faults on the CPU."""
+
+    def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys and values of layer at the flat slots ([n]), each
+        [n, kv_heads, head_dim] in the pool's reused gather buffers (valid
+        until the next gather)."""
+        n = slots.shape[0]
+        if self._gk.shape[0] < n:
+            m = max(n, 2 * self._gk.shape[0])
+            self._gk = torch.empty((m, *self._gk.shape[1:]), dtype=self._gk.dtype, device=self._gk.device)
+            self._gv = torch.empty_like(self._gk)
+        k = torch.index_select(self.k[layer], 0, slots, out=self._gk[:n])
+        v = torch.index_select(self.v[layer], 0, slots, out=self._gv[:n])
+        return k, v
 
     def nbytes(self) -> int:
         """Bytes of the key and value tensors."""
@@ -143,21 +166,108 @@ def decode_attention(
 ) -> torch.Tensor:
     """Reference paged attention of one query token per row: q is [B, H, hd],
     tables [B, nb] the rows' block ids (padded with any valid id), lengths
-    [B] the cached tokens of each row (the query's own included). Grouped
-    heads share their key and value head without copies. Returns [B, H, hd]
-    in q's dtype, the softmax in float32."""
-    B, H, hd = q.shape
+    [B] the cached tokens of each row (the query's own included). It gathers
+    each row's blocks into the pool's reused buffers ([B, nb*BLOCK, kvh, hd])
+    and runs PyTorch's scaled_dot_product_attention over them with a mask of
+    each row's length; grouped heads share their key and value head
+    (enable_gqa). Returns [B, H, hd] in q's dtype."""
+    B, _, hd = q.shape
     kvh = pool.shape.kv_heads
-    g = H // kvh
-    nb = tables.shape[1]
-    T = nb * BLOCK
-    idx = (tables.unsqueeze(-1) * BLOCK + torch.arange(BLOCK, device=tables.device)).reshape(B, T)
-    k = pool.k[layer][idx].float()  # [B, T, kvh, hd]
-    v = pool.v[layer][idx].float()
-    qg = q.float().reshape(B, kvh, g, hd)
-    s = torch.einsum("bkgd,btkd->bkgt", qg, k) * scale
+    T = tables.shape[1] * BLOCK
+    idx = (tables.unsqueeze(-1) * BLOCK + torch.arange(BLOCK, device=tables.device)).reshape(B * T)
+    k, v = pool.gather(layer, idx)
+    kt = k.view(B, T, kvh, hd).transpose(1, 2)
+    vt = v.view(B, T, kvh, hd).transpose(1, 2)
     valid = torch.arange(T, device=q.device).unsqueeze(0) < lengths.unsqueeze(1)  # [B, T]
-    s = s.masked_fill(~valid[:, None, None, :], float("-inf"))
-    p = torch.softmax(s, dim=-1)
-    o = torch.einsum("bkgt,btkd->bkgd", p, v)
-    return o.reshape(B, H, hd).to(q.dtype)
+    o = torch.nn.functional.scaled_dot_product_attention(
+        q.unsqueeze(2), kt, vt, attn_mask=valid[:, None, None, :], scale=scale, enable_gqa=True
+    )
+    return o.squeeze(2)
+
+
+class GatherAttention:
+    """decode_attention for every layer of one decode step (the CPU default)."""
+
+    def __init__(self, pool: KVPool, tables: torch.Tensor, lengths: torch.Tensor, scale: float) -> None:
+        self.pool, self.tables, self.lengths, self.scale = pool, tables, lengths, scale
+
+    def __call__(self, layer: int, q: torch.Tensor) -> torch.Tensor:
+        return decode_attention(self.pool, layer, q, self.tables, self.lengths, self.scale)
+
+
+_compiled_flex: Callable[..., Any] | None = None
+
+FLEX_Q_BLOCK = 128
+"""The block mask's query block: one block holds the single query token.
+Inductor's cuda decoding kernel wants it a multiple of its BLOCK_M (16 or
+more), so not 1 (read from torch 2.11's flex_decoding.py, never run)."""
+
+
+def flex_function(device: torch.device) -> Callable[..., Any]:
+    """flex_attention: eager on the CPU (its dense math reference, for the
+    tests), compiled once per process on cuda (its Triton decoding kernel).
+    The cuda path has NEVER RUN: no GPU was available when it was written."""
+    global _compiled_flex
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if device.type != "cuda":
+        return flex_attention
+    if _compiled_flex is None:
+        _compiled_flex = torch.compile(flex_attention, dynamic=False)
+    return _compiled_flex
+
+
+class FlexPagedAttention:
+    """Decode attention of one step through FlexAttention over the whole
+    pool in place: the query is [B, H, 1, hd], the keys and values the pool's
+    [1, kvh, blocks*BLOCK, hd] (batch 1, shared by every row), and the block
+    mask lists row b's physical blocks (kv_indices, BLOCK tokens each) with a
+    mask_mod that keeps a slot when its block's logical index in the row and
+    its offset put it before the row's length. One mask serves every layer
+    of the step. Tested on the CPU (eager, the dense reference) against
+    GatherAttention; on cuda it runs the compiled kernel, which has never
+    run (no GPU was available)."""
+
+    def __init__(self, pool: KVPool, tables: torch.Tensor, lengths: torch.Tensor, scale: float) -> None:
+        from torch.nn.attention.flex_attention import BlockMask
+
+        self.pool, self.scale = pool, scale
+        dev = tables.device
+        B, nb = tables.shape
+        n = pool.k.shape[1] // BLOCK
+        used = (lengths + BLOCK - 1) // BLOCK
+        cols = torch.arange(nb, device=dev).expand(B, nb)
+        # logical[b, block]: the block's index in row b's table, -1 when not
+        # in it. Built without data-dependent shapes (a scatter, padding to a
+        # dummy last column), so that a CUDA graph can capture it.
+        at = torch.where(cols < used.unsqueeze(1), tables, torch.full_like(tables, n))
+        logical = torch.full((B, n + 1), -1, dtype=torch.long, device=dev).scatter_(1, at, cols)[:, :n]
+        kv_indices = torch.zeros((B, 1, 1, n), dtype=torch.int32, device=dev)
+        kv_indices[:, 0, 0, :nb] = tables.to(torch.int32)
+        self.logical, self.lengths = logical, lengths
+
+        def mask_mod(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
+            lb = logical[b, kv_idx // BLOCK]
+            return (lb >= 0) & (lb * BLOCK + kv_idx % BLOCK < lengths[b])
+
+        self.mask = BlockMask.from_kv_blocks(
+            used.to(torch.int32).view(B, 1, 1),
+            kv_indices,
+            BLOCK_SIZE=(FLEX_Q_BLOCK, BLOCK),
+            mask_mod=mask_mod,
+            seq_lengths=(1, n * BLOCK),
+        )
+        self.flex = flex_function(dev)
+
+    def __call__(self, layer: int, q: torch.Tensor) -> torch.Tensor:
+        k = self.pool.k[layer].transpose(0, 1).unsqueeze(0)
+        v = self.pool.v[layer].transpose(0, 1).unsqueeze(0)
+        o: torch.Tensor = self.flex(q.unsqueeze(2), k, v, block_mask=self.mask, scale=self.scale, enable_gqa=True)
+        return o.squeeze(2)
+
+
+ATTENTIONS: dict[str, type[GatherAttention] | type[FlexPagedAttention]] = {
+    "gather": GatherAttention,
+    "flex": FlexPagedAttention,
+}
+"""The decode attentions by name (SlotOptions.attention)."""

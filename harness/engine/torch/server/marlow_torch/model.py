@@ -51,6 +51,9 @@ class Model:
     """Rows the slot backend decodes at once."""
     kv_fraction: float = 0.85
     """Share of the free cuda memory the slot backend's KV pool takes."""
+    gen_pool: dict[str, int] = field(default_factory=dict)
+    """The slot backend's pool figures summed over generate calls (largest
+    for blocks, pool_bytes and peak_blocks): the stats op reports them."""
     head_fp32: bool = True
     """Logits from the final hidden state cast to float32 times a float32
     copy of the LM head (the tied embedding), in generation, scoring and

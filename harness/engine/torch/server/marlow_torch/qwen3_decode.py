@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from .kvpool import KVPool, PoolShape, decode_attention
+from .kvpool import ATTENTIONS, KVPool, PoolShape
 from .protocol import Fault
 
 if TYPE_CHECKING:
@@ -63,7 +63,9 @@ class Qwen3Decoder:
     as a separate pair of products. A batch of one adapter always takes its
     own slice of A and B."""
 
-    def __init__(self, model: Model, adapters: Adapters, names: Sequence[str], lora_mode: str = "mask") -> None:
+    def __init__(
+        self, model: Model, adapters: Adapters, names: Sequence[str], lora_mode: str = "mask", attention: str = "gather"
+    ) -> None:
         base = model.base()
         cfg = base.config
         if getattr(cfg, "use_sliding_window", False):
@@ -80,13 +82,18 @@ class Qwen3Decoder:
             raise Fault("bad_checkpoint", "hidden_act %r, the slot backend has silu only" % cfg.hidden_act)
         self.embed: torch.Tensor = inner.embed_tokens.weight
         self.norm: torch.Tensor = inner.norm.weight
-        head: torch.Tensor = base.lm_head.weight
-        self.head = head if head.dtype == torch.float32 else head.float()
+        # the float32 head the model keeps once for every backend (Model.head_weight),
+        # not a fresh copy per generate call
+        head = model.head_weight()
+        self.head: torch.Tensor = head if head.dtype == torch.float32 else head.float()
         self.inv_freq: torch.Tensor = inner.rotary_emb.inv_freq.float()
         self.rope_scale = float(getattr(inner.rotary_emb, "attention_scaling", 1.0))
         if lora_mode not in ("mask", "split"):
             raise ValueError("lora_mode %r is not mask or split" % lora_mode)
         self.lora_mode = lora_mode
+        if attention not in ATTENTIONS:
+            raise ValueError("attention %r is not one of %s" % (attention, sorted(ATTENTIONS)))
+        self.attention = ATTENTIONS[attention]
         self.layers: list[Layer] = []
         for hl in inner.layers:
             at, mlp = hl.self_attn, hl.mlp
@@ -235,12 +242,12 @@ class Qwen3Decoder:
         (tables [B, nb]); returns float32 logits [B, V]."""
         B = tokens.shape[0]
         x = self.embed[tokens]
-        lengths = pos + 1
+        attend = self.attention(pool, tables, pos + 1, self.scale)
         for li, layer in enumerate(self.layers):
             h = self._rms(x, layer.ln1)
             q, k, v = self._qkv(layer, h, pos, rows)
             pool.write(li, slots, k, v)
-            o = decode_attention(pool, li, q, tables, lengths, self.scale).reshape(B, self.heads * self.head_dim)
+            o = attend(li, q).reshape(B, self.heads * self.head_dim)
             x = x + self._linear(layer, "o_proj", o, rows)
             x = x + self._mlp(layer, self._rms(x, layer.ln2), rows)
         return self.logits(x)

@@ -138,7 +138,8 @@ class Server:
         return {"adapters": checkpoints.load(adapters, args.need_str("dir"))}
 
     def op_stats(self, args: Args) -> dict[str, Any]:
-        """CPU time and peak memory of the server process (and of the GPU)."""
+        """CPU time and peak memory of the server process (and of the GPU), and
+        the slot backend's KV pool figures summed over generate calls."""
         import resource
 
         ru = resource.getrusage(resource.RUSAGE_SELF)
@@ -147,6 +148,8 @@ class Server:
             import torch
 
             out["cuda_peak_bytes"] = int(torch.cuda.max_memory_allocated(self.model.device))
+        if self.model is not None and self.model.gen_pool:
+            out["gen_pool"] = dict(self.model.gen_pool)
         return out
 
     def op_close(self, args: Args) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .generation import FINISH_LENGTH, FINISH_STOP, GenRequest, Progress
+from .graphs import DecodeGraphs
 from .keyed import sample_uniforms
 from .kvpool import BLOCK, KVPool, blocks_for, pool_blocks, slots_of
 from .protocol import Fault
@@ -50,6 +51,15 @@ class SlotOptions:
     kernel sequence for all roles."""
     pool_blocks: int = 0
     """The pool's blocks exactly, overriding kv_fraction and kv_bytes (tests)."""
+    graphs: bool | None = None
+    """Decode at batch-size buckets on static buffers (graphs.py): captured
+    as CUDA graphs on cuda (None: on cuda; the capture has never run on a
+    GPU), eagerly on the CPU when True (tests)."""
+    attention: str = ""
+    """The decode attention (kvpool.ATTENTIONS): "gather" (gathered blocks,
+    SDPA) or "flex" (FlexAttention over the pool in place); "" is flex on
+    cuda, which has never run on a GPU, and gather on the CPU, where flex
+    runs its eager dense reference (scores against every slot of the pool)."""
 
 
 @dataclass
@@ -70,6 +80,17 @@ class SlotStats:
     used_token_steps: int = 0
     """Cached tokens of the live rows, summed over steps."""
     peak_rows: int = 0
+
+    def add_to(self, acc: dict[str, int], requests: int) -> None:
+        """Adds this call's figures to acc (Model.gen_pool): sums, and the
+        largest pool and peak."""
+        for k in ("blocks", "pool_bytes", "peak_blocks", "peak_rows"):
+            acc[k] = max(acc.get(k, 0), getattr(self, k))
+        acc["block_tokens"] = self.block_tokens
+        for k in ("prefills", "shared_rows", "steps", "row_steps", "used_token_steps", "block_reuses"):
+            acc[k] = acc.get(k, 0) + getattr(self, k)
+        acc["calls"] = acc.get("calls", 0) + 1
+        acc["requests"] = acc.get("requests", 0) + requests
 
 
 @dataclass
@@ -107,6 +128,7 @@ class Scheduler:
     prefixes: dict[tuple[str, tuple[int, ...]], Prefix] = field(default_factory=dict)
     pending: dict[tuple[str, tuple[int, ...]], int] = field(default_factory=dict)
     generated: int = 0
+    graphs: DecodeGraphs | None = None
 
     def need(self, s: GenRequest, fresh_prefix: bool) -> int:
         """Blocks that admitting s takes from the free list."""
@@ -194,7 +216,15 @@ class Scheduler:
         """One decode step of every live row."""
         rows = self.rows
         dev = self.dec.device
-        B = len(rows)
+        if self.graphs is not None:
+            logits = self.graphs.step(
+                [r.seq.ids[-1] for r in rows],
+                [r.cached for r in rows],
+                [r.seq.adapter for r in rows],
+                [r.table for r in rows],
+            )
+            self.finish_step(rows, logits)
+            return
         toks = torch.tensor([r.seq.ids[-1] for r in rows], dtype=torch.long, device=dev)
         pos = torch.tensor([r.cached for r in rows], dtype=torch.long, device=dev)
         nb = max(blocks_for(r.cached + 1) for r in rows)
@@ -203,7 +233,11 @@ class Scheduler:
             [r.table[r.cached // BLOCK] * BLOCK + r.cached % BLOCK for r in rows], dtype=torch.long, device=dev
         )
         ra = RowAdapters([r.seq.adapter for r in rows], dev)
-        logits = self.dec.decode(toks, pos, ra, self.pool, tables, slots)
+        self.finish_step(rows, self.dec.decode(toks, pos, ra, self.pool, tables, slots))
+
+    def finish_step(self, rows: list[Row], logits: torch.Tensor) -> None:
+        """Counts a decode step of rows and samples their next tokens."""
+        B = len(rows)
         st = self.stats
         st.steps += 1
         st.row_steps += B
@@ -255,7 +289,8 @@ def slot_generate(
     if not live:
         return stats
     with torch.no_grad():
-        dec = Qwen3Decoder(model, adapters, sorted({s.adapter for s in live}), opts.lora_mode)
+        attention = opts.attention or ("flex" if model.device.type == "cuda" else "gather")
+        dec = Qwen3Decoder(model, adapters, sorted({s.adapter for s in live}), opts.lora_mode, attention)
         shape = dec.pool_shape()
         if opts.pool_blocks > 0:
             n = opts.pool_blocks
@@ -263,9 +298,15 @@ def slot_generate(
             cpu_bytes = opts.kv_bytes or model.gen_budget * shape.bytes_per_block() // BLOCK
             n = pool_blocks(shape, model.device, cpu_bytes, opts.kv_fraction)
         check_fits(live, n)
-        pool = KVPool(shape, n, model.device)
+        use_graphs = opts.graphs if opts.graphs is not None else model.device.type == "cuda"
+        pool = KVPool(shape, n, model.device, reserve=1 if use_graphs else 0)
         stats.blocks, stats.pool_bytes = n, pool.nbytes()
         sch = Scheduler(model, dec, pool, opts, progress, stats, queue=deque(live))
+        if use_graphs:
+            max_blocks = max(blocks_for(len(s.prompt) + s.max_new - 1) for s in live)
+            sch.graphs = DecodeGraphs(
+                dec, pool, min(opts.slots, len(live)), max_blocks, capture=model.device.type == "cuda"
+            )
         sch.run()
         stats.block_reuses = pool.blocks.reuses
         del pool, sch

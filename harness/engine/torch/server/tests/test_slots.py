@@ -17,8 +17,19 @@ import torch
 from marlow_torch import sampling, slots
 from marlow_torch.adapters import Adapters
 from marlow_torch.generation import FINISH_LENGTH, FINISH_STOP, GenRequest, plan_waves, sample_wave
+from marlow_torch.graphs import DecodeGraphs, buckets
 from marlow_torch.keyed import sample_uniform, sample_uniforms
-from marlow_torch.kvpool import BLOCK, BlockManager, KVPool, PoolFull, slots_of
+from marlow_torch.kvpool import (
+    BLOCK,
+    BlockManager,
+    FlexPagedAttention,
+    GatherAttention,
+    KVPool,
+    PoolFull,
+    PoolShape,
+    blocks_for,
+    slots_of,
+)
 from marlow_torch.model import Model, open_model
 from marlow_torch.protocol import Args, Fault
 from marlow_torch.qwen3_decode import Qwen3Decoder, RowAdapters
@@ -59,7 +70,10 @@ def test_uniforms_are_the_scalar_hash_vectorised() -> None:
     assert got.dtype == np.float64 and got.tolist() == want
 
 
-def test_device_sampler_is_the_reference_sampler_bit_for_bit() -> None:
+@pytest.mark.parametrize("chunk", [sampling.SAMPLE_CHUNK, 151 * 5, 1])
+def test_device_sampler_is_the_reference_sampler_bit_for_bit(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One chunk, chunks of 5 rows (the last one short), rows one by one.
+    monkeypatch.setattr(sampling, "SAMPLE_CHUNK", chunk)
     g = torch.Generator().manual_seed(2)
     B, V = 96, 151
     logits = torch.randn((B, V), generator=g) * 4
@@ -75,6 +89,34 @@ def test_device_sampler_is_the_reference_sampler_bit_for_bit() -> None:
     for b in range(B):
         t, p = sample_row(logits[b].numpy(), temps[b], sample_key(seeds[b], pos[b]))
         assert (int(tok[b]), float(lp[b])) == (t, p), "row %d" % b
+
+
+def test_flex_attention_reads_the_pool_as_the_gather_reference_does() -> None:
+    """FlexAttention over the pool in place (eager on the CPU) against the
+    gathered-blocks reference: rows of 1, 16, 17, 40 and 70 cached tokens
+    (within a block, at and across block edges), one block shared by two
+    rows, tables padded, two query heads per key head."""
+    B, H, kvh, hd, n = 5, 4, 2, 16, 30
+    pool = KVPool(PoolShape(2, kvh, hd, torch.float32), n, torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    pool.k.copy_(torch.randn(pool.k.shape, generator=g))
+    pool.v.copy_(torch.randn(pool.v.shape, generator=g))
+    lengths = torch.tensor([1, 16, 17, 40, 70])
+    used = [blocks_for(int(x)) for x in lengths]
+    perm = torch.randperm(n, generator=g).tolist()
+    rows, o = [], 0
+    for u in used:
+        rows.append(perm[o : o + u] + [perm[o]] * (max(used) - u))
+        o += u
+    rows[1][0] = rows[3][0]  # a shared prefix block
+    tables = torch.tensor(rows)
+    q = torch.randn((B, H, hd), generator=g)
+    gather = GatherAttention(pool, tables, lengths, hd**-0.5)
+    flex = FlexPagedAttention(pool, tables, lengths, hd**-0.5)
+    for layer in range(2):
+        want, got = gather(layer, q), flex(layer, q)
+        assert got.shape == want.shape == (B, H, hd)
+        assert float((got - want).abs().max()) <= 1e-6, layer
 
 
 # The model parts: the committed tiny checkpoint, two adapters with B moved off zero.
@@ -94,45 +136,100 @@ def tiny() -> Iterator[tuple[Model, Adapters]]:
     yield m, ads
 
 
-def scale_tol(ref: torch.Tensor) -> float:
-    """1e-5 of the logits' scale: the two forwards differ by float32 rounding of
-    different kernels (gemv against gemm, one query against many)."""
-    return 1e-5 * max(1.0, float(ref.abs().max()))
+LOGIT_TOL = 1e-5
+"""The slot forward's logits against transformers' (absolute), asserted at
+the real width (logits up to 3.4: measured 3.5e-6). On the tiny checkpoint
+(logits up to 18) transformers' own fp32 logits are up to 1.4e-5 from a
+float64 forward, so there the slot forward is held to twice transformers' error
+against float64 instead, and to LOGIT_TOL plus that error against transformers."""
 
 
-@pytest.mark.parametrize("mode", ["split", "mask"])
-def test_forward_matches_transformers(tiny: tuple[Model, Adapters], mode: str) -> None:
-    m, ads = tiny
-    prompts = [[3 + (7 * i) % 90 for i in range(n)] for n in (37, 5)]
-    names = ["", "a", "b"]
+def check_forward(
+    m: Model,
+    ads: Adapters,
+    prompts: list[list[int]],
+    names: list[str],
+    mode: str,
+    tail: int,
+    direct: bool,
+    attention: str = "gather",
+) -> tuple[float, float, float]:
+    """Prefills all but the last tail tokens of each (prompt, adapter) and
+    decodes the rest as one mixed batch, comparing every logit vector with
+    transformers' (one unbatched fp32 forward of the whole prompt) and with
+    a float64 forward. direct: the gap to transformers must be within
+    LOGIT_TOL; else see LOGIT_TOL. Returns the largest gap to transformers,
+    the slot forward's and transformers' largest error against float64."""
     with torch.no_grad():
-        refs = {}
-        for name in names:
-            with ads.use(name):
-                for k, p in enumerate(prompts):
-                    refs[name, k] = m.hf(input_ids=torch.tensor([p])).logits[0].float()
-        dec = Qwen3Decoder(m, ads, names, mode)
-        pool = KVPool(dec.pool_shape(), 40, m.device)
-        # Prefill all but the last 4 tokens of each (prompt, adapter), then decode
-        # the rest as one mixed batch of six rows.
+        refs: dict[tuple[str, int], torch.Tensor] = {}
+        truth: dict[tuple[str, int], torch.Tensor] = {}
+        for dt in (torch.float64, torch.float32):
+            m.hf.to(dt)
+            for name in names:
+                with ads.use(name):
+                    for k, p in enumerate(prompts):
+                        z = m.hf(input_ids=torch.tensor([p])).logits[0]
+                        (truth if dt == torch.float64 else refs)[name, k] = z if dt == torch.float64 else z.float()
+        dec = Qwen3Decoder(m, ads, names, mode, attention)
         rows = [(name, k) for name in names for k in range(len(prompts))]
+        per = max(len(p) for p in prompts) // BLOCK + 1
+        pool = KVPool(dec.pool_shape(), per * len(rows), m.device)
+        got: dict[tuple[str, int, int], torch.Tensor] = {}
         tables = []
         for r, (name, k) in enumerate(rows):
-            table = list(range(6 * r, 6 * r + 6))
+            table = list(range(per * r, per * r + per))
             tables.append(table)
-            n = len(prompts[k]) - 4
-            lg = dec.prefill(prompts[k][:n], name, pool, torch.tensor(slots_of(table, 0, n)))
-            assert (lg - refs[name, k][n - 1]).abs().max() <= scale_tol(refs[name, k])
+            n = len(prompts[k]) - tail
+            got[name, k, n - 1] = dec.prefill(prompts[k][:n], name, pool, torch.tensor(slots_of(table, 0, n)))
         ra = RowAdapters([name for name, _ in rows], m.device)
-        for j in range(4):
-            pos = [len(prompts[k]) - 4 + j for _, k in rows]
+        for j in range(tail):
+            pos = [len(prompts[k]) - tail + j for _, k in rows]
             toks = torch.tensor([prompts[k][p] for (_, k), p in zip(rows, pos)])
             sl = torch.tensor([slots_of(t, p, 1)[0] for t, p in zip(tables, pos)])
             lg = dec.decode(toks, torch.tensor(pos), ra, pool, torch.tensor(tables), sl)
             assert lg.shape == (len(rows), m.vocab) and lg.dtype == torch.float32
             for r, (name, k) in enumerate(rows):
-                ref = refs[name, k][pos[r]]
-                assert (lg[r] - ref).abs().max() <= scale_tol(refs[name, k]), (name, k, j)
+                got[name, k, pos[r]] = lg[r]
+    gap = max(float((z - refs[n, k][p]).abs().max()) for (n, k, p), z in got.items())
+    e_slot = max(float((z.double() - truth[n, k][p]).abs().max()) for (n, k, p), z in got.items())
+    e_tf = max(float((refs[n, k][p].double() - truth[n, k][p]).abs().max()) for (n, k, p) in got)
+    if direct:
+        assert gap <= LOGIT_TOL, (gap, e_slot, e_tf)
+    else:
+        assert e_slot <= 2 * max(LOGIT_TOL / 2, e_tf) and gap <= LOGIT_TOL + e_tf, (gap, e_slot, e_tf)
+    return gap, e_slot, e_tf
+
+
+@pytest.mark.parametrize(("mode", "attention"), [("split", "gather"), ("mask", "gather"), ("mask", "flex")])
+def test_forward_matches_transformers(tiny: tuple[Model, Adapters], mode: str, attention: str) -> None:
+    m, ads = tiny
+    prompts = [[3 + (7 * i) % 90 for i in range(n)] for n in (37, 5)]
+    gap, e_slot, e_tf = check_forward(m, ads, prompts, ["", "a", "b"], mode, 4, False, attention)
+    print(
+        "tiny %s: logits gap to transformers %.3g; against float64: slots %.3g, transformers %.3g"
+        % (mode, gap, e_slot, e_tf)
+    )
+
+
+def test_forward_matches_transformers_at_real_width() -> None:
+    """The published Qwen3-0.6B shape (vocab 151,936, head_dim 128, theta
+    1e6) with 2 layers, random weights and a rank-8 adapter."""
+    from marlow_torch.bench_gen import random_model
+
+    m = random_model(2, "cpu", torch.float32, 4096)
+    ads = Adapters(m)
+    ad = ads.add("a", 8, 16.0, [], 7)
+    g = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        for p in ad.params:
+            if p.is_b:
+                p.tensor.copy_(torch.randn(p.tensor.shape, generator=g) * 0.02)
+    prompts = [[(1000 + 7919 * i) % 151000 for i in range(n)] for n in (21, 6)]
+    gap, e_slot, e_tf = check_forward(m, ads, prompts, ["", "a"], "mask", 3, True)
+    print(
+        "real width: logits gap to transformers %.3g; against float64: slots %.3g, transformers %.3g"
+        % (gap, e_slot, e_tf)
+    )
 
 
 def requests(n: int) -> list[GenRequest]:
@@ -215,22 +312,73 @@ def compare(ref: list[GenRequest], got: list[GenRequest], r1: Recorder, r2: Reco
     return differ, compared, gap
 
 
-@pytest.mark.parametrize("mode", ["split", "mask"])
-def test_slots_generate_what_the_reference_does(tiny: tuple[Model, Adapters], mode: str) -> None:
+def truth_errors(m: Model, ads: Adapters, reqs: list[GenRequest], other: list[GenRequest]) -> np.ndarray[Any, Any]:
+    """|log-prob - float64 truth| of every token of reqs that other (the
+    other backend's run) generated too: the truth is one float64 forward of
+    prompt and completion under the request's adapter."""
+    errs: list[float] = []
+    with torch.no_grad():
+        m.hf.double()
+        try:
+            for a, b in zip(reqs, other):
+                n = 0
+                while n < min(len(a.ids), len(b.ids)) and a.ids[n] == b.ids[n]:
+                    n += 1
+                if n == 0:
+                    continue
+                with ads.use(a.adapter):
+                    z = m.hf(input_ids=torch.tensor([a.prompt + a.ids[: n - 1]])).logits[0, len(a.prompt) - 1 :]
+                lp = torch.log_softmax(z / a.temperature, -1).gather(1, torch.tensor(a.ids[:n])[:, None])[:, 0]
+                errs.extend(abs(np.array(a.logprobs[:n], dtype=np.float64) - lp.numpy()))
+        finally:
+            m.hf.float()
+    return np.array(errs)
+
+
+@pytest.fixture(scope="module")
+def reference_run(tiny: tuple[Model, Adapters]) -> tuple[list[GenRequest], list[GenRequest], Recorder]:
     m, ads = tiny
     reqs = requests(256)
-    ref, got = copy.deepcopy(reqs), copy.deepcopy(reqs)
+    ref = copy.deepcopy(reqs)
     r1: Recorder = {}
-    r2: Recorder = {}
     run_reference(m, ads, ref, r1)
+    return reqs, ref, r1
+
+
+@pytest.mark.parametrize("mode", ["split", "mask"])
+def test_slots_generate_what_the_reference_does(
+    tiny: tuple[Model, Adapters], reference_run: tuple[list[GenRequest], list[GenRequest], Recorder], mode: str
+) -> None:
+    m, ads = tiny
+    reqs, ref, r1 = reference_run
+    got = copy.deepcopy(reqs)
+    r2: Recorder = {}
     st = run_slots(m, ads, got, r2, SlotOptions(slots=32, pool_blocks=60, lora_mode=mode))
     assert sum(s.finish == FINISH_STOP for s in ref) > 20  # stop tokens do happen
     differ, compared, gap = compare(ref, got, r1, r2)
+    # Log-probs against a float64 forward: in fp32 neither backend is within
+    # 1e-5 of it (the reference measured 2.3e-5 at most, and it differs from
+    # transformers' own unbatched fp32 forward by up to 2.8e-5), so the slot
+    # backend is held to the reference's own float32 error instead.
+    e_ref, e_got = truth_errors(m, ads, ref, got), truth_errors(m, ads, got, ref)
     print(
-        "%s: %d of 256 requests differ (each at a straddle), %d tokens compared, log-prob gap %.3g; %s"
-        % (mode, differ, compared, gap, st)
+        "%s: %d of 256 requests differ (each at a straddle), %d tokens compared, log-prob gap %.3g; "
+        "error vs float64: reference max %.3g p99 %.3g, slots max %.3g p99 %.3g; %s"
+        % (
+            mode,
+            differ,
+            compared,
+            gap,
+            e_ref.max(),
+            np.quantile(e_ref, 0.99),
+            e_got.max(),
+            np.quantile(e_got, 0.99),
+            st,
+        )
     )
-    assert compared > 3000 and gap <= 1e-5 * 16  # 1e-5 of the logits' scale (about 16 here)
+    assert compared > 3000 and len(e_got) == len(e_ref) == compared
+    assert e_got.max() <= 2 * e_ref.max() and np.quantile(e_got, 0.99) <= 1.25 * np.quantile(e_ref, 0.99)
+    assert gap <= e_ref.max() + e_got.max()
     # The pool was small: rows waited, blocks were reused many times and prompts shared.
     assert st.blocks == 60 and st.peak_blocks == 60 and st.block_reuses > 500
     assert st.prefills < 256 and st.shared_rows == 256 - st.prefills
@@ -276,3 +424,77 @@ def test_generate_selects_the_backend(tiny: tuple[Model, Adapters], monkeypatch:
     monkeypatch.setattr(m, "gen_backend", "reference")
     b = generate(m, ads, args, lambda **k: None)
     assert calls == ["slots"] and len(a["completions"]) == len(b["completions"]) == 1
+
+
+def test_buckets() -> None:
+    assert buckets(64) == [4, 8, 16, 32, 64] and buckets(3) == [3] and buckets(100) == [4, 8, 16, 32, 64, 100]
+    with pytest.raises(ValueError, match="at least one row"):
+        buckets(0)
+
+
+@pytest.mark.parametrize("attention", ["gather", "flex"])
+def test_bucketed_step_pads_into_scratch(tiny: tuple[Model, Adapters], attention: str) -> None:
+    """A step of 5 rows at bucket 8 on static buffers (eager on the CPU, as
+    a CUDA graph would replay them): the same logits as the plain step, the
+    same keys and values in the rows' blocks, the padded rows' writes in the
+    scratch block only, and the next step reuses the bucket."""
+    m, ads = tiny
+    names = ["", "a", "b", "a", ""]
+    prompts = [[3 + (5 * i + r) % 90 for i in range(7 + 9 * r)] for r in range(5)]
+    with torch.no_grad():
+        dec = Qwen3Decoder(m, ads, ["", "a", "b"], "mask", attention)
+        pools = [KVPool(dec.pool_shape(), 30, m.device, reserve=1) for _ in range(2)]
+        tables = [list(range(5 * r, 5 * r + 5)) for r in range(5)]
+        for pool in pools:
+            for r, p in enumerate(prompts):
+                dec.prefill(p, names[r], pool, torch.tensor(slots_of(tables[r], 0, len(p))))
+        graphs = DecodeGraphs(dec, pools[1], 20, 5, capture=False)
+        for j in range(2):
+            toks = [p[j] for p in prompts]
+            pos = [len(p) + j for p in prompts]
+            sl = torch.tensor([slots_of(t, q, 1)[0] for t, q in zip(tables, pos)])
+            want = dec.decode(
+                torch.tensor(toks), torch.tensor(pos), RowAdapters(names, m.device), pools[0], torch.tensor(tables), sl
+            )
+            got = graphs.step(toks, pos, names, tables)
+            assert got.shape == want.shape and float((got - want).abs().max()) <= 1e-5
+        assert list(graphs.buckets) == [8] and graphs.captures == 0
+        rows = 30 * BLOCK
+        assert torch.allclose(pools[0].k[:, :rows], pools[1].k[:, :rows], atol=1e-6, rtol=0)
+        assert torch.allclose(pools[0].v[:, :rows], pools[1].v[:, :rows], atol=1e-6, rtol=0)
+        assert float(pools[1].k[:, rows:].abs().sum()) > 0 and float(pools[0].k[:, rows:].abs().sum()) == 0
+    with pytest.raises(ValueError, match="lora_mode 'split'"):
+        DecodeGraphs(Qwen3Decoder(m, ads, ["a"], "split"), pools[1], 4, 5, capture=False)
+    with pytest.raises(ValueError, match="CUDA graphs need a cuda pool"):
+        DecodeGraphs(dec, pools[1], 4, 5, capture=True)
+
+
+def test_slots_generate_at_buckets(tiny: tuple[Model, Adapters]) -> None:
+    """slot_generate with bucketed steps (eager on the CPU) samples what the
+    plain steps do on a queue with refill, shared prompts and stop tokens."""
+    m, ads = tiny
+    reqs = requests(48)
+    plain, bucketed = copy.deepcopy(reqs), copy.deepcopy(reqs)
+    slot_generate(m, ads, plain, lambda **k: None, SlotOptions(slots=12, pool_blocks=30))
+    st = slot_generate(m, ads, bucketed, lambda **k: None, SlotOptions(slots=12, pool_blocks=30, graphs=True))
+    assert st.block_reuses > 0 and any(s.finish == FINISH_STOP for s in plain)
+    for a, b in zip(plain, bucketed):
+        assert (a.ids, a.finish) == (b.ids, b.finish), a.index
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) <= 1e-5, a.index
+
+
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [({}, "expandable_segments:True"), ({"PYTORCH_CUDA_ALLOC_CONF": "x"}, "x"), ({"PYTORCH_ALLOC_CONF": "y"}, None)],
+)
+def test_alloc_defaults(env: dict[str, str], want: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from marlow_torch import cli
+
+    for k in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    cli.alloc_defaults()
+    import os
+
+    assert os.environ.get("PYTORCH_CUDA_ALLOC_CONF") == want
