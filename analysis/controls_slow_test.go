@@ -22,9 +22,11 @@ package analysis_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -234,7 +236,7 @@ func TestControlCollapse(t *testing.T) {
 			}
 			last[e.Role] = e.FormatRate
 		}
-		for role := range first {
+		for _, role := range slices.Sorted(maps.Keys(first)) {
 			t.Logf("%s %s %s: format %.3f -> %.3f", tc.arm, tc.cond, role, first[role], last[role])
 		}
 		if !judged || collapsed != tc.want {
