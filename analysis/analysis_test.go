@@ -104,6 +104,55 @@ func TestParams(t *testing.T) {
 	}
 }
 
+// TestAmplificationEMACosine: where the logs have a role's cosine to its
+// gradient EMA (coherence_cos), a step counts only when it is above amp_cos
+// too, for a role with one agent as for one with several.
+func TestAmplificationEMACosine(t *testing.T) {
+	p := DefaultParams()
+	ramp := func(s int) float64 {
+		if s >= 60 {
+			return 1 + 0.5*float64(s-59)
+		}
+		return 1
+	}
+	nan := func(int) float64 { return math.NaN() }
+	tests := []struct {
+		name      string
+		agentCos  func(int) float64
+		emaCos    func(int) float64
+		amplified bool
+		ema       bool
+	}{
+		{"one agent, aligned with its EMA", nan, analysistest.Const(0.8), true, true},
+		{"one agent, not aligned with its EMA", nan, analysistest.Const(0.1), false, true},
+		{"several agents agree, not aligned with the EMA", analysistest.Const(0.8), analysistest.Const(0.1), false, true},
+		{"several agents agree, aligned with the EMA", analysistest.Const(0.8), analysistest.Const(0.9), true, true},
+		{"no EMA in the logs: the norm alone", nan, nan, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := analysistest.RoleSteps("r", "pol", "aggregator", 100, ramp, tc.agentCos, analysistest.Const(1))
+			for i := range rows {
+				rows[i].CoherenceCos = tc.emaCos(int(rows[i].Step))
+				if i == 0 {
+					rows[i].CoherenceCos = math.NaN() // no EMA yet at the first trained step
+				}
+			}
+			got := DetectAmplification(rows, Cliff{FallStep: -1}, p)
+			if len(got) != 1 {
+				t.Fatalf("%d results, want 1", len(got))
+			}
+			a := got[0]
+			if a.Amplified != tc.amplified || a.EMA != tc.ema {
+				t.Fatalf("amplified %v EMA %v; want %v %v", a.Amplified, a.EMA, tc.amplified, tc.ema)
+			}
+			if a.Amplified && tc.ema && !(a.EMACos[0] > p.AmpCos) {
+				t.Errorf("evidence EMA cosine %v, want above %v", a.EMACos[0], p.AmpCos)
+			}
+		})
+	}
+}
+
 func TestAmplification(t *testing.T) {
 	p := DefaultParams()
 	nan := func(int) float64 { return math.NaN() }

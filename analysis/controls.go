@@ -25,12 +25,20 @@ const (
 var Detectors = []Detector{CliffDetector, AmplificationDetector, CaptureDetector, CollapseDetector}
 
 // PositiveControls maps each detector whose positive and negative controls
-// from real tiny training pass to the test that shows them (run by `.ci/run
-// check-slow`), in the regime of the CPU studies (the native engine's tiny
-// models). A detector is added here only together with its passing
-// control test. None is yet: the controls are still to be built, so every
-// test resting on a detector is not testable.
-var PositiveControls = map[Detector]string{}
+// from real tiny training pass to the test that shows them
+// (controls_slow_test.go, run by `.ci/run check-slow`), in the regime of
+// the CPU studies (the native engine's tiny models): the demo's cell
+// (voting x synth-math x s) trained at a learning rate far too high
+// (testdata/controls/late.yaml, IP, and early.yaml, SP) must trigger the
+// detector, and at a stable one (steady.yaml, SP and IP) must not. A
+// detector is added here only together with its passing control test
+// (TestPositiveControlsNamed checks that the names match).
+var PositiveControls = map[Detector]string{
+	CliffDetector:         "TestControlCliff",
+	AmplificationDetector: "TestControlAmplification",
+	CaptureDetector:       "TestControlCapture",
+	CollapseDetector:      "TestControlCollapse",
+}
 
 // controlled reports whether a detector's positive control is shown in
 // the study's regime (Study.Controls).

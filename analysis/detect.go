@@ -14,11 +14,14 @@ import (
 // policy: the steps after the LoRA warm-up where the role's gradient norm
 // exceeded amp_k times its baseline (the median over the early steps after
 // the warm-up) while, for a role with two or more agents, the mean cosine
-// between its same-role agents' gradients exceeded amp_cos. A role is
-// amplified when such steps are sustained: AmpSustainK of AmpSustainN
-// consecutive steps. A role with one agent has no same-role cosine in the
-// logs, and the logs keep no gradient EMA to take a cosine with, so for it
-// the norm condition alone is tested (Cosine false).
+// between its same-role agents' gradients exceeded amp_cos, and, where the
+// logs have it, the cosine between the role's gradient and the EMA of its
+// past gradients (steps.coherence_cos, logged since schema 3 by runs with
+// the coherence regularizer) exceeded amp_cos too. A role is amplified when
+// such steps are sustained: AmpSustainK of AmpSustainN consecutive steps. A
+// role with one agent has no same-role cosine (Cosine false), and a run
+// without the regularizer (every run of schemas 1 and 2) no EMA cosine (EMA
+// false); a role with neither is tested on its norm alone.
 type Amplification struct {
 	Policy      string
 	Role        string
@@ -26,10 +29,12 @@ type Amplification struct {
 	EarlyMedian float64 // median gradient norm over the early steps
 	Steps       []int64 // steps meeting both conditions
 	Norms       []float64
-	Cos         []float64
-	PeakStep    int64 // step of the largest gradient norm (any step)
+	Cos         []float64 // same-role cosine at Steps (NaN for a role with one agent)
+	EMACos      []float64 // cosine to the role's gradient EMA at Steps (NaN without it)
+	PeakStep    int64     // step of the largest gradient norm (any step)
 	PeakNorm    float64
 	Cosine      bool  // the role has a same-role cosine (two or more agents)
+	EMA         bool  // the logs have the role's cosine to its gradient EMA (coherence_cos)
 	Sustained   int64 // the step closing the first sustained window, -1 when none
 	Amplified   bool  // some AmpSustainK of AmpSustainN consecutive steps met the conditions
 	CliffStep   int64 // fall step of the run's terminal cliff, -1 when none
@@ -83,6 +88,9 @@ func DetectAmplification(steps []runlog.StepRow, cliff Cliff, p Params) []Amplif
 			if !math.IsNaN(r.AgentCosMean) {
 				a.Cosine = true
 			}
+			if !math.IsNaN(r.CoherenceCos) {
+				a.EMA = true
+			}
 			if r.Step >= warm && r.Step <= a.EarlyUntil && !math.IsNaN(r.GradNorm) {
 				early = append(early, r.GradNorm)
 			}
@@ -98,11 +106,13 @@ func DetectAmplification(steps []runlog.StepRow, cliff Cliff, p Params) []Amplif
 					continue
 				}
 				cosOK := !a.Cosine || (!math.IsNaN(r.AgentCosMean) && r.AgentCosMean > p.AmpCos)
-				hit := !math.IsNaN(r.GradNorm) && r.GradNorm > p.AmpK*a.EarlyMedian && cosOK
+				emaOK := !a.EMA || (!math.IsNaN(r.CoherenceCos) && r.CoherenceCos > p.AmpCos)
+				hit := !math.IsNaN(r.GradNorm) && r.GradNorm > p.AmpK*a.EarlyMedian && cosOK && emaOK
 				if hit {
 					a.Steps = append(a.Steps, r.Step)
 					a.Norms = append(a.Norms, r.GradNorm)
 					a.Cos = append(a.Cos, r.AgentCosMean)
+					a.EMACos = append(a.EMACos, r.CoherenceCos)
 				}
 				window = append(window, hit)
 				if len(window) > AmpSustainN {

@@ -95,13 +95,15 @@ func RoleSamples(id, workflow, role, policy string, step int64, n int, text func
 }
 
 // RoleSteps returns step rows of one role of a policy for training steps
-// 1..n with the given gradient norm, same-role cosine and gradient share.
+// 1..n with the given gradient norm, same-role cosine and gradient share,
+// without the coherence regularizer (coherence_cos and _scale undefined).
 func RoleSteps(id, policy, role string, n int, norm, cos, share func(step int) float64) []runlog.StepRow {
 	out := make([]runlog.StepRow, n)
 	for i := range out {
 		s := i + 1
 		out[i] = runlog.StepRow{RunID: id, Step: int64(s), Policy: policy, Role: role, GradNorm: norm(s),
-			AgentCosMean: cos(s), AgentCosMin: cos(s), GradShare: share(s), Tokens: 100, Seqs: 8, LR: 1e-4}
+			AgentCosMean: cos(s), AgentCosMin: cos(s), GradShare: share(s), Tokens: 100, Seqs: 8, LR: 1e-4,
+			CoherenceCos: math.NaN(), CoherenceScale: math.NaN()}
 	}
 	return out
 }

@@ -216,7 +216,7 @@ func controlsText(st *analysis.Study) string {
 	}
 	text := "A detector's silence counts against a claim only where the detector has been shown to fire on real training built to trigger it (a positive control) and to stay silent on a control that must not; a test resting on a detector without one is *not testable*, its units still judged and shown. "
 	if len(shown) > 0 {
-		text += "Detectors with a shown positive control: " + strings.Join(shown, ", ") + ". "
+		text += "Detectors with a shown positive control (real training on the native engine of the demo's cell, voting × synth-math × the tiny model s, at a learning rate far too high, 1e-2, which must trigger the detector, and at a stable one, 1e-3, which must not: the tests of analysis/controls_slow_test.go, run by `make check-slow`): " + strings.Join(shown, ", ") + ". "
 	}
 	if len(missing) > 0 {
 		text += "Detectors without one in this regime: " + strings.Join(missing, ", ") + "."

@@ -1,0 +1,246 @@
+//go:build slow
+
+// Positive and negative controls of the failure-mode detectors
+// (controls.go) from real training: the demo's cell (voting x synth-math x
+// the tiny model s, its committed base model) trained on the native engine
+// in three arms, the experiment files in testdata/controls:
+//
+//   - late: IP at a learning rate far too high (1e-2) reached by a linear
+//     warm-up over 30 of the 40 steps, constant after it;
+//   - early: SP at the same rate after a 10-step warm-up;
+//   - steady: SP and IP at a stable rate (1e-3), otherwise as late.
+//
+// The stress arms must trigger their detector and the steady arm must not
+// trigger any. The runs are deterministic (same commit, spec and seed give
+// the same logs), so each assertion is on the one measured outcome. The four
+// runs take minutes, so these tests build only with -tags slow (`make
+// check-slow`). MARLOW_CONTROLS_RUNS names a runs folder to keep the runs
+// in (done runs are skipped on the next call) instead of a temporary one.
+
+package analysis_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/engine/native"
+	"github.com/marlowlab/marlow/harness/runner"
+	"github.com/marlowlab/marlow/harness/spec"
+	"github.com/marlowlab/marlow/harness/study"
+)
+
+// controlArms are the arms' experiment files under testdata/controls.
+var controlArms = []string{"late", "early", "steady"}
+
+var controls struct {
+	once    sync.Once
+	studies map[string]*analysis.Study // arm -> its analysed runs
+	err     string
+}
+
+// controlStudies trains the arms once per test binary (or finds them done
+// under MARLOW_CONTROLS_RUNS) and analyses each.
+func controlStudies(t *testing.T) map[string]*analysis.Study {
+	t.Helper()
+	controls.once.Do(func() {
+		controls.err = "the control runs did not finish"
+		runs := os.Getenv("MARLOW_CONTROLS_RUNS")
+		if runs == "" {
+			dir, err := os.MkdirTemp("", "marlow-controls-")
+			if err != nil {
+				controls.err = err.Error()
+				return
+			}
+			defer os.RemoveAll(dir)
+			runs = dir
+		}
+		reg := &engine.Registry{}
+		if err := reg.Register(native.Driver()); err != nil {
+			controls.err = err.Error()
+			return
+		}
+		// The arms train at once, one run per core-thread: late and early
+		// have one run each, steady two.
+		studies := make([]*analysis.Study, len(controlArms))
+		errs := make([]error, len(controlArms))
+		var wg sync.WaitGroup
+		for i, arm := range controlArms {
+			wg.Go(func() { studies[i], errs[i] = trainArm(t, reg, runs, arm) })
+		}
+		wg.Wait()
+		controls.studies = map[string]*analysis.Study{}
+		for i, arm := range controlArms {
+			if errs[i] != nil {
+				controls.err = errs[i].Error()
+				return
+			}
+			controls.studies[arm] = studies[i]
+		}
+		controls.err = ""
+	})
+	if controls.err != "" {
+		t.Fatalf("control runs: %s", controls.err)
+	}
+	return controls.studies
+}
+
+// trainArm trains (or finds done) the runs of an arm's experiment file
+// under runs and analyses them.
+func trainArm(t *testing.T, reg *engine.Registry, runs, arm string) (*analysis.Study, error) {
+	s, err := spec.Load(filepath.Join("testdata", "controls", arm+".yaml"))
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	sum, err := runner.Run(context.Background(), s, runner.Options{RunsDir: runs, Jobs: 2, Threads: 1, AllowDirty: true,
+		Engines: reg, BaseModel: runner.PretrainedBase(s, 1, os.Stderr), Reporter: runner.NewLines(os.Stderr, time.Minute)})
+	if err != nil {
+		return nil, fmt.Errorf("arm %s: %w", arm, err)
+	}
+	for _, o := range sum.Outcomes {
+		if o.State != runner.StateDone && o.State != runner.StateSkipped {
+			return nil, fmt.Errorf("arm %s: run %s %s: %v", arm, o.ID, o.State, o.Err)
+		}
+	}
+	t.Logf("arm %s: %d runs in %s", arm, len(sum.Outcomes), time.Since(t0).Round(time.Second))
+	st, err := analysis.Load(filepath.Join(runs, s.Experiment))
+	if err != nil {
+		return nil, fmt.Errorf("arm %s: %w", arm, err)
+	}
+	return st, nil
+}
+
+// controlRun is the run of an arm in a condition.
+func controlRun(t *testing.T, arm, cond string) *analysis.RunResult {
+	t.Helper()
+	for _, r := range controlStudies(t)[arm].Runs {
+		if r.Condition == cond {
+			return r
+		}
+	}
+	t.Fatalf("arm %s has no %s run", arm, cond)
+	return nil
+}
+
+// TestControlCliff: the late IP run falls off a terminal cliff; neither
+// steady run does.
+func TestControlCliff(t *testing.T) {
+	late := controlRun(t, "late", study.IP)
+	m := late.Metrics
+	t.Logf("late ip: base %.3f ceiling %.3f@%d final %.3f drop %.3f threshold %.3f fall step %d (acc %.3f) mid step %.0f; curve %v",
+		m.Base, m.Ceiling, m.CeilingStep, m.Final, m.Drop, m.Cliff.Threshold, m.Cliff.FallStep, m.Cliff.FallAcc, m.Cliff.MidStep, late.Curve)
+	if !m.Cliff.Cliff {
+		t.Errorf("late ip: no terminal cliff (drop %.3f, threshold %.3f, fall step %d, mid step %.0f)", m.Drop, m.Cliff.Threshold, m.Cliff.FallStep, m.Cliff.MidStep)
+	}
+	for _, cond := range []string{study.SP, study.IP} {
+		r := controlRun(t, "steady", cond)
+		m := r.Metrics
+		t.Logf("steady %s: base %.3f ceiling %.3f@%d final %.3f drop %.3f threshold %.3f fall step %d; curve %v",
+			cond, m.Base, m.Ceiling, m.CeilingStep, m.Final, m.Drop, m.Cliff.Threshold, m.Cliff.FallStep, r.Curve)
+		if m.Cliff.Cliff {
+			t.Errorf("steady %s: a terminal cliff (drop %.3f, threshold %.3f, fall step %d)", cond, m.Drop, m.Cliff.Threshold, m.Cliff.FallStep)
+		}
+	}
+}
+
+// TestControlAmplification: a role of the late IP run is amplified (a
+// sustained gradient-norm rise over its early median), before its cliff;
+// no role of either steady run is.
+func TestControlAmplification(t *testing.T) {
+	late := controlRun(t, "late", study.IP)
+	var amplified bool
+	for _, a := range late.Amplification {
+		t.Logf("late ip %s/%s: early median %.4g, amplified %v (sustained at %d, before the cliff %v), peak %.4g@%d, steps over %v",
+			a.Policy, a.Role, a.EarlyMedian, a.Amplified, a.Sustained, a.BeforeCliff, a.PeakNorm, a.PeakStep, a.Steps)
+		if a.Amplified {
+			amplified = true
+			if !(a.PeakNorm > 3*a.EarlyMedian) {
+				t.Errorf("late ip %s: amplified with peak %.4g not above %g x the early median %.4g", a.Role, a.PeakNorm, 3.0, a.EarlyMedian)
+			}
+		}
+	}
+	if !amplified {
+		t.Errorf("late ip: no role amplified")
+	}
+	for _, cond := range []string{study.SP, study.IP} {
+		r := controlRun(t, "steady", cond)
+		if len(r.Amplification) == 0 {
+			t.Errorf("steady %s: no amplification evidence (no step rows)", cond)
+		}
+		for _, a := range r.Amplification {
+			ratio := a.PeakNorm / a.EarlyMedian
+			t.Logf("steady %s %s/%s: early median %.4g, peak %.4g@%d (%.2f x), steps over %v", cond, a.Policy, a.Role, a.EarlyMedian, a.PeakNorm, a.PeakStep, ratio, a.Steps)
+			if a.Amplified {
+				t.Errorf("steady %s: role %s amplified (sustained at %d)", cond, a.Role, a.Sustained)
+			}
+		}
+	}
+}
+
+// TestControlCapture: the early SP run's aggregator is captured by the
+// generator (its format collapses and its outputs converge on the
+// dominant role's); the steady SP run's is not.
+func TestControlCapture(t *testing.T) {
+	check := func(arm string, want bool) {
+		r := controlRun(t, arm, study.SP)
+		if len(r.Capture) == 0 {
+			t.Fatalf("%s sp: no capture comparison (dominance %d policies)", arm, len(r.Dominance))
+		}
+		var got bool
+		for _, c := range r.Capture {
+			t.Logf("%s sp %s vs %s (steps %d..%d): format %.3f -> %.3f, length ratio %.3f -> %.3f, signature %d share %.3f -> %.3f, captured %v; end example %q",
+				arm, c.Role, c.Dominant, c.BaseStep, c.EndStep, c.FormatBase, c.FormatEnd, c.LenRatioBase, c.LenRatioEnd, c.Signature, c.SigBase, c.SigEnd, c.Captured, c.ExampleEnd)
+			got = got || c.Captured
+		}
+		if got != want {
+			t.Errorf("%s sp: captured %v, want %v", arm, got, want)
+		}
+	}
+	check("early", true)
+	check("steady", false)
+}
+
+// TestControlCollapse: a role of each stress run loses its format; no role
+// of either steady run does.
+func TestControlCollapse(t *testing.T) {
+	cases := []struct {
+		arm, cond string
+		want      bool
+	}{
+		{"late", study.IP, true},
+		{"early", study.SP, true},
+		{"steady", study.SP, false},
+		{"steady", study.IP, false},
+	}
+	for _, tc := range cases {
+		r := controlRun(t, tc.arm, tc.cond)
+		drop := controlStudies(t)[tc.arm].Params.CaptureFormatDrop
+		judged, collapsed := analysis.FormatCollapsed(r, drop)
+		first, last := map[string]float64{}, map[string]float64{}
+		for _, e := range r.Evals() {
+			if e.Role == "*" || math.IsNaN(e.FormatRate) {
+				continue
+			}
+			if _, ok := first[e.Role]; !ok {
+				first[e.Role] = e.FormatRate
+			}
+			last[e.Role] = e.FormatRate
+		}
+		for _, role := range slices.Sorted(maps.Keys(first)) {
+			t.Logf("%s %s %s: format %.3f -> %.3f", tc.arm, tc.cond, role, first[role], last[role])
+		}
+		if !judged || collapsed != tc.want {
+			t.Errorf("%s %s: judged %v collapsed %v, want collapsed %v (drop %g)", tc.arm, tc.cond, judged, collapsed, tc.want, drop)
+		}
+	}
+}
