@@ -75,7 +75,7 @@ func TestTorchSmoke(t *testing.T) {
 	const id = "orch-workers-ip-s-synth-code-seed1"
 	killed := t.TempDir()
 	dir := filepath.Join(killed, "smoke", id)
-	server := killServerAfterStep1(t, dir, 10*time.Minute, "run", specPath, "--runs", killed, "--only", id, "--jobs", "1", "--allow-dirty", "--progress", "none")
+	server := killServerAfterStep1(t, dir, 10*time.Minute, "run", specPath, "--runs", killed, "--only", id, "--jobs", "1", "--threads", "1", "--allow-dirty", "--progress", "none")
 	m, err = runlog.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -92,12 +92,88 @@ func TestTorchSmoke(t *testing.T) {
 		t.Errorf("run error quotes no stderr: %s", m.Error)
 	}
 	t.Logf("killed server %d after step %d; run error: %s", server, m.LastStep, m.Error)
-	if _, stderr, code := runCLI(t, nil, "run", specPath, "--runs", killed, "--only", id, "--jobs", "1", "--allow-dirty", "--progress", "none"); code != 0 {
+	if _, stderr, code := runCLI(t, nil, "run", specPath, "--runs", killed, "--only", id, "--jobs", "1", "--threads", "1", "--allow-dirty", "--progress", "none"); code != 0 {
 		t.Fatalf("resume: exit %d\n%s", code, stderr)
 	}
 	sameParquet(t, runs, killed, id)
 
 	torchOutOfMemoryResume(t, specPath, runs)
+	torchSlotsSmoke(t, specPath, runs, subset)
+}
+
+// torchSlotsSmoke runs the subset of the smoke plan with gen_backend: slots
+// twice: the two are byte-identical, and against the reference backend's
+// runs under ref the completions are compared turn by turn; the accuracy
+// figures of every validation agree within the episodes whose turns differ
+// (none, on the CPU in fp32: the slot backend's tokens equal the
+// reference's wherever their logits do not straddle a CDF boundary).
+func torchSlotsSmoke(t *testing.T, specPath, ref, subset string) {
+	t.Helper()
+	raw, err := os.ReadFile(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := strings.ReplaceAll(string(raw), "    device: cpu\n", "    device: cpu\n    gen_backend: slots\n")
+	slotsPath := filepath.Join(filepath.Dir(specPath), "smoke-torch-slots.yaml")
+	if err := os.WriteFile(slotsPath, []byte(slots), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first, second := t.TempDir(), t.TempDir()
+	for _, runs := range []string{first, second} {
+		if out, stderr, code := runCLI(t, nil, "run", slotsPath, "--runs", runs, "--only", subset, "--jobs", "2", "--allow-dirty", "--progress", "none"); code != 0 {
+			t.Fatalf("smoke with gen_backend slots: exit %d\n%s%s", code, out, stderr)
+		}
+	}
+	sameParquet(t, first, second, subset)
+	dirs, _ := filepath.Glob(filepath.Join(first, "smoke", subset))
+	for _, d := range dirs {
+		id := filepath.Base(d)
+		s, err := runlog.ReadRun(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := runlog.ReadRun(filepath.Join(ref, "smoke", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Samples) != len(r.Samples) || len(s.Evals) != len(r.Evals) {
+			t.Fatalf("%s: slots wrote %d samples and %d evals, reference %d and %d", id, len(s.Samples), len(s.Evals), len(r.Samples), len(r.Evals))
+		}
+		// episodes (step, problem, rollout) of validation whose turns differ
+		differ := map[int64]map[string]bool{}
+		turns := 0
+		for i := range s.Samples {
+			a, b := s.Samples[i], r.Samples[i]
+			if a.Step != b.Step || a.ProblemID != b.ProblemID || a.Rollout != b.Rollout || a.Agent != b.Agent {
+				t.Fatalf("%s: sample %d is %d/%s/%d/%s under slots, %d/%s/%d/%s under reference", id, i, a.Step, a.ProblemID, a.Rollout, a.Agent, b.Step, b.ProblemID, b.Rollout, b.Agent)
+			}
+			if a.Completion != b.Completion {
+				turns++
+				if a.Split == "val" {
+					if differ[a.Step] == nil {
+						differ[a.Step] = map[string]bool{}
+					}
+					differ[a.Step][fmt.Sprintf("%s/%s/%d", a.Workflow, a.ProblemID, a.Rollout)] = true
+				}
+			}
+		}
+		for i := range s.Evals {
+			a, b := s.Evals[i], r.Evals[i]
+			if a.Role != "*" {
+				continue
+			}
+			bound := float64(len(differ[a.Step]))/float64(a.Problems) + 1e-12
+			for _, f := range []struct {
+				name string
+				x, y float64
+			}{{"accuracy", a.Accuracy, b.Accuracy}, {"strict accuracy", a.StrictAccuracy, b.StrictAccuracy}} {
+				if d := f.x - f.y; d > bound || d < -bound {
+					t.Errorf("%s step %d %s: %s %.4f under slots, %.4f under reference; %d episodes differ", id, a.Step, a.Workflow, f.name, f.x, f.y, len(differ[a.Step]))
+				}
+			}
+		}
+		t.Logf("%s: %d of %d turns differ between the slot and the reference backend", id, turns, len(s.Samples))
+	}
 }
 
 // torchOutOfMemoryResume injects a CUDA out-of-memory into the second train
@@ -106,13 +182,16 @@ func TestTorchSmoke(t *testing.T) {
 // again with train_tokens and gen_tokens lowered (not part of the config
 // hash), it resumes from step 1 and ends done, with the same steps, evals
 // and samples as the run at the default budgets under ref (measured so on
-// the CPU: the budgets only regroup float sums taken in a fixed order).
+// the CPU: the budgets only regroup float sums taken in a fixed order). The
+// runs take one engine thread, as the reference's did (--jobs 2 over the
+// whole plan): torch's CPU reductions split by thread, so on torch a
+// different --threads can change the last bits of the logged statistics.
 func torchOutOfMemoryResume(t *testing.T, specPath, ref string) {
 	t.Helper()
 	const id = "voting-sp-s-synth-math-seed1"
 	runs := t.TempDir()
 	dir := filepath.Join(runs, "smoke", id)
-	out, stderr, code := runCLI(t, []string{"MARLOW_TORCH_INJECT_OOM=train_step:2"}, "run", specPath, "--runs", runs, "--only", id, "--allow-dirty", "--progress", "none")
+	out, stderr, code := runCLI(t, []string{"MARLOW_TORCH_INJECT_OOM=train_step:2"}, "run", specPath, "--runs", runs, "--only", id, "--threads", "1", "--allow-dirty", "--progress", "none")
 	if code != 1 {
 		t.Fatalf("run with an out-of-memory at its second train step: exit %d, want 1\n%s%s", code, out, stderr)
 	}
@@ -141,7 +220,7 @@ func torchOutOfMemoryResume(t *testing.T, specPath, ref string) {
 	if err := os.WriteFile(lowPath, []byte(low), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, stderr, code := runCLI(t, nil, "run", lowPath, "--runs", runs, "--only", id, "--allow-dirty", "--progress", "none"); code != 0 {
+	if out, stderr, code := runCLI(t, nil, "run", lowPath, "--runs", runs, "--only", id, "--threads", "1", "--allow-dirty", "--progress", "none"); code != 0 {
 		t.Fatalf("resume with train_tokens 512, gen_tokens 2048: exit %d\n%s%s", code, out, stderr)
 	}
 	if m2, err := runlog.ReadManifest(dir); err != nil || m2.Status != runlog.StatusDone || m2.Created != m.Created {
