@@ -16,11 +16,13 @@ import (
 // the warm-up) while, for a role with two or more agents, the mean cosine
 // between its same-role agents' gradients exceeded amp_cos, and, where the
 // logs have it, the cosine between the role's gradient and the EMA of its
-// past gradients (steps.coherence_cos, logged since schema 3 by runs with
-// the coherence regularizer) exceeded amp_cos too. A role is amplified when
+// past gradients (steps.coherence_cos: logged by every run since the
+// measuring-only gradient EMA, by runs with the coherence regularizer
+// before it, since schema 3) exceeded amp_cos too. A role is amplified when
 // such steps are sustained: AmpSustainK of AmpSustainN consecutive steps. A
 // role with one agent has no same-role cosine (Cosine false), and a run
-// without the regularizer (every run of schemas 1 and 2) no EMA cosine (EMA
+// whose logs have no EMA cosine (every run of schemas 1 and 2, and runs
+// without the regularizer logged before the measuring-only EMA) none (EMA
 // false); a role with neither is tested on its norm alone.
 type Amplification struct {
 	Policy      string

@@ -97,26 +97,43 @@ type TrainOptions struct {
 	WeightDecay float64
 	GradClip    float64            // global L2 norm clip; 0 disables
 	KLCoef      map[string]float64 // optional per-role KL-to-base penalty coefficient
-	// Coherence, when non-nil, turns on the coherence regularizer (I6 of
-	// the paper's code): before the roles' gradients are summed, each
-	// role's gradient g is multiplied by 1 - Lambda max(0, cos(g, m)),
-	// where m is the EMA of that role's past gradients in this adapter,
-	// m <- EMADecay m + (1 - EMADecay) g after each step (m starts as the
-	// role's first gradient, which is not scaled). The EMAs are adapter
-	// state: Save writes them and Load restores them.
+	// Coherence, when non-nil, keeps an EMA of each role's past gradients
+	// in this adapter, m <- EMADecay m + (1 - EMADecay) g after each step
+	// (m starts as the role's first gradient), and reports each role's
+	// cosine to it (RoleStats.CoherenceCos). With Lambda > 0 it is the
+	// coherence regularizer (I6 of the paper's code): before the roles'
+	// gradients are summed, each role's gradient g is multiplied by
+	// 1 - Lambda max(0, cos(g, m)) (the first gradient is not scaled).
+	// With Lambda 0 it only measures (CoherenceMonitor): every scale is 1
+	// and the gradients, and so the step, are bit for bit those of a nil
+	// Coherence. The EMAs are adapter state: Save writes them and Load
+	// restores them.
 	Coherence *Coherence
 }
 
-// Coherence are the settings of the coherence regularizer.
+// Coherence are the settings of the per-role gradient EMA and of the
+// coherence regularizer.
 type Coherence struct {
-	Lambda   float64 // strength in (0, 1]: an aligned gradient is scaled by 1 - Lambda
+	Lambda   float64 // strength in [0, 1]: an aligned gradient is scaled by 1 - Lambda; 0 only measures
 	EMADecay float64 // decay of the per-role gradient EMA in [0, 1); 0 keeps only the last gradient
+}
+
+// DefaultCoherenceEMADecay is the EMA decay of the coherence regularizer
+// when a spec sets none, and of the measuring-only EMA every run keeps
+// without the regularizer (a window of about 10 steps).
+const DefaultCoherenceEMADecay = 0.9
+
+// CoherenceMonitor is the Coherence of a run without the regularizer: the
+// per-role gradient EMA at DefaultCoherenceEMADecay, measured (the cosine
+// the gradient-amplification detector reads) and never applied.
+func CoherenceMonitor() *Coherence {
+	return &Coherence{Lambda: 0, EMADecay: DefaultCoherenceEMADecay}
 }
 
 // Validate checks the regularizer's settings.
 func (c Coherence) Validate() error {
-	if !(c.Lambda > 0 && c.Lambda <= 1) {
-		return fmt.Errorf("coherence lambda %v is out of range (want 0 < lambda <= 1)", c.Lambda)
+	if !(c.Lambda >= 0 && c.Lambda <= 1) {
+		return fmt.Errorf("coherence lambda %v is out of range (want 0 <= lambda <= 1)", c.Lambda)
 	}
 	if !(c.EMADecay >= 0 && c.EMADecay < 1) {
 		return fmt.Errorf("coherence ema_decay %v is out of range (want 0 <= ema_decay < 1)", c.EMADecay)
@@ -186,8 +203,8 @@ type RoleStats struct {
 	KL           float64 // mean k3 estimate of KL(current || base)
 	// CoherenceCos is the cosine between the role's gradient and its EMA
 	// (TrainOptions.Coherence), CoherenceScale the factor its gradient was
-	// multiplied by; both NaN when the regularizer is off and for "*",
-	// and the cosine NaN (scale 1) at the role's first step.
+	// multiplied by (1 with Lambda 0); both NaN without a Coherence and
+	// for "*", and the cosine NaN (scale 1) at the role's first step.
 	CoherenceCos   float64
 	CoherenceScale float64
 }

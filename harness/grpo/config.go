@@ -55,8 +55,10 @@ type Config struct {
 	KLCoef              map[string]float64   `json:"kl_coef"` // per role; absent = 0
 	AdvEps              float64              `json:"adv_eps"` // advantage denominator epsilon
 	Adapter             engine.AdapterConfig `json:"adapter"` // rank, alpha, targets (Seed is derived per adapter)
-	// Coherence turns on the coherence regularizer; nil (off) leaves the
-	// JSON encoding, and so Hash, as before the option existed.
+	// Coherence turns on the coherence regularizer (Lambda in (0, 1]);
+	// nil (off) leaves the JSON encoding, and so Hash, as before the option
+	// existed. Either way every train step keeps each role's gradient EMA
+	// and logs its cosine (trainOptions: engine.CoherenceMonitor when nil).
 	Coherence *engine.Coherence `json:"coherence,omitempty"`
 
 	EvalEvery          int  `json:"eval_every"` // validate every N steps (0: only before and at the end)
@@ -160,6 +162,9 @@ func (c Config) Validate() error {
 		if err := c.Coherence.Validate(); err != nil {
 			return bad("%w", err)
 		}
+		if c.Coherence.Lambda == 0 {
+			return bad("coherence lambda 0 turns the regularizer off (want 0 < lambda <= 1; leave coherence out: every run keeps the measuring-only gradient EMA)")
+		}
 	}
 	return nil
 }
@@ -179,17 +184,25 @@ func (c Config) Hash() string {
 }
 
 // trainOptions are the engine's options at a training step (1-based). A
-// schedule whose Total is 0 spans the run's Steps.
+// schedule whose Total is 0 spans the run's Steps. Without the coherence
+// regularizer the step still keeps each role's gradient EMA and reports the
+// cosine to it (engine.CoherenceMonitor: decay
+// engine.DefaultCoherenceEMADecay, every scale 1, the gradients untouched),
+// for the gradient-amplification detector.
 func (c Config) trainOptions(step int) engine.TrainOptions {
 	sched := c.Schedule
 	if sched.Total == 0 {
 		sched.Total = c.Steps
 	}
+	coh := c.Coherence
+	if coh == nil {
+		coh = engine.CoherenceMonitor()
+	}
 	return engine.TrainOptions{
 		ClipLow: c.ClipLow, ClipHigh: c.ClipHigh, LossAgg: c.LossAgg, Temperature: c.Temperature,
 		LR:    sched.LR(c.LR, step-1),
 		Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.AdamEps, WeightDecay: c.WeightDecay, GradClip: c.GradClip,
-		KLCoef: c.KLCoef, Coherence: c.Coherence,
+		KLCoef: c.KLCoef, Coherence: coh,
 	}
 }
 

@@ -249,6 +249,10 @@ func TestCoherenceOffKeepsTheHash(t *testing.T) {
 	if o := on.trainOptions(1); o.Coherence == nil || *o.Coherence != *on.Coherence {
 		t.Errorf("train options carry coherence %v", o.Coherence)
 	}
+	// Off, the step still keeps the measuring-only gradient EMA.
+	if o := c.trainOptions(1); o.Coherence == nil || *o.Coherence != (engine.Coherence{Lambda: 0, EMADecay: engine.DefaultCoherenceEMADecay}) {
+		t.Errorf("train options without the regularizer carry coherence %v, want the monitor (lambda 0, decay %v)", o.Coherence, engine.DefaultCoherenceEMADecay)
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -262,7 +266,8 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"no run id", func(c *Config) { c.RunID = "" }, "run_id"},
-		{"coherence lambda", func(c *Config) { c.Coherence = &engine.Coherence{Lambda: 0, EMADecay: 0.9} }, "coherence lambda 0 is out of range"},
+		{"coherence lambda", func(c *Config) { c.Coherence = &engine.Coherence{Lambda: 0, EMADecay: 0.9} }, "coherence lambda 0 turns the regularizer off"},
+		{"coherence lambda negative", func(c *Config) { c.Coherence = &engine.Coherence{Lambda: -0.5, EMADecay: 0.9} }, "coherence lambda -0.5 is out of range"},
 		{"coherence decay", func(c *Config) { c.Coherence = &engine.Coherence{Lambda: 0.5, EMADecay: 1} }, "coherence ema_decay 1 is out of range"},
 		{"condition", func(c *Config) { c.Condition = "marl" }, "unknown condition"},
 		{"sa-rl on voting", func(c *Config) { c.Condition = study.SARL }, "single"},

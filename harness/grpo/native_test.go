@@ -29,13 +29,11 @@ func (parityTask) Verify(_ context.Context, _ datasets.Problem, output string) d
 	return datasets.Verdict{Correct: len(s)%2 == 0, Answer: s, Reason: "parity"}
 }
 
-// TestNativeEngineLoop runs the loop end to end on the real pure-Go engine
-// (a tiny random model) and synth-math prompts with a parity reward: the contracts fit, two runs
-// write the same rows, and a cancelled run resumes to the same rows.
-func TestNativeEngineLoop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("native engine loop in -short mode")
-	}
+// nativeLoop returns a function that opens a run of cfg in a folder on the
+// real pure-Go engine (a tiny random model) with synth-math prompts and
+// the parity reward: its trainer, log writer and last committed step.
+func nativeLoop(t *testing.T, cfg Config) func(dir string) (*Trainer, *runlog.Writer, int64) {
+	t.Helper()
 	tok, err := model.NewCharTokenizer(model.DefaultAlphabet())
 	if err != nil {
 		t.Fatal(err)
@@ -51,17 +49,7 @@ func TestNativeEngineLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := parityTask{sm}
-	cfg := recipeConfig()
-	cfg.RunID, cfg.Seed, cfg.Condition, cfg.Workflow = "native-voting-sp", 5, study.SP, study.Voting
-	cfg.NVotes = 2
-	cfg.Rollouts, cfg.ProblemsPerStep, cfg.Steps = 2, 1, 3
-	cfg.LR = 1e-3
-	cfg.Schedule.Total = 3
-	cfg.DefaultMaxNewTokens = 12
-	cfg.EvalEvery, cfg.SaveEvery, cfg.ValSize, cfg.SamplesPerStep = 2, 2, 2, 3
-	cfg.Adapter.Rank, cfg.Adapter.Alpha = 2, 4
-
-	open := func(dir string) (*Trainer, *runlog.Writer, int64) {
+	return func(dir string) (*Trainer, *runlog.Writer, int64) {
 		t.Helper()
 		eng, err := native.New(mcfg, tok, native.InitWeights(mcfg, 3), native.Options{Threads: 1})
 		if err != nil {
@@ -74,16 +62,57 @@ func TestNativeEngineLoop(t *testing.T) {
 		}
 		return &Trainer{Config: cfg, Engine: eng, Task: task, Log: w, CkptDir: filepath.Join(dir, "ckpt")}, w, last
 	}
-	full := func(dir string) {
-		tr, w, last := open(dir)
-		if err := tr.Run(context.Background(), last); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
+}
+
+// runNative runs a run of open to its end in dir.
+func runNative(t *testing.T, open func(string) (*Trainer, *runlog.Writer, int64), dir string) {
+	t.Helper()
+	tr, w, last := open(dir)
+	if err := tr.Run(context.Background(), last); err != nil {
+		t.Fatal(err)
 	}
+	w.Close()
+}
+
+// runNativeCancelled runs a run of open in dir until step stop has
+// started, so that it commits that step and stops (ErrInterrupted).
+func runNativeCancelled(t *testing.T, open func(string) (*Trainer, *runlog.Writer, int64), dir string, stop int) {
+	t.Helper()
+	tr, w, last := open(dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr.Progress = func(p Progress) {
+		if p.Step == stop {
+			cancel()
+		}
+	}
+	if err := tr.Run(ctx, last); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	w.Close()
+}
+
+// TestNativeEngineLoop runs the loop end to end on the real pure-Go engine
+// (a tiny random model) and synth-math prompts with a parity reward: the contracts fit, two runs
+// write the same rows, and a cancelled run resumes to the same rows.
+func TestNativeEngineLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("native engine loop in -short mode")
+	}
+	cfg := recipeConfig()
+	cfg.RunID, cfg.Seed, cfg.Condition, cfg.Workflow = "native-voting-sp", 5, study.SP, study.Voting
+	cfg.NVotes = 2
+	cfg.Rollouts, cfg.ProblemsPerStep, cfg.Steps = 2, 1, 3
+	cfg.LR = 1e-3
+	cfg.Schedule.Total = 3
+	cfg.DefaultMaxNewTokens = 12
+	cfg.EvalEvery, cfg.SaveEvery, cfg.ValSize, cfg.SamplesPerStep = 2, 2, 2, 3
+	cfg.Adapter.Rank, cfg.Adapter.Alpha = 2, 4
+	open := nativeLoop(t, cfg)
+
 	a, b, c := t.TempDir(), t.TempDir(), t.TempDir()
-	full(a)
-	full(b)
+	runNative(t, open, a)
+	runNative(t, open, b)
 	want := rowsText(t, a)
 	if rowsText(t, b) != want {
 		t.Fatal("two native runs wrote different rows")
@@ -105,19 +134,61 @@ func TestNativeEngineLoop(t *testing.T) {
 		t.Errorf("native run: %d steps rows (want 9), last step %d", len(r.Steps), r.Manifest.LastStep)
 	}
 
-	tr, w, last := open(c)
-	ctx, cancel := context.WithCancel(context.Background())
-	tr.Progress = func(p Progress) {
-		if p.Step == 1 {
-			cancel()
+	runNativeCancelled(t, open, c, 1)
+	runNative(t, open, c)
+	if rowsText(t, c) != want {
+		t.Error("a resumed native run wrote different rows from an uninterrupted one")
+	}
+}
+
+// TestNativeEngineResumeKeepsGradientEMA: a run without the coherence
+// regularizer still logs each role's cosine to its gradient EMA (scale 1),
+// and a run stopped after step 2 and resumed from its checkpoint writes the
+// rows of an uninterrupted one, cosines included, for roles whose EMA
+// started before the stop (so it was restored from the checkpoint).
+func TestNativeEngineResumeKeepsGradientEMA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("native engine loop in -short mode")
+	}
+	const stop = 2
+	cfg := recipeConfig()
+	cfg.RunID, cfg.Seed, cfg.Condition, cfg.Workflow = "native-voting-ip", 7, study.IP, study.Voting
+	cfg.NVotes = 2
+	cfg.Rollouts, cfg.ProblemsPerStep, cfg.Steps = 4, 2, 4
+	cfg.LR = 1e-3
+	cfg.Schedule.Total = 4
+	cfg.DefaultMaxNewTokens = 12
+	cfg.EvalEvery, cfg.SaveEvery, cfg.ValSize, cfg.SamplesPerStep = 0, 1, 2, 2
+	cfg.Adapter.Rank, cfg.Adapter.Alpha = 2, 4
+	open := nativeLoop(t, cfg)
+
+	a, c := t.TempDir(), t.TempDir()
+	runNative(t, open, a)
+	r, err := runlog.ReadRun(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainedBefore := map[string]bool{}
+	restored := 0
+	for _, s := range r.Steps {
+		if s.Role == "*" || math.IsNaN(s.GradNorm) {
+			continue
+		}
+		if s.CoherenceScale != 1 {
+			t.Errorf("step %d role %s: coherence scale %v without the regularizer, want 1", s.Step, s.Role, s.CoherenceScale)
+		}
+		if s.Step <= stop {
+			trainedBefore[s.Role] = true
+		} else if trainedBefore[s.Role] && !math.IsNaN(s.CoherenceCos) {
+			restored++
 		}
 	}
-	if err := tr.Run(ctx, last); !errors.Is(err, ErrInterrupted) {
-		t.Fatalf("err = %v, want ErrInterrupted", err)
+	if restored == 0 {
+		t.Fatalf("no role with an EMA from before step %d logged a cosine after it; the test shows nothing", stop)
 	}
-	w.Close()
-	full(c)
-	if rowsText(t, c) != want {
+	runNativeCancelled(t, open, c, stop)
+	runNative(t, open, c)
+	if rowsText(t, c) != rowsText(t, a) {
 		t.Error("a resumed native run wrote different rows from an uninterrupted one")
 	}
 }

@@ -33,9 +33,10 @@ type StepRow struct {
 	RewardStd    float64
 	ZeroVarFrac  float64 // fraction of this role's groups whose rewards had zero variance
 	LR           float64
-	// CoherenceCos and CoherenceScale are the coherence regularizer's
-	// cosine to the role's gradient EMA and the factor its gradient was
-	// scaled by; NaN when it is off and on the "*" row.
+	// CoherenceCos and CoherenceScale are the cosine to the role's
+	// gradient EMA and the factor its gradient was scaled by (the coherence
+	// regularizer's, or the measuring-only EMA's with scale 1 when it is
+	// off); NaN on the "*" row, the cosine also at the role's first step.
 	CoherenceCos   float64
 	CoherenceScale float64
 }

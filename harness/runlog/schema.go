@@ -182,8 +182,8 @@ var stepsDef = &tableDef[StepRow]{
 		{"reward_std", kFloat64, "standard deviation of those rewards", func(r *StepRow) any { return &r.RewardStd }},
 		{"zero_var_frac", kFloat64, "fraction of the role's GRPO groups whose rewards had zero variance", func(r *StepRow) any { return &r.ZeroVarFrac }},
 		{"lr", kFloat64, "learning rate used at this step", func(r *StepRow) any { return &r.LR }},
-		{"coherence_cos", kFloat64, "coherence regularizer (`grpo.coherence`): cosine between the role's gradient and the EMA of its past gradients, before scaling; null when the regularizer is off, on the `*` row, and at the role's first trained step (no EMA yet). Since schema 3", func(r *StepRow) any { return &r.CoherenceCos }},
-		{"coherence_scale", kFloat64, "factor `1 - lambda * max(0, coherence_cos)` the role's gradient was multiplied by before the roles' gradients were summed (1 at the role's first trained step); null when the regularizer is off and on the `*` row. Since schema 3", func(r *StepRow) any { return &r.CoherenceScale }},
+		{"coherence_cos", kFloat64, "cosine between the role's gradient and the EMA of its past gradients, before scaling: the coherence regularizer's (`grpo.coherence`), or without it the measuring-only EMA every run keeps (`ema_decay` 0.9, never applied); null on the `*` row and at the role's first trained step (no EMA yet), and in logs written before the measuring-only EMA when the regularizer is off. Since schema 3", func(r *StepRow) any { return &r.CoherenceCos }},
+		{"coherence_scale", kFloat64, "factor `1 - lambda * max(0, coherence_cos)` the role's gradient was multiplied by before the roles' gradients were summed (1 at the role's first trained step, and always 1 without the regularizer: lambda 0); null on the `*` row, and in logs written before the measuring-only EMA when the regularizer is off. Since schema 3", func(r *StepRow) any { return &r.CoherenceScale }},
 	},
 	order: func(a, b *StepRow) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Role, b.Role))

@@ -408,3 +408,16 @@ func TestAnalysisParamsReadByAnalysis(t *testing.T) {
 		t.Errorf("spec defaults read by analysis = %+v, want analysis defaults %+v", got, want)
 	}
 }
+
+// TestCoherenceDefaultDecay: a spec that turns the regularizer on without
+// ema_decay gets the decay of the measuring-only EMA every run keeps
+// (engine.DefaultCoherenceEMADecay), so the documented default is one number.
+func TestCoherenceDefaultDecay(t *testing.T) {
+	s := loadText(t, "coh.yaml", strings.Replace(knobSpec, "coherence: {lambda: 0.5, ema_decay: 0.8}", "coherence: {lambda: 0.5}", 1))
+	if s.GRPO.Coherence == nil || s.GRPO.Coherence.EMADecay != engine.DefaultCoherenceEMADecay {
+		t.Fatalf("coherence %+v, want ema_decay %v by default", s.GRPO.Coherence, engine.DefaultCoherenceEMADecay)
+	}
+	if c := engine.CoherenceMonitor(); c.Lambda != 0 || c.EMADecay != engine.DefaultCoherenceEMADecay || c.Validate() != nil {
+		t.Errorf("monitor %+v: want lambda 0 and the default decay, valid", c)
+	}
+}

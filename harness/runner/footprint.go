@@ -40,6 +40,7 @@ const (
 	promptRowBytes       = 32
 	promptBytesPerToken  = 1
 	loraBytesPerParam    = 4 * 3 // fp32 adapter and two AdamW moments
+	emaBytesPerParam     = 4     // fp32 gradient EMA of one role
 	ckptFilesPerAdapter  = 4     // adapter_model, adapter_config, optimizer, state
 	ckptFixedFiles       = 2     // state.json, adapters.json
 )
@@ -130,10 +131,17 @@ func EstimateFootprint(r spec.Run) Footprint {
 			stepsRows, evalsRows, samplesRows, promptRows, timingRows = 0, 0, 0, 0, 0
 		}
 	}
-	f.Files = 2 + f.Segments + ckptFixedFiles + ckptFilesPerAdapter*len(adapters)
+	// A trained adapter also keeps the gradient EMA of each role it trains
+	// (coherence.safetensors; every run keeps it, regularizer or not).
+	var emaFiles, emas int
+	if steps > 0 {
+		trained, _ := grpo.Adapters(r.Condition, r.Workflow)
+		emaFiles, emas = len(trained), len(roles)
+	}
+	f.Files = 2 + f.Segments + ckptFixedFiles + ckptFilesPerAdapter*len(adapters) + emaFiles
 	f.CheckpointBytes = -1
 	if params, ok := loraParams(rc.Model, rc.GRPO.Lora.Rank); ok {
-		f.CheckpointBytes = int64(len(adapters)) * params * loraBytesPerParam
+		f.CheckpointBytes = int64(len(adapters))*params*loraBytesPerParam + int64(emas)*params*emaBytesPerParam
 	}
 	return f
 }

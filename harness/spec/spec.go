@@ -208,7 +208,10 @@ type GRPO struct {
 	SamplesPerStep  int                `yaml:"samples_per_step" json:"samples_per_step"`
 	// Coherence turns on the coherence regularizer (I6) when set; absent
 	// (the default) it is off and leaves the resolved config, and so its
-	// hash, as it was before the option existed.
+	// hash, as it was before the option existed. Either way every run keeps
+	// each role's gradient EMA and logs the cosine to it: without the
+	// regularizer at ema_decay 0.9 (its default here,
+	// engine.DefaultCoherenceEMADecay), measured and never applied.
 	Coherence *Coherence `yaml:"coherence" json:"coherence,omitempty"`
 }
 

@@ -4,7 +4,8 @@
 // GRPO train step, and load each other's saved checkpoints; then, with the
 // coherence regularizer on, one step that fills the gradient EMAs and two
 // that are scaled against them (the second after each engine loaded the
-// other's checkpoint, EMAs included). The native engine is thereby also
+// other's checkpoint, EMAs included), and the same three steps with the
+// measuring-only EMA every run keeps (lambda 0). The native engine is thereby also
 // checked against transformers' own Qwen3. Last, the torch engine samples
 // completions and rescores them as training does (the rollout agreement,
 // rollout.go), the check that judges bfloat16: in bfloat16 or float16 the
@@ -78,11 +79,13 @@ type Report struct {
 	AfterStepAbove float64 // max |Δ log-prob| after the step, torch's below-floor components replaced by native's
 	NativeToTorch  float64 // max |Δ log-prob|: native's saved checkpoint loaded by torch
 	TorchToNative  float64 // max |Δ log-prob|: torch's saved checkpoint loaded by native
-	// The coherence regularizer (CoherenceOptions), over the steps after
-	// the one that fills the EMAs: the largest |Δ| of a role's cosine to
-	// its EMA and of its scale, the largest relative Δ of the total
-	// gradient norm, the role-steps compared, and the smallest scale
-	// native applied (below 1, or the check exercised nothing).
+	// The coherence regularizer (CoherenceOptions) and the measuring-only
+	// EMA (MonitorOptions, every scale exactly 1 in both engines), over the
+	// steps after the one that fills the EMAs: the largest |Δ| of a role's
+	// cosine to its EMA and of its scale, the largest relative Δ of the
+	// total gradient norm, the role-steps compared (both passes), and the
+	// smallest scale native applied with the regularizer (below 1, or the
+	// check exercised nothing).
 	CoherenceCos      float64
 	CoherenceScale    float64
 	CoherenceGradRel  float64
@@ -196,7 +199,7 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  the same, below-floor components native's: %.3g\n", r.AfterStepAbove)
 	fmt.Fprintf(w, "  native checkpoint loaded by torch:          %.3g\n", r.NativeToTorch)
 	fmt.Fprintf(w, "  torch checkpoint loaded by native:          %.3g\n", r.TorchToNative)
-	fmt.Fprintf(w, "  coherence, max |Δ cosine to the EMA|:       %.3g over %d role-steps (smallest scale %.4g)\n", r.CoherenceCos, r.CoherenceRoles, r.CoherenceMinScale)
+	fmt.Fprintf(w, "  coherence, max |Δ cosine to the EMA|:       %.3g over %d role-steps, regularizer and measuring-only (smallest scale %.4g)\n", r.CoherenceCos, r.CoherenceRoles, r.CoherenceMinScale)
 	fmt.Fprintf(w, "  coherence, max |Δ scale|:                   %.3g\n", r.CoherenceScale)
 	fmt.Fprintf(w, "  coherence, relative Δ total grad norm:      %.3g\n", r.CoherenceGradRel)
 	r.Rollout.print(w, r.FP32(), r.LogProbTol, r.RolloutShare, r.RolloutP99)
@@ -254,6 +257,14 @@ func TrainOptions() engine.TrainOptions {
 func CoherenceOptions() engine.TrainOptions {
 	o := TrainOptions()
 	o.Coherence = &engine.Coherence{Lambda: 0.5, EMADecay: 0.5}
+	return o
+}
+
+// MonitorOptions are TrainOptions with the measuring-only gradient EMA every
+// run keeps without the regularizer (engine.CoherenceMonitor).
+func MonitorOptions() engine.TrainOptions {
+	o := TrainOptions()
+	o.Coherence = engine.CoherenceMonitor()
 	return o
 }
 
@@ -468,24 +479,40 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	return r, nil
 }
 
-// compareCoherence reloads the seeded adapter in both engines and takes
-// three train steps with CoherenceOptions: the first fills each role's
-// gradient EMA (cosine undefined, scale 1 in both), the second is scaled
-// against it, and the third is taken after each engine loaded the other's
-// checkpoint (EMAs included). It records the differences of the last two
-// in r.
+// compareCoherence runs coherencePass with CoherenceOptions and then with
+// MonitorOptions.
 func compareCoherence(ctx context.Context, ne *native.Engine, te *torch.Engine, turns []engine.Turn, seeded, work string, r *Report) error {
+	r.CoherenceMinScale = math.Inf(1)
+	if err := coherencePass(ctx, ne, te, turns, seeded, work, CoherenceOptions(), r); err != nil {
+		return err
+	}
+	if err := coherencePass(ctx, ne, te, turns, seeded, work, MonitorOptions(), r); err != nil {
+		return fmt.Errorf("measuring-only EMA (lambda 0): %w", err)
+	}
+	return nil
+}
+
+// coherencePass reloads the seeded adapter in both engines and takes three
+// train steps with opt: the first fills each role's gradient EMA (cosine
+// undefined, scale 1 in both), the second is scaled against it (or, with
+// lambda 0, only measured: every scale exactly 1 in both), and the third is
+// taken after each engine loaded the other's checkpoint (EMAs included). It
+// records the differences of the last two in r.
+func coherencePass(ctx context.Context, ne *native.Engine, te *torch.Engine, turns []engine.Turn, seeded, work string, opt engine.TrainOptions, r *Report) error {
 	if err := ne.Load(ctx, seeded); err != nil {
 		return err
 	}
 	if err := te.Load(ctx, seeded); err != nil {
 		return err
 	}
-	opt := CoherenceOptions()
-	r.CoherenceMinScale = math.Inf(1)
+	monitor := opt.Coherence.Lambda == 0
 	for step := 1; step <= 3; step++ {
 		if step == 3 {
-			nd, td := filepath.Join(work, "coherence-native"), filepath.Join(work, "coherence-torch")
+			pass := "coherence"
+			if monitor {
+				pass = "monitor"
+			}
+			nd, td := filepath.Join(work, pass+"-native"), filepath.Join(work, pass+"-torch")
 			if err := ne.Save(ctx, nd); err != nil {
 				return err
 			}
@@ -519,10 +546,15 @@ func compareCoherence(ctx context.Context, ne *native.Engine, te *torch.Engine, 
 				}
 				continue
 			}
+			if monitor && (nr.CoherenceScale != 1 || tr.CoherenceScale != 1) {
+				return fmt.Errorf("step %d, role %s: scale native %v torch %v; want exactly 1 with lambda 0", step, nr.Role, nr.CoherenceScale, tr.CoherenceScale)
+			}
 			r.CoherenceRoles++
 			r.CoherenceCos = math.Max(r.CoherenceCos, absDiff(tr.CoherenceCos, nr.CoherenceCos))
 			r.CoherenceScale = math.Max(r.CoherenceScale, absDiff(tr.CoherenceScale, nr.CoherenceScale))
-			r.CoherenceMinScale = math.Min(r.CoherenceMinScale, nr.CoherenceScale)
+			if !monitor {
+				r.CoherenceMinScale = math.Min(r.CoherenceMinScale, nr.CoherenceScale)
+			}
 		}
 		if step > 1 {
 			r.CoherenceGradRel = math.Max(r.CoherenceGradRel, rel(ts.Total.GradNorm, ns.Total.GradNorm))

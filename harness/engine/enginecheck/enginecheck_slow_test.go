@@ -21,8 +21,9 @@ import (
 // across checkpoints saved by the other engine; loss, KL and every
 // per-role gradient norm of one step within 1e-3 relative; the updates of
 // the components above the floor within 1e-2 lr; with the coherence
-// regularizer, each role's cosine to its gradient EMA and its scale within
-// 1e-3, also across the other engine's checkpoint; completions torch
+// regularizer and with the measuring-only EMA (scale exactly 1), each
+// role's cosine to its gradient EMA and its scale within 1e-3, also across
+// the other engine's checkpoint; completions torch
 // sampled rescored as training does within 1e-4.
 func TestEngineCheckTinyModels(t *testing.T) {
 	py := torchtest.Python(t, "torch", "transformers", "peft", "safetensors", "tokenizers")

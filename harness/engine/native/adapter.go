@@ -21,9 +21,10 @@ type Adapter struct {
 	aOff    [][numMods]int // offset of A per layer and module; -1 when not targeted
 	bOff    [][numMods]int
 	opt     adamState
-	// ema is the coherence regularizer's EMA of each role's past
-	// gradients (engine.TrainOptions.Coherence), by role; nil until a step
-	// with the regularizer on.
+	// ema is the EMA of each role's past gradients
+	// (engine.TrainOptions.Coherence: the coherence regularizer's, or the
+	// measuring-only one of Lambda 0), by role; nil until a step with a
+	// Coherence.
 	ema map[string][]float32
 }
 

@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -58,6 +59,19 @@ func TestCoherenceScales(t *testing.T) {
 		if math.Abs(float64(gg.total[i])-want[i]) > 1e-5 {
 			t.Errorf("total[%d] = %v, want %v", i, gg.total[i], want[i])
 		}
+	}
+
+	// Lambda 0 measures only: the same cosines, every scale 1, and the
+	// total left as it was (the same buffer).
+	before := gg.total
+	cos0, scale0 := coherenceScales(ema, gg, 0)
+	for r, c := range cases {
+		if !(cos0[r] == cos[r] || math.IsNaN(cos0[r]) && math.IsNaN(cos[r])) || scale0[r] != 1 {
+			t.Errorf("%s, lambda 0: cosine %v scale %v, want %v and 1", c.name, cos0[r], scale0[r], cos[r])
+		}
+	}
+	if &gg.total[0] != &before[0] {
+		t.Error("lambda 0 replaced the total gradient")
 	}
 }
 
@@ -167,6 +181,90 @@ func TestCoherenceTrainStep(t *testing.T) {
 	for role, m := range ad.ema {
 		if !slices.Equal(r.adapters["p"].ema[role], m) {
 			t.Errorf("role %s: EMA after the resumed step differs", role)
+		}
+	}
+}
+
+// TestCoherenceMonitor: with lambda 0 (the measuring-only EMA every run
+// keeps without the regularizer) the engine takes the steps of a nil
+// Coherence bit for bit, with every other statistic the same, while it
+// logs scale 1 and, from the second step, the cosine to the EMA, the same
+// cosine the regularizer sees (its first step is unscaled); the EMA is
+// saved and restored like the regularizer's.
+func TestCoherenceMonitor(t *testing.T) {
+	ctx := context.Background()
+	opt := defaultTrainOptions()
+	mon := opt
+	mon.Coherence = engine.CoherenceMonitor()
+	on := opt
+	on.Coherence = &engine.Coherence{Lambda: 0.5, EMADecay: engine.DefaultCoherenceEMADecay}
+
+	eOff, adOff, turns := grpoFixture(t, 1)
+	eMon, adMon, _ := grpoFixture(t, 1)
+	eOn, _, _ := grpoFixture(t, 1)
+	strip := func(st engine.StepStats) string {
+		st.Roles = slices.Clone(st.Roles)
+		for i := range st.Roles {
+			st.Roles[i].CoherenceCos, st.Roles[i].CoherenceScale = 0, 0
+		}
+		st.Total.CoherenceCos, st.Total.CoherenceScale = 0, 0
+		return fmt.Sprintf("%+v", st)
+	}
+	dir := t.TempDir()
+	for step := 1; step <= 3; step++ {
+		if step == 3 {
+			// Resume the monitored engine from its checkpoint.
+			if err := eMon.Save(ctx, dir); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			eMon, _, _ = grpoFixture(t, 1)
+			if err = eMon.Load(ctx, dir); err != nil {
+				t.Fatal(err)
+			}
+			adMon = eMon.adapters["p"]
+			if len(adMon.ema) == 0 {
+				t.Fatal("the checkpoint did not restore the monitor's EMA")
+			}
+		}
+		off, err := eOff.TrainStep(ctx, "p", turns, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := eMon.TrainStep(ctx, "p", turns, mon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(adMon.Data, adOff.Data) || !slices.Equal(adMon.opt.M, adOff.opt.M) || !slices.Equal(adMon.opt.V, adOff.opt.V) {
+			t.Fatalf("step %d: the monitored step moved the adapter differently from the plain one", step)
+		}
+		if a, b := strip(m), strip(off); a != b {
+			t.Errorf("step %d: monitored statistics differ beyond the coherence columns:\n%s\n%s", step, a, b)
+		}
+		if step <= 2 {
+			o, err := eOn.TrainStep(ctx, "p", turns, on)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if step == 2 {
+				for r, rs := range m.Roles {
+					if oc := o.Roles[r].CoherenceCos; rs.CoherenceCos != oc && !(math.IsNaN(rs.CoherenceCos) && math.IsNaN(oc)) {
+						t.Errorf("step 2: role %s monitor cosine %v, regularizer's %v", rs.Role, rs.CoherenceCos, o.Roles[r].CoherenceCos)
+					}
+				}
+			}
+		}
+		measured := 0
+		for _, rs := range m.Roles {
+			if rs.CoherenceScale != 1 || step == 1 && !math.IsNaN(rs.CoherenceCos) {
+				t.Errorf("step %d: role %s cosine %v scale %v, want scale 1 (and no cosine at step 1)", step, rs.Role, rs.CoherenceCos, rs.CoherenceScale)
+			}
+			if !math.IsNaN(rs.CoherenceCos) {
+				measured++
+			}
+		}
+		if step > 1 && measured == 0 {
+			t.Errorf("step %d: no role's cosine to its EMA was measured; the test shows nothing", step)
 		}
 	}
 }

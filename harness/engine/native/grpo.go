@@ -32,9 +32,10 @@ type grpoTurn struct {
 // opt.LossAgg with normalisers over all trained turns of the call. Each
 // agent's gradient is computed into its own buffer; a role's gradient is the
 // sum of its agents' (in agent-name order) and the total the sum of the
-// roles' (in role order). With opt.Coherence each role's gradient is first
-// scaled against the EMA of its past gradients (coherenceScales). The total
-// is clipped to GradClip and applied with AdamW.
+// roles' (in role order). With opt.Coherence each role's gradient is
+// compared with the EMA of its past gradients and, when Lambda > 0, first
+// scaled against it (coherenceScales). The total is clipped to GradClip and
+// applied with AdamW.
 func (e *Engine) TrainStep(ctx context.Context, name string, turns []engine.Turn, opt engine.TrainOptions) (engine.StepStats, error) {
 	st, _, err := e.grpoStep(ctx, name, turns, opt, true)
 	return st, err
@@ -364,22 +365,29 @@ func (e *Engine) grpoBackward(ad *Adapter, b *grpoBatch, sel []int32, dlogits []
 }
 
 // coherenceScales computes each role's cosine to its gradient EMA in ema
-// and the factor engine.CoherenceScale gives it, and replaces gg.total by
-// the sum of the scaled role gradients (in role order). A role without an
-// EMA yet has cosine NaN and scale 1. The role gradients themselves (and so
-// the per-role statistics) stay unscaled.
+// and the factor engine.CoherenceScale gives it and, when lambda > 0,
+// replaces gg.total by the sum of the scaled role gradients (in role
+// order); with lambda 0 (the measuring-only EMA) every scale is 1 and
+// gg.total is left as it is. A role without an EMA yet has cosine NaN and
+// scale 1. The role gradients themselves (and so the per-role statistics)
+// stay unscaled.
 //
 //	c_r = cos(g_r, m_r), s_r = 1 - λ max(0, c_r), total = Σ_r s_r g_r
 func coherenceScales(ema map[string][]float32, gg *grpoGrads, lambda float64) (cos, scale []float64) {
 	cos = make([]float64, len(gg.roles))
 	scale = make([]float64, len(gg.roles))
-	total := make([]float32, len(gg.total))
 	for r, role := range gg.roles {
 		cos[r] = math.NaN()
 		if m, ok := ema[role]; ok {
 			cos[r] = cosine(gg.roleGrad[r], m)
 		}
 		scale[r] = engine.CoherenceScale(lambda, cos[r])
+	}
+	if lambda == 0 {
+		return cos, scale
+	}
+	total := make([]float32, len(gg.total))
+	for r := range gg.roles {
 		axpy(float32(scale[r]), gg.roleGrad[r], total)
 	}
 	gg.total = total

@@ -22,9 +22,10 @@ import (
 // folder dir/<name>/ holds the PEFT files (adapter_config.json,
 // adapter_model.safetensors), optimizer.safetensors (AdamW moments under the
 // LoRA tensor names with suffixes .exp_avg and .exp_avg_sq) and state.json;
-// an adapter trained with the coherence regularizer also has
-// coherence.safetensors, each role's gradient EMA under the LoRA tensor
-// names with suffix .coherence_ema.<role>.
+// an adapter trained with a Coherence (the regularizer, or the
+// measuring-only EMA every run keeps) also has coherence.safetensors, each
+// role's gradient EMA under the LoRA tensor names with suffix
+// .coherence_ema.<role>.
 const (
 	indexFile     = "adapters.json"
 	optimizerFile = "optimizer.safetensors"

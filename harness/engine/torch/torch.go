@@ -460,7 +460,8 @@ type wireOptions struct {
 	Coherence   *wireCoherence     `json:"coherence,omitempty"`
 }
 
-// wireCoherence are the coherence regularizer's settings (absent: off).
+// wireCoherence are the settings of the per-role gradient EMA and the
+// coherence regularizer (lambda 0: measured only; absent: no EMA).
 type wireCoherence struct {
 	Lambda   float64 `json:"lambda"`
 	EMADecay float64 `json:"ema_decay"`

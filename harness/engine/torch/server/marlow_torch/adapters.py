@@ -59,8 +59,9 @@ class Adapter:
     v: torch.Tensor | None = None
     step: int = 0
     ema: dict[str, torch.Tensor] = field(default_factory=dict)
-    """The coherence regularizer's EMA of each role's past gradients (flat
-    fp32, native order), by role; empty until a step with it on."""
+    """The EMA of each role's past gradients (flat fp32, native order), by
+    role, of the coherence option (regularizer or measuring-only); empty
+    until a step with one."""
 
     def tensors(self) -> list[torch.nn.Parameter]:
         """The parameters in native order."""

@@ -2,9 +2,10 @@
 (native/io.go, model.WriteAdapter): DIR/adapters.json names the adapters;
 DIR/NAME/ holds adapter_model.safetensors (peft's tensor names),
 optimizer.safetensors (the AdamW moments), adapter_config.json (peft's)
-and state.json (name, seed, step); an adapter trained with the coherence
-regularizer also has coherence.safetensors, each role's gradient EMA under
-the peft names with suffix .coherence_ema.ROLE."""
+and state.json (name, seed, step); an adapter trained with a coherence
+option (the regularizer, or the measuring-only EMA every run keeps) also has
+coherence.safetensors, each role's gradient EMA under the peft names with
+suffix .coherence_ema.ROLE."""
 
 from __future__ import annotations
 

@@ -68,9 +68,11 @@ def logprobs(model: Model, adapters: Adapters, args: Args, progress: Callable[..
 
 @dataclass(frozen=True)
 class Coherence:
-    """The coherence regularizer (engine.Coherence): each role's gradient g
-    is scaled by 1 - lam max(0, cos(g, m)) against the EMA m of the role's
-    past gradients, m <- ema_decay m + (1 - ema_decay) g."""
+    """The per-role gradient EMA and the coherence regularizer
+    (engine.Coherence): the EMA m of each role's past gradients,
+    m <- ema_decay m + (1 - ema_decay) g, and each role's cosine to it;
+    with lam > 0 each role's gradient g is scaled by 1 - lam max(0, cos(g, m)),
+    with lam 0 (the measuring-only EMA every run keeps) it is left as it is."""
 
     lam: float
     ema_decay: float
@@ -79,9 +81,9 @@ class Coherence:
     def parse(o: Args) -> Coherence:
         """The coherence object of a train_step's options."""
         c = Coherence(lam=o.need_float("lambda"), ema_decay=o.need_float("ema_decay"))
-        if not (0 < c.lam <= 1):
+        if not (0 <= c.lam <= 1):
             raise Fault(
-                "bad_request", "%s: coherence lambda %r is out of range (want 0 < lambda <= 1)" % (o.where, c.lam)
+                "bad_request", "%s: coherence lambda %r is out of range (want 0 <= lambda <= 1)" % (o.where, c.lam)
             )
         if not (0 <= c.ema_decay < 1):
             raise Fault(
@@ -99,20 +101,28 @@ def coherence_scale(lam: float, cos: float) -> float:
 
 
 def coherence_scales(
-    ema: dict[str, torch.Tensor], roles: Sequence[str], role_grads: Sequence[torch.Tensor], lam: float
+    ema: dict[str, torch.Tensor],
+    roles: Sequence[str],
+    role_grads: Sequence[torch.Tensor],
+    lam: float,
+    total: torch.Tensor,
 ) -> tuple[list[float], list[float], torch.Tensor]:
     """native coherenceScales: each role's cosine to its EMA (NaN without
-    one), its scale, and the total as the sum of the scaled role gradients
-    in role order (fp32, as native's axpy)."""
+    one), its scale, and the total: with lam > 0 the sum of the scaled role
+    gradients in role order (fp32, as native's axpy), with lam 0 the
+    unscaled total passed in, as it is."""
     cos: list[float] = []
     scale: list[float] = []
-    total = torch.zeros_like(role_grads[0])
     for r, role in enumerate(roles):
         m = ema.get(role)
         c = _cos(role_grads[r], m) if m is not None else NAN
         cos.append(c)
         scale.append(coherence_scale(lam, c))
-        total += float(np.float32(scale[-1])) * role_grads[r]
+    if lam == 0:
+        return cos, scale, total
+    total = torch.zeros_like(role_grads[0])
+    for r in range(len(roles)):
+        total += float(np.float32(scale[r])) * role_grads[r]
     return cos, scale, total
 
 
@@ -145,7 +155,7 @@ class TrainOptions:
     eps: float
     weight_decay: float
     coherence: Coherence | None = None
-    """The coherence regularizer's settings; None when it is off."""
+    """The gradient EMA's and coherence regularizer's settings; None: no EMA."""
 
     @staticmethod
     def parse(o: Args) -> TrainOptions:
@@ -195,9 +205,11 @@ class RoleStats:
     role_cos: dict[str, float] = field(default_factory=dict)
     """Cosine of this role's gradient with each other role's."""
     coherence_cos: float = NAN
-    """Cosine of the role's gradient with its EMA (NaN when off or first)."""
+    """Cosine of the role's gradient with its EMA (NaN without a coherence
+    option, or at the role's first step)."""
     coherence_scale: float = NAN
-    """The factor the role's gradient was scaled by (NaN when off)."""
+    """The factor the role's gradient was scaled by (1 with lambda 0; NaN
+    without a coherence option)."""
 
     @staticmethod
     def of(name: str, a: Acc) -> RoleStats:
@@ -320,7 +332,7 @@ def train_step(model: Model, adapters: Adapters, args: Args, progress: Callable[
     cos: list[float] = []
     scale: list[float] = []
     if o.coherence is not None:
-        cos, scale, total = coherence_scales(ad.ema, g.roles, role_grads, o.coherence.lam)
+        cos, scale, total = coherence_scales(ad.ema, g.roles, role_grads, o.coherence.lam, total)
     tot, roles = step_stats(turns, g, agent_grads, role_grads, total)
     for r, rs in enumerate(roles[: len(cos)]):
         rs.coherence_cos, rs.coherence_scale = cos[r], scale[r]

@@ -124,6 +124,10 @@ def test_coherence_options() -> None:
     o = TrainOptions.parse(Args({**OPTIONS, "coherence": {"lambda": 0.5, "ema_decay": 0.9}}, "o"))
     assert o.coherence == Coherence(lam=0.5, ema_decay=0.9)
     assert TrainOptions.parse(Args(OPTIONS, "o")).coherence is None
+    monitor = TrainOptions.parse(Args({**OPTIONS, "coherence": {"lambda": 0.0, "ema_decay": 0.9}}, "o"))
+    assert monitor.coherence == Coherence(lam=0.0, ema_decay=0.9)
+    with pytest.raises(Fault, match=r"coherence lambda -0\.1 is out of range"):
+        TrainOptions.parse(Args({**OPTIONS, "coherence": {"lambda": -0.1, "ema_decay": 0.9}}, "o"))
     with pytest.raises(Fault, match=r"coherence lambda 1\.5 is out of range"):
         TrainOptions.parse(Args({**OPTIONS, "coherence": {"lambda": 1.5, "ema_decay": 0.9}}, "o"))
     with pytest.raises(Fault, match=r"coherence ema_decay 1\.0 is out of range"):
@@ -147,11 +151,17 @@ def test_coherence_scales(grad: list[float], ema: list[float] | None, cos: float
     g = torch.tensor(grad)
     other = torch.tensor([0.0, 0.0, 5.0])  # a second role without an EMA: scale 1
     emas = {} if ema is None else {"a": torch.tensor(ema)}
-    c, s, total = coherence_scales(emas, ["a", "b"], [g, other], lam)
+    unscaled = g + other
+    c, s, total = coherence_scales(emas, ["a", "b"], [g, other], lam, unscaled)
     assert (math.isnan(c[0]) and math.isnan(cos)) or c[0] == pytest.approx(cos, abs=1e-6)
     assert s[0] == pytest.approx(scale, abs=1e-6) and s[1] == 1.0 and math.isnan(c[1])
     assert torch.allclose(total, float(np.float32(s[0])) * g + other)
     assert coherence_scale(lam, cos) == pytest.approx(scale, abs=1e-6)
+    # lambda 0 measures only: the same cosines, every scale 1, and the
+    # total passed in returned as it is (the very tensor, so bit for bit).
+    c0, s0, total0 = coherence_scales(emas, ["a", "b"], [g, other], 0.0, unscaled)
+    assert c0 == pytest.approx(c, nan_ok=True) and s0 == [1.0, 1.0]
+    assert total0 is unscaled
 
 
 def test_update_ema() -> None:
