@@ -116,18 +116,23 @@ func TestAmplificationEMACosine(t *testing.T) {
 		return 1
 	}
 	nan := func(int) float64 { return math.NaN() }
+	// The EMA cosine is evidence beside the test: it never gates it, and
+	// EMAAligned counts the steps over the norm threshold where it exceeds
+	// amp_cos. The same-role cosine still gates a role with several agents.
 	tests := []struct {
 		name      string
 		agentCos  func(int) float64
 		emaCos    func(int) float64
 		amplified bool
 		ema       bool
+		aligned   bool // every step over the threshold aligned with the EMA
 	}{
-		{"one agent, aligned with its EMA", nan, analysistest.Const(0.8), true, true},
-		{"one agent, not aligned with its EMA", nan, analysistest.Const(0.1), false, true},
-		{"several agents agree, not aligned with the EMA", analysistest.Const(0.8), analysistest.Const(0.1), false, true},
-		{"several agents agree, aligned with the EMA", analysistest.Const(0.8), analysistest.Const(0.9), true, true},
-		{"no EMA in the logs: the norm alone", nan, nan, true, false},
+		{"one agent, aligned with its EMA", nan, analysistest.Const(0.8), true, true, true},
+		{"one agent, not aligned with its EMA", nan, analysistest.Const(0.1), true, true, false},
+		{"several agents agree, not aligned with the EMA", analysistest.Const(0.8), analysistest.Const(0.1), true, true, false},
+		{"several agents agree, aligned with the EMA", analysistest.Const(0.8), analysistest.Const(0.9), true, true, true},
+		{"several agents disagree, aligned with the EMA", analysistest.Const(0.1), analysistest.Const(0.9), false, true, false},
+		{"no EMA in the logs: the norm alone", nan, nan, true, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,8 +151,12 @@ func TestAmplificationEMACosine(t *testing.T) {
 			if a.Amplified != tc.amplified || a.EMA != tc.ema {
 				t.Fatalf("amplified %v EMA %v; want %v %v", a.Amplified, a.EMA, tc.amplified, tc.ema)
 			}
-			if a.Amplified && tc.ema && !(a.EMACos[0] > p.AmpCos) {
-				t.Errorf("evidence EMA cosine %v, want above %v", a.EMACos[0], p.AmpCos)
+			want := 0
+			if tc.aligned {
+				want = len(a.Steps)
+			}
+			if a.EMAAligned != want || len(a.EMACos) != len(a.Steps) {
+				t.Errorf("EMA-aligned steps %d of %d (%d cosines), want %d", a.EMAAligned, len(a.Steps), len(a.EMACos), want)
 			}
 		})
 	}

@@ -155,13 +155,15 @@ func TestControlCliff(t *testing.T) {
 
 // TestControlAmplification: a role of the late IP run is amplified (a
 // sustained gradient-norm rise over its early median), before its cliff;
-// no role of either steady run is.
+// no role of either steady run is. Every run logs the cosine to the role's
+// gradient EMA; it is logged here as evidence (detect.go: it does not gate
+// the test).
 func TestControlAmplification(t *testing.T) {
 	late := controlRun(t, "late", study.IP)
 	var amplified bool
 	for _, a := range late.Amplification {
-		t.Logf("late ip %s/%s: early median %.4g, amplified %v (sustained at %d, before the cliff %v), peak %.4g@%d, steps over %v",
-			a.Policy, a.Role, a.EarlyMedian, a.Amplified, a.Sustained, a.BeforeCliff, a.PeakNorm, a.PeakStep, a.Steps)
+		t.Logf("late ip %s/%s: early median %.4g, amplified %v (sustained at %d, before the cliff %v), peak %.4g@%d, steps over %v, EMA cosines there %.3f (%d above amp_cos)",
+			a.Policy, a.Role, a.EarlyMedian, a.Amplified, a.Sustained, a.BeforeCliff, a.PeakNorm, a.PeakStep, a.Steps, a.EMACos, a.EMAAligned)
 		if a.Amplified {
 			amplified = true
 			if !(a.PeakNorm > 3*a.EarlyMedian) {

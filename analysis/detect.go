@@ -14,16 +14,23 @@ import (
 // policy: the steps after the LoRA warm-up where the role's gradient norm
 // exceeded amp_k times its baseline (the median over the early steps after
 // the warm-up) while, for a role with two or more agents, the mean cosine
-// between its same-role agents' gradients exceeded amp_cos, and, where the
-// logs have it, the cosine between the role's gradient and the EMA of its
-// past gradients (steps.coherence_cos: logged by every run since the
-// measuring-only gradient EMA, by runs with the coherence regularizer
-// before it, since schema 3) exceeded amp_cos too. A role is amplified when
-// such steps are sustained: AmpSustainK of AmpSustainN consecutive steps. A
-// role with one agent has no same-role cosine (Cosine false), and a run
-// whose logs have no EMA cosine (every run of schemas 1 and 2, and runs
-// without the regularizer logged before the measuring-only EMA) none (EMA
-// false); a role with neither is tested on its norm alone.
+// between its same-role agents' gradients exceeded amp_cos. A role is
+// amplified when such steps are sustained: AmpSustainK of AmpSustainN
+// consecutive steps. A role with one agent has no same-role cosine (Cosine
+// false) and is tested on its norm alone.
+//
+// The cosine between the role's gradient and the EMA of its past gradients
+// (steps.coherence_cos: logged by every run since the measuring-only
+// gradient EMA, by runs with the coherence regularizer before it, since
+// schema 3; EMA false where the logs have none) is the temporal coherence
+// the regularizer (I6) acts on. It is evidence beside the test, not a
+// condition of it: EMAAligned counts the steps over the norm threshold whose
+// EMA cosine exceeded amp_cos. Measured on the detector's positive control
+// (controls_slow_test.go: the demo's cell at a learning rate far too high),
+// the late IP aggregator's norm rose 17-fold before its cliff while its EMA
+// cosine stayed in [-0.27, 0.21], as it did in the stable runs: with the
+// EMA cosine as a condition the detector could fire on no real run of this
+// regime, so it would have no positive control.
 type Amplification struct {
 	Policy      string
 	Role        string
@@ -33,6 +40,7 @@ type Amplification struct {
 	Norms       []float64
 	Cos         []float64 // same-role cosine at Steps (NaN for a role with one agent)
 	EMACos      []float64 // cosine to the role's gradient EMA at Steps (NaN without it)
+	EMAAligned  int       // Steps whose EMA cosine exceeded amp_cos (evidence, not a condition)
 	PeakStep    int64     // step of the largest gradient norm (any step)
 	PeakNorm    float64
 	Cosine      bool  // the role has a same-role cosine (two or more agents)
@@ -108,13 +116,15 @@ func DetectAmplification(steps []runlog.StepRow, cliff Cliff, p Params) []Amplif
 					continue
 				}
 				cosOK := !a.Cosine || (!math.IsNaN(r.AgentCosMean) && r.AgentCosMean > p.AmpCos)
-				emaOK := !a.EMA || (!math.IsNaN(r.CoherenceCos) && r.CoherenceCos > p.AmpCos)
-				hit := !math.IsNaN(r.GradNorm) && r.GradNorm > p.AmpK*a.EarlyMedian && cosOK && emaOK
+				hit := !math.IsNaN(r.GradNorm) && r.GradNorm > p.AmpK*a.EarlyMedian && cosOK
 				if hit {
 					a.Steps = append(a.Steps, r.Step)
 					a.Norms = append(a.Norms, r.GradNorm)
 					a.Cos = append(a.Cos, r.AgentCosMean)
 					a.EMACos = append(a.EMACos, r.CoherenceCos)
+					if !math.IsNaN(r.CoherenceCos) && r.CoherenceCos > p.AmpCos {
+						a.EMAAligned++
+					}
 				}
 				window = append(window, hit)
 				if len(window) > AmpSustainN {

@@ -358,7 +358,7 @@ func amplificationText(c analysis.AmplificationTest) testText {
 	}
 	return majorityTest("IP cliffs preceded by same-role gradient amplification",
 		fmt.Sprintf("Each IP run judged that fell off a cliff holds when a role was amplified at or before the cliff's fall: after a LoRA warm-up of %d steps (left out of the baseline, while the adapter's B is near zero), its gradient norm rose above amp_k × its early median (over the early steps after the warm-up) "+
-			"in %d of %d consecutive steps, with the mean cosine between its same-role agents' gradients above amp_cos in those steps where the role has two or more agents; where the logs have the cosine between the role's gradient and the EMA of its past gradients (runs with the coherence regularizer), it too must be above amp_cos; a role with one agent and no such cosine is tested on its norm alone. "+
+			"in %d of %d consecutive steps, with the mean cosine between its same-role agents' gradients above amp_cos in those steps where the role has two or more agents; a role with one agent is tested on its norm alone. The cosine between the role's gradient and the EMA of its past gradients, where the logs have it, is shown beside the test and does not gate it: on the detector's positive control it stayed near zero while the norm rose 17-fold, as in the stable runs. "+
 			"It is against when no role was, and has not enough data without step rows.", analysis.AmpWarmupSteps, analysis.AmpSustainK, analysis.AmpSustainN), "cliff runs", c.Test, units)
 }
 

@@ -253,19 +253,23 @@ func writeAmplification(w md, st *analysis.Study) {
 				continue
 			}
 			if ampRows == 0 {
-				w("Roles amplified (sustained: %d of %d consecutive steps after a %d-step LoRA warm-up; the same-role cosine is tested only where the role has two or more agents, the cosine to the role's gradient EMA only where the logs have it (runs with the coherence regularizer); – where there is none).\n\n", analysis.AmpSustainK, analysis.AmpSustainN, analysis.AmpWarmupSteps)
-				w("| run | policy | role | early median | first step over | norm | cosine | EMA cosine | sustained at | peak norm @ step | cliff fall step | before cliff |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+				w("Roles amplified (sustained: %d of %d consecutive steps after a %d-step LoRA warm-up; the same-role cosine is tested only where the role has two or more agents; the cosine to the role's gradient EMA, where the logs have it, is evidence beside the test: its value at the first step over and how many of the steps over had it above amp_cos; – where there is none).\n\n", analysis.AmpSustainK, analysis.AmpSustainN, analysis.AmpWarmupSteps)
+				w("| run | policy | role | early median | first step over | norm | cosine | EMA cosine | EMA-aligned steps | sustained at | peak norm @ step | cliff fall step | before cliff |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 			}
 			ampRows++
 			cliff := "–"
 			if a.CliffStep >= 0 {
 				cliff = fmt.Sprint(a.CliffStep)
 			}
-			w("| %s | %s | %s | %.4g | %d | %.4g | %s | %s | %d | %.4g @ %d | %s | %v |\n", r.RunID, a.Policy, a.Role, a.EarlyMedian, a.Steps[0], a.Norms[0], f3(a.Cos[0]), f3(a.EMACos[0]), a.Sustained, a.PeakNorm, a.PeakStep, cliff, a.BeforeCliff)
+			aligned := "–"
+			if a.EMA {
+				aligned = fmt.Sprintf("%d of %d", a.EMAAligned, len(a.Steps))
+			}
+			w("| %s | %s | %s | %.4g | %d | %.4g | %s | %s | %s | %d | %.4g @ %d | %s | %v |\n", r.RunID, a.Policy, a.Role, a.EarlyMedian, a.Steps[0], a.Norms[0], f3(a.Cos[0]), f3(a.EMACos[0]), aligned, a.Sustained, a.PeakNorm, a.PeakStep, cliff, a.BeforeCliff)
 		}
 	}
 	if ampRows == 0 {
-		w("No role's gradient norm rose above %g x its early median (after a %d-step warm-up) in %d of %d consecutive steps with same-role cosine above %[5]g where it has two or more agents and cosine to its gradient EMA above %[5]g where the logs have it.\n", p.AmpK, analysis.AmpWarmupSteps, analysis.AmpSustainK, analysis.AmpSustainN, p.AmpCos)
+		w("No role's gradient norm rose above %g x its early median (after a %d-step warm-up) in %d of %d consecutive steps with same-role cosine above %[5]g where it has two or more agents.\n", p.AmpK, analysis.AmpWarmupSteps, analysis.AmpSustainK, analysis.AmpSustainN, p.AmpCos)
 	}
 }
 
