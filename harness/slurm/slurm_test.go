@@ -136,12 +136,18 @@ checkpoint: {every: 1}
 // gitSpec commits smallSpec into a new repository and loads it.
 func gitSpec(t *testing.T) (*spec.Spec, string) {
 	t.Helper()
+	return gitSpecText(t, smallSpec)
+}
+
+// gitSpecText commits text as sm.yaml into a new repository and loads it.
+func gitSpecText(t *testing.T, text string) (*spec.Spec, string) {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not on PATH")
 	}
 	repo := t.TempDir()
 	p := filepath.Join(repo, "sm.yaml")
-	if err := os.WriteFile(p, []byte(smallSpec), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"init", "-q"}, {"add", "sm.yaml"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "spec"}} {
@@ -327,10 +333,6 @@ func TestPlanRefuses(t *testing.T) {
 // plan on the CPU asks for no GPU. Each task runs one run (--jobs 1), which
 // marlow run pins to the GPU the task was given.
 func TestCUDATasksGetOneGPU(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not on PATH")
-	}
-	repo := t.TempDir()
 	ckpt := filepath.Join(t.TempDir(), "ckpt")
 	os.Mkdir(ckpt, 0o755)
 	for _, f := range []string{"config.json", "tokenizer.json", "model.safetensors"} {
@@ -341,17 +343,7 @@ func TestCUDATasksGetOneGPU(t *testing.T) {
 	if text == smallSpec {
 		t.Fatal("smallSpec has no model section to switch to torch")
 	}
-	p := filepath.Join(repo, "sm.yaml")
-	os.WriteFile(p, []byte(text), 0o644)
-	for _, args := range [][]string{{"init", "-q"}, {"add", "sm.yaml"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "spec"}} {
-		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	s, err := spec.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, repo := gitSpecText(t, text)
 	// A stand-in torch driver: the submitting machine needs no GPU.
 	reg := &engine.Registry{}
 	if err := reg.Register(engine.Driver{Name: "torch", Open: func(context.Context, string, engine.Options) (engine.Engine, error) {
