@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,13 +67,48 @@ print(json.dumps(out))
 // (default: see DefaultPython) on device ("cuda" also checks that torch sees a GPU):
 // the interpreter itself, each required package (with the version found
 // when it is too old) and CUDA. An empty list means the engine can start.
+//
+// The probe imports torch (seconds), and one marlow command checks the
+// same interpreter more than once (placing the runs on GPUs, then running
+// them), so each (interpreter, device) is probed once per process.
 func Check(ctx context.Context, python, device string) (Environment, []string) {
 	python = DefaultPython(python)
-	var env Environment
 	path, err := exec.LookPath(python)
 	if err != nil {
-		return env, []string{fmt.Sprintf("Python interpreter %q for the torch engine: not found (%v)", python, err)}
+		return Environment{}, []string{fmt.Sprintf("Python interpreter %q for the torch engine: not found (%v)", python, err)}
 	}
+	checkCache.Lock()
+	defer checkCache.Unlock()
+	key := path + "\x00" + device
+	if c, ok := checkCache.by[key]; ok {
+		return c.env, slices.Clone(c.missing)
+	}
+	env, missing := probeEnvironment(ctx, path, device)
+	if ctx.Err() == nil {
+		if checkCache.by == nil {
+			checkCache.by = map[string]checked{}
+		}
+		checkCache.by[key] = checked{env, slices.Clone(missing)}
+	}
+	return env, missing
+}
+
+// checked is one probe's result in checkCache.
+type checked struct {
+	env     Environment
+	missing []string
+}
+
+// checkCache keeps Check's result per interpreter path and device for the
+// life of the process.
+var checkCache struct {
+	sync.Mutex
+	by map[string]checked
+}
+
+// probeEnvironment runs the probe with the interpreter at path (see Check).
+func probeEnvironment(ctx context.Context, path, device string) (Environment, []string) {
+	var env Environment
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	args := []string{"-c", probe, device}
