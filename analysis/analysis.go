@@ -112,6 +112,7 @@ type RunResult struct {
 	Dominance     []Dominance      // policies with two or more roles
 	Capture       []Capture        // per non-dominant role of a multi-role policy
 	Workflow      []WorkflowStep   // role-level workflow metrics per validation, by step (roles.go)
+	Late          LateEvents       // lasting cliffs and format collapses, early or late (late.go)
 	run           *runlog.Run      // source, for figures of training statistics
 	steps         []runlog.StepRow // sorted by (step, policy, role)
 }

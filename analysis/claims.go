@@ -335,6 +335,10 @@ type Claims struct {
 	Gains     []SARLGain // cells with SA-RL and SP or IP, in the study's cell order
 	Headlines []Headline
 	CI        float64
+	// Late is claims c and d under the late-training rules (claims_late.go),
+	// set when the study has a late phase (LateStudy); the report then
+	// judges c and d by them instead of by Cliffs and Capture.
+	Late *LateClaims
 }
 
 // PaperScales are the paper's model sizes, smallest first; a study with
@@ -364,6 +368,9 @@ func CompareClaims(st *Study) *Claims {
 	cl.Collapse = CompareCollapse(st)
 	cl.Gains = sarlGains(st)
 	cl.Headlines = headlines(st, cl.Gains)
+	if LateStudy(st) {
+		cl.Late = CompareLate(st)
+	}
 	return cl
 }
 

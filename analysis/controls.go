@@ -19,10 +19,11 @@ const (
 	AmplificationDetector                 // sustained gradient amplification (detect.go), claim c
 	CaptureDetector                       // role capture (detect.go), claim d
 	CollapseDetector                      // format collapse (collapse.go)
+	LateEventDetector                     // lasting cliffs and format collapses, early or late (late.go), the late rules
 )
 
 // Detectors lists every detector, in order.
-var Detectors = []Detector{CliffDetector, AmplificationDetector, CaptureDetector, CollapseDetector}
+var Detectors = []Detector{CliffDetector, AmplificationDetector, CaptureDetector, CollapseDetector, LateEventDetector}
 
 // PositiveControls maps each detector whose positive and negative controls
 // from real tiny training pass to the test that shows them
@@ -38,6 +39,7 @@ var PositiveControls = map[Detector]string{
 	AmplificationDetector: "TestControlAmplification",
 	CaptureDetector:       "TestControlCapture",
 	CollapseDetector:      "TestControlCollapse",
+	LateEventDetector:     "TestControlLateEvents",
 }
 
 // controlled reports whether a detector's positive control is shown in

@@ -246,3 +246,34 @@ func TestControlCollapse(t *testing.T) {
 		}
 	}
 }
+
+// TestControlLateEvents: the late-event detectors (late.go) find a late
+// cliff in the late IP run (it learns while the rate is small and falls
+// after the midpoint, step 20 of 40: measured, a fall at step 30 from a peak
+// at step 5, lasting to the end; its aggregator's format collapse comes at
+// step 20, the midpoint itself, so it is early) and only early events in the
+// early SP run (which breaks right after its 10-step warm-up); neither
+// steady run has an event that lasts.
+func TestControlLateEvents(t *testing.T) {
+	cases := []struct {
+		arm, cond string
+		lateCliff bool // a late cliff
+		late      bool // any late event
+		early     bool // any early event
+	}{
+		{"late", study.IP, true, true, true},
+		{"early", study.SP, false, false, true},
+		{"steady", study.SP, false, false, false},
+		{"steady", study.IP, false, false, false},
+	}
+	for _, tc := range cases {
+		r := controlRun(t, tc.arm, tc.cond)
+		ev := r.Late
+		c := ev.Cliff
+		t.Logf("%s %s: mid step %.0f; cliff found %v (peak %.3f@%d, threshold %.3f, fall %d at %.3f, lasting %d, late %v); collapses %+v; curve %v",
+			tc.arm, tc.cond, ev.MidStep, c.Found, c.Peak, c.PeakStep, c.Threshold, c.FallStep, c.FallAcc, c.Lasting, c.Late, ev.Collapses, r.Curve)
+		if c.Late != tc.lateCliff || ev.Late != tc.late || ev.Early != tc.early {
+			t.Errorf("%s %s: late cliff %v, late %v, early %v; want %v, %v, %v", tc.arm, tc.cond, c.Late, ev.Late, ev.Early, tc.lateCliff, tc.late, tc.early)
+		}
+	}
+}

@@ -386,8 +386,8 @@ func DetectCapture(r *runlog.Run, workflow string, d Dominance, p Params) []Capt
 		if s.Split != "val" || s.Workflow != workflow {
 			continue
 		}
-		if s.Policy != "" && s.Policy != d.Policy {
-			continue
+		if d.Policy != "" && s.Policy != "" && s.Policy != d.Policy {
+			continue // another policy's turn (d.Policy "": every policy's, as for IP's roles against a dominant role named elsewhere)
 		}
 		m := samples[s.Step]
 		if m == nil {

@@ -280,6 +280,9 @@ type Arm struct {
 	// LR is the learning rate at each step of the step rows; nil keeps
 	// RoleSteps' constant 1e-4.
 	LR func(step int) float64
+	// Long makes a trained run 400 steps validated every 20 (Curve then
+	// returns 21 points), as the dynamics study's runs are.
+	Long bool
 }
 
 // CosineLR is a cosine decay from 1e-4 to zero over n steps: its second
@@ -310,16 +313,19 @@ func Study(arms ...Arm) []*runlog.Run {
 				wfs = a.EvalWorkflows
 			}
 			c := a.Curve(seed)
-			steps := st
+			steps, nSteps := st, 100
+			if a.Long {
+				steps, nSteps = Steps(21, 20), 400
+			}
 			if a.Cond == "base" {
-				steps, c = st[:1], c[:1]
+				steps, c = steps[:1], c[:1]
 			}
 			for _, wf := range wfs {
 				r.Evals = append(r.Evals, Evals(id, wf, steps, c)...)
 				r.Samples = append(r.Samples, FinalSamples(id, wf, steps, c, 40)...)
 			}
 			if a.Cond != "base" {
-				r.Manifest.TotalSteps = 100
+				r.Manifest.TotalSteps = int64(nSteps)
 				norm := Const(1)
 				if a.Amplify {
 					norm = func(s int) float64 {
@@ -338,9 +344,9 @@ func Study(arms ...Arm) []*runlog.Run {
 				if a.Workflow == "single" {
 					cos = nan
 				}
-				r.Steps = RoleSteps(id, genPol, first, 100, norm, cos, Const(0.8))
+				r.Steps = RoleSteps(id, genPol, first, nSteps, norm, cos, Const(0.8))
 				if second != "" {
-					r.Steps = append(r.Steps, RoleSteps(id, secPol, second, 100, Const(0.5), nan, Const(0.2))...)
+					r.Steps = append(r.Steps, RoleSteps(id, secPol, second, nSteps, Const(0.5), nan, Const(0.2))...)
 				}
 				if a.LR != nil {
 					for i := range r.Steps {

@@ -26,6 +26,7 @@ type testText struct {
 	name, rule   string
 	outcome, why string
 	counts       []labelled // what the outcome rests on
+	countsLine   string     // set: printed instead of counts (the late rules' k/n per group)
 	evidence     []evidence // the test's own numbers
 	units        []unitText
 }
@@ -191,6 +192,9 @@ const singleRule = "The verdict is the test's outcome: reproduced when it holds,
 // claimTexts are the paper's four claims, in order, as the README prints
 // them.
 func claimTexts(cl *analysis.Claims) []claimText {
+	if cl.Late != nil {
+		return []claimText{betterText(cl.Better), ceilingText(cl.Ceiling), lateCliffText(cl.Late), lateCaptureText(cl.Late)}
+	}
 	return []claimText{betterText(cl.Better), ceilingText(cl.Ceiling), cliffText(cl.Cliffs, cl.CI), captureText(cl.Capture)}
 }
 

@@ -77,6 +77,9 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	}
 	writeClaimsTable(w, cl)
 	w("\n### Findings\n\n")
+	if cl.Late != nil {
+		w("- %s\n", gateSentence(cl.Late.Gate))
+	}
 	for _, s := range findings(st) {
 		w("- %s\n", s)
 	}
@@ -84,6 +87,9 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	w("\n")
 	writeMatrix(w, st)
 	writeClaims(w, st, cl)
+	if cl.Late != nil {
+		writeLate(w, st, cl.Late)
+	}
 
 	writeFigures(w, figs)
 	writeCliffs(w, st)

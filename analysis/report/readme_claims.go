@@ -53,7 +53,9 @@ func writeClaims(w md, st *analysis.Study, cl *analysis.Claims) {
 				}
 				w("\n")
 			}
-			writeUnits(w, t.units)
+			if len(t.units) > 0 || t.countsLine == "" {
+				writeUnits(w, t.units)
+			}
 		}
 	}
 	writeSARLGains(w, cl, ciPct)
@@ -62,6 +64,9 @@ func writeClaims(w md, st *analysis.Study, cl *analysis.Claims) {
 
 // countsText lists a test's counts: "holds 3, against 1, ...".
 func countsText(t testText) string {
+	if t.countsLine != "" {
+		return t.countsLine
+	}
 	parts := make([]string, len(t.counts))
 	for i, c := range t.counts {
 		parts[i] = fmt.Sprintf("%s %d", c.label, c.n)
@@ -201,6 +206,7 @@ var detectorNames = map[analysis.Detector]string{
 	analysis.AmplificationDetector: "gradient amplification",
 	analysis.CaptureDetector:       "role capture",
 	analysis.CollapseDetector:      "format collapse",
+	analysis.LateEventDetector:     "late events",
 }
 
 // controlsText states which detectors have a shown positive control and

@@ -1,0 +1,593 @@
+package analysis
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/study"
+)
+
+// The late-training rules: claims c and d as the dynamics study
+// (seeds/dynamics.yaml, reports/dynamics) judges them, on runs long enough
+// and at a rate high enough to have a late phase. The short-run rules
+// (claims.go) ask where terminal cliffs fall in a study whose recipe decays
+// the rate to zero; these ask whether late events happen at all (the gate),
+// whether a gradient signature predicts them, and whether the interventions
+// move them. The rules the code applies, with alpha = 1 - ci:
+//
+//   - A study is judged by these rules when a strict majority of its
+//     trained (SP or IP) run views hold their learning rate through the
+//     second half (LateStudyLRShare) with LateStudyValidations validations
+//     in it (LateStudy).
+//   - The gate is open when some trained run view has a late event (a
+//     lasting cliff or format collapse after the midpoint, late.go). A
+//     closed gate makes c not testable: the replica did not produce what
+//     the claim is about at these settings.
+//   - Runs are grouped by condition, workflow and intervention (I1: a
+//     per-role KL coefficient above 0; I6: the coherence regularizer on),
+//     read from each run's stored config.
+//   - c, where: the rate of late cliffs in IP voting and orch-workers runs
+//     without an intervention is compared with IP eval-opt's and with SP's
+//     in voting and orch-workers (one-sided Fisher exact tests). Holds when
+//     both p-values are below alpha; against when the rate is at or below
+//     either; undecided otherwise; not testable when a group has no run.
+//   - c, signature: in each IP run (no intervention) with a late cliff the
+//     amplification signature (detect.go: a role's sustained gradient
+//     amplification) must begin SignatureLead or more steps before the
+//     fall; in IP runs without a cliff it must be rare. Holds when a strict
+//     majority of cliff runs lead and at most RareShare of the runs without
+//     a cliff carry the signature; against when at most half lead, or at
+//     least half of the runs without a cliff carry it (a signature that
+//     does not tell the runs apart predicts nothing); undecided otherwise;
+//     not testable with fewer than MinClaimSeeds cliff runs, or, when the
+//     cliffs lead, without a run that has none to measure rarity on.
+//   - c, I6: IP runs with the coherence regularizer against IP runs without
+//     one in the same cells. Holds when the cliff rate is lower with I6
+//     (one-sided Fisher exact, p below alpha), the signature's rate is
+//     lower, and the mean ceiling is at most CeilingCost lower; against
+//     when I6 removes the signature (its rate lower and at most RareShare)
+//     but not the cliffs (their rate not lower); undecided otherwise; not
+//     testable without I6 runs or without plain runs beside them.
+//   - c's verdict: refuted when the signature test or the I6 test is
+//     against; otherwise not testable when a test is not testable;
+//     reproduced when all three hold; inconclusive otherwise. When I1 runs
+//     lower the cliff rate (p below alpha) and I6 runs do not, DriftNotCoherence
+//     is set: the cause looks like drift from the base model.
+//   - d, SP over IP: runs are captured when a role's format collapses while
+//     its outputs converge on the dominant role's (detect.go; for IP, whose
+//     roles have their own adapters, the dominant role is that of the
+//     cell's SP runs). Holds when SP's rate exceeds IP's (one-sided Fisher
+//     exact, p below alpha); against when IP's rate is at or above SP's;
+//     undecided otherwise; not testable when either has no judged run.
+//   - d, n_votes: SP voting runs of one task and one base model at the
+//     smallest and the largest n_votes. Holds when the larger count's
+//     capture rate exceeds the smaller's (p below alpha); against when it
+//     is at or below it; undecided otherwise; not testable with one count.
+//   - d's verdict: refuted when SP over IP is against; otherwise not
+//     testable when a test is not testable; reproduced when both hold;
+//     inconclusive otherwise.
+
+// SignatureLead is how many steps before a cliff's fall the amplification
+// signature must begin to count as predicting it.
+const SignatureLead = 20
+
+// RareShare is the largest share of runs without a cliff that may carry
+// the signature for it to be rare.
+const RareShare = 0.25
+
+// CeilingCost is the largest fall of the mean ceiling that counts as a
+// small cost of an intervention.
+const CeilingCost = 0.05
+
+// Interventions a run can carry.
+const (
+	NoIntervention = ""
+	I1             = "I1"    // per-role KL to the base model
+	I6             = "I6"    // coherence regularizer
+	I1I6           = "I1+I6" // both
+)
+
+// RunSettings are the settings of a run view the late rules group by.
+type RunSettings struct {
+	Intervention string
+	NVotes       int    // 0 when the config has none
+	LR           string // grpo.lr as stored
+	Model        string // the model settings as one string (runs of one base model share it)
+}
+
+// Settings reads a run view's settings from its stored config.
+func (r *RunResult) Settings() RunSettings {
+	var s RunSettings
+	if r.run == nil || r.run.Manifest.Config == nil {
+		return s
+	}
+	leaves, err := runlog.ConfigLeaves(r.run.Manifest.Config)
+	if err != nil {
+		return s
+	}
+	num := func(k string) float64 {
+		v, err := strconv.ParseFloat(leaves[k], 64)
+		if err != nil {
+			return 0
+		}
+		return v
+	}
+	var kl, coh bool
+	var model []string
+	for _, k := range slices.Sorted(maps.Keys(leaves)) {
+		switch {
+		case strings.HasPrefix(k, "grpo.kl_coef.") && num(k) > 0:
+			kl = true
+		case k == "grpo.coherence.lambda" && num(k) > 0:
+			coh = true
+		case strings.HasPrefix(k, "model.") && !placeSettings[k]:
+			model = append(model, k+"="+leaves[k])
+		}
+	}
+	switch {
+	case kl && coh:
+		s.Intervention = I1I6
+	case kl:
+		s.Intervention = I1
+	case coh:
+		s.Intervention = I6
+	}
+	s.NVotes = int(num("workflow_settings.n_votes"))
+	s.LR = leaves["grpo.lr"]
+	s.Model = strings.Join(model, ";")
+	return s
+}
+
+// LateStudyLRShare is the least share of the summed learning rate the
+// second half of a run must carry for the late rules: a constant rate after
+// a short warm-up carries about half, a cosine decay to zero about a fifth
+// (the mini study's largest share was 0.214).
+const LateStudyLRShare = 0.4
+
+// LateStudyValidations is the fewest validations after the midpoint a run
+// needs for the late rules: room for a lasting event (LateLasting) to begin
+// late, and for two more after it.
+const LateStudyValidations = 3 * LateLasting
+
+// LateStudy reports whether a strict majority of the study's trained run
+// views hold their rate through the second half (LateStudyLRShare, from
+// logged rates) with LateStudyValidations validations in it, so that
+// claims c and d are judged by the late-training rules.
+func LateStudy(st *Study) bool {
+	n, late := 0, 0
+	for _, r := range st.Runs {
+		if !r.Trained() {
+			continue
+		}
+		n++
+		lp := LatePhaseOf(r)
+		if lp.LateValidations >= LateStudyValidations && !math.IsNaN(lp.LRShare) && lp.LRShare >= LateStudyLRShare-1e-12 {
+			late++
+		}
+	}
+	return n > 0 && 2*late > n
+}
+
+// RunEvents are the late events of one trained run view with what the
+// rules read beside them.
+type RunEvents struct {
+	Run          string
+	Cell         CellKey
+	Condition    string
+	Settings     RunSettings
+	Events       LateEvents
+	Ceiling      float64
+	Signature    int64 // first step closing a sustained amplification window of any role, -1 when none
+	SignatureBy  string
+	Leads        bool // a late cliff with the signature SignatureLead or more steps before its fall
+	Captured     bool // a role captured (SP by detect.go; IP against the cell's SP dominant role)
+	CaptureJudge bool // the run has capture comparisons
+}
+
+// Gate is the dynamics study's gate: did any run break late?
+type Gate struct {
+	Runs            []RunEvents // every trained run view, in the study's order
+	Late            int         // runs with a late event
+	EarlyOnly       int         // runs whose events are all early
+	None            int         // runs without an event
+	LateCliffs      int         // runs with a late cliff
+	LateCollapses   int         // runs with a late format collapse
+	Open            bool        // Late > 0
+	CliffControlled bool        // the late-event detectors have a shown positive control
+}
+
+// LateTest is one test of the late rules.
+type LateTest struct {
+	Outcome Outcome
+	Reason  LateReason
+	Rates   []LateRate // the groups the test compares, in the order the rule names them
+	P       []float64  // the p-values the rule uses, in the order it names them
+	Diff    float64    // the I6 test: mean ceiling with I6 minus without (NaN otherwise)
+}
+
+// LateRate is one group's count with its exact interval.
+type LateRate struct {
+	Group string
+	Rate
+}
+
+// LateReason is what decided a late test.
+type LateReason int
+
+// Reasons of late tests.
+const (
+	LateNoReason    LateReason = iota
+	GateClosed                 // no trained run has a late event
+	NoGroup                    // a group the test compares has no run
+	NoLateControl              // a detector the test rests on has no positive control
+	Significant                // the p-values are below alpha
+	AtOrBelow                  // the rate is at or below a group it must exceed
+	NotSignificant             // higher, but a p-value is not below alpha
+	NoLateCliff                // no IP run (no intervention) has a late cliff
+	OneCliffRun                // fewer than MinClaimSeeds IP runs have a late cliff
+	NoQuietRun                 // every IP run has a late cliff, so rarity cannot be measured
+	MostLead                   // a strict majority of cliff runs lead, and the signature is rare
+	FewLead                    // at most half of the cliff runs lead
+	CommonSignature            // the signature is in half or more of the runs without a cliff
+	Between                    // neither
+	SignatureOnly              // I6 removed the signature but not the cliffs
+	OneCount                   // one n_votes value only
+)
+
+// LateCliffClaim is claim c under the late rules.
+type LateCliffClaim struct {
+	Verdict           Verdict
+	Where, Signature  LateTest
+	I6                LateTest
+	DriftNotCoherence bool     // I1 lowered the cliff rate and I6 did not
+	I1                LateTest // I1 against plain IP (cliff rate), Outcome Holds when lower with p below alpha
+}
+
+// LateCaptureClaim is claim d under the late rules.
+type LateCaptureClaim struct {
+	Verdict   Verdict
+	SPOverIP  LateTest
+	NVotes    LateTest
+	NVotesLo  int
+	NVotesHi  int
+	NVotesFor string // the task of the n_votes comparison
+}
+
+// LateClaims are the gate and claims c and d under the late rules.
+type LateClaims struct {
+	Gate    Gate
+	Cliffs  LateCliffClaim
+	Capture LateCaptureClaim
+	Alpha   float64
+}
+
+// CompareLate applies the late-training rules to the study.
+func CompareLate(st *Study) *LateClaims {
+	lc := &LateClaims{Alpha: 1 - st.Params.CI}
+	lc.Gate = gateOf(st)
+	lc.Cliffs = lateClaimC(st, lc.Gate, lc.Alpha)
+	lc.Capture = lateClaimD(st, lc.Gate, lc.Alpha)
+	return lc
+}
+
+func gateOf(st *Study) Gate {
+	g := Gate{CliffControlled: st.controlled(LateEventDetector)}
+	dominant := cellDominants(st)
+	for _, r := range st.Runs {
+		if !r.Trained() {
+			continue
+		}
+		e := RunEvents{Run: r.RunID, Cell: r.Cell, Condition: r.Condition, Settings: r.Settings(), Events: r.Late,
+			Ceiling: r.Metrics.Ceiling, Signature: -1}
+		for _, a := range r.Amplification {
+			if a.Amplified && (e.Signature < 0 || a.Sustained < e.Signature) {
+				e.Signature, e.SignatureBy = a.Sustained, a.Role
+			}
+		}
+		if c := r.Late.Cliff; c.Late && e.Signature >= 0 && e.Signature <= c.FallStep-SignatureLead {
+			e.Leads = true
+		}
+		caps := r.Capture
+		if r.Condition == study.IP {
+			if d, ok := dominant[r.Cell]; ok {
+				caps = DetectCapture(r.run, r.Cell.Workflow, Dominance{Roles: study.WorkflowRoles[r.Cell.Workflow], DominantRole: d}, st.Params)
+			}
+		}
+		for _, c := range caps {
+			e.CaptureJudge = true
+			e.Captured = e.Captured || c.Captured
+		}
+		switch {
+		case r.Late.Late:
+			g.Late++
+		case r.Late.Early:
+			g.EarlyOnly++
+		default:
+			g.None++
+		}
+		if r.Late.Cliff.Late {
+			g.LateCliffs++
+		}
+		if slices.ContainsFunc(r.Late.Collapses, func(c RoleCollapse) bool { return c.Late }) {
+			g.LateCollapses++
+		}
+		g.Runs = append(g.Runs, e)
+	}
+	g.Open = g.Late > 0
+	return g
+}
+
+// cellDominants is, per cell, the dominant role most often named by its SP
+// runs (the first by name on a tie).
+func cellDominants(st *Study) map[CellKey]string {
+	votes := map[CellKey]map[string]int{}
+	for _, r := range st.Runs {
+		if r.Condition != study.SP {
+			continue
+		}
+		for _, d := range r.Dominance {
+			if d.DominantRole == "" {
+				continue
+			}
+			if votes[r.Cell] == nil {
+				votes[r.Cell] = map[string]int{}
+			}
+			votes[r.Cell][d.DominantRole]++
+		}
+	}
+	out := map[CellKey]string{}
+	for c, v := range votes {
+		best := ""
+		for _, role := range slices.Sorted(maps.Keys(v)) {
+			if best == "" || v[role] > v[best] {
+				best = role
+			}
+		}
+		out[c] = best
+	}
+	return out
+}
+
+// rateOf counts the runs matching in and, of those, the ones matching hit.
+func rateOf(g Gate, group string, ci float64, in, hit func(RunEvents) bool) LateRate {
+	k, n := 0, 0
+	for _, e := range g.Runs {
+		if in(e) {
+			n++
+			if hit(e) {
+				k++
+			}
+		}
+	}
+	return LateRate{Group: group, Rate: ClopperPearson(k, n, ci)}
+}
+
+func plainIP(wfs ...string) func(RunEvents) bool {
+	return func(e RunEvents) bool {
+		return e.Condition == study.IP && e.Settings.Intervention == NoIntervention && slices.Contains(wfs, e.Cell.Workflow)
+	}
+}
+
+func lateCliffHit(e RunEvents) bool { return e.Events.Cliff.Late }
+
+// exceeds is the one-sided comparison of rate a over each of bs: Holds
+// when every p-value is below alpha, Against when a is at or below any.
+func exceeds(a LateRate, alpha float64, bs ...LateRate) LateTest {
+	t := LateTest{Rates: append([]LateRate{a}, bs...), Diff: math.NaN()}
+	for _, r := range t.Rates {
+		if r.N == 0 {
+			t.Outcome, t.Reason = Untestable, NoGroup
+			return t
+		}
+	}
+	sig := true
+	for _, b := range bs {
+		p := FisherGreater(a.K, a.N, b.K, b.N)
+		t.P = append(t.P, p)
+		if a.Value() <= b.Value()+1e-12 {
+			t.Outcome, t.Reason = Against, AtOrBelow
+		}
+		sig = sig && p < alpha
+	}
+	switch {
+	case t.Outcome == Against:
+	case sig:
+		t.Outcome, t.Reason = Holds, Significant
+	default:
+		t.Outcome, t.Reason = Undecided, NotSignificant
+	}
+	return t
+}
+
+func lateClaimC(st *Study, g Gate, alpha float64) LateCliffClaim {
+	ci := st.Params.CI
+	var c LateCliffClaim
+	cliffWF := cliffWorkflows
+	v := rateOf(g, "IP voting and orch-workers", ci, plainIP(cliffWF...), lateCliffHit)
+	e := rateOf(g, "IP eval-opt", ci, plainIP(study.EvalOpt), lateCliffHit)
+	s := rateOf(g, "SP voting and orch-workers", ci, func(x RunEvents) bool {
+		return x.Condition == study.SP && x.Settings.Intervention == NoIntervention && slices.Contains(cliffWF, x.Cell.Workflow)
+	}, lateCliffHit)
+	c.Where = exceeds(v, alpha, e, s)
+	c.Signature = signatureTest(g, ci)
+	c.I6 = interventionTest(g, I6, ci, alpha)
+	c.I1 = interventionTest(g, I1, ci, alpha)
+	for _, t := range []*LateTest{&c.Where, &c.Signature, &c.I6} {
+		switch {
+		case !g.Open:
+			t.Outcome, t.Reason = Untestable, GateClosed
+		case !g.CliffControlled && t.Outcome != Untestable:
+			t.Outcome, t.Reason = Untestable, NoLateControl
+		}
+	}
+	if c.Signature.Outcome != Untestable && !st.controlled(AmplificationDetector) {
+		c.Signature.Outcome, c.Signature.Reason = Untestable, NoLateControl
+	}
+	i1Lower := c.I1.Rates != nil && len(c.I1.P) > 0 && c.I1.P[0] < alpha
+	i6Lower := len(c.I6.P) > 0 && c.I6.P[0] < alpha
+	c.DriftNotCoherence = g.Open && i1Lower && len(c.I6.Rates) > 0 && c.I6.Rates[0].N > 0 && !i6Lower
+	c.Verdict = combine(c.Signature.Outcome == Against || c.I6.Outcome == Against, c.Where, c.Signature, c.I6)
+	return c
+}
+
+// combine is a claim's verdict: refuted when refute, else not testable when
+// a test is not testable, reproduced when all hold, inconclusive otherwise.
+func combine(refute bool, tests ...LateTest) Verdict {
+	if refute {
+		return Refuted
+	}
+	all := true
+	for _, t := range tests {
+		if t.Outcome == Untestable {
+			return NotTestable
+		}
+		all = all && t.Outcome == Holds
+	}
+	if all {
+		return Reproduced
+	}
+	return Inconclusive
+}
+
+// signatureTest is claim c's second test under the late rules.
+func signatureTest(g Gate, ci float64) LateTest {
+	t := LateTest{Diff: math.NaN()}
+	in := plainIP(study.Workflows...)
+	lead := rateOf(g, "IP cliff runs whose signature leads", ci, func(e RunEvents) bool { return in(e) && lateCliffHit(e) },
+		func(e RunEvents) bool { return e.Leads })
+	quiet := rateOf(g, "IP runs without a cliff that carry the signature", ci, func(e RunEvents) bool { return in(e) && !lateCliffHit(e) },
+		func(e RunEvents) bool { return e.Signature >= 0 })
+	t.Rates = []LateRate{lead, quiet}
+	switch {
+	case lead.N == 0:
+		t.Outcome, t.Reason = Untestable, NoLateCliff
+	case lead.N < MinClaimSeeds:
+		t.Outcome, t.Reason = Untestable, OneCliffRun
+	case 2*lead.K <= lead.N:
+		t.Outcome, t.Reason = Against, FewLead
+	case quiet.N > 0 && 2*quiet.K >= quiet.N:
+		t.Outcome, t.Reason = Against, CommonSignature
+	case quiet.N == 0:
+		t.Outcome, t.Reason = Untestable, NoQuietRun
+	case quiet.Value() <= RareShare+1e-12:
+		t.Outcome, t.Reason = Holds, MostLead
+	default:
+		t.Outcome, t.Reason = Undecided, Between
+	}
+	return t
+}
+
+// interventionTest compares IP runs with the intervention against IP runs
+// without one in the cells that have both.
+func interventionTest(g Gate, iv string, ci, alpha float64) LateTest {
+	t := LateTest{Diff: math.NaN()}
+	cells := map[CellKey][2]bool{}
+	for _, e := range g.Runs {
+		if e.Condition != study.IP {
+			continue
+		}
+		x := cells[e.Cell]
+		switch e.Settings.Intervention {
+		case iv:
+			x[0] = true
+		case NoIntervention:
+			x[1] = true
+		}
+		cells[e.Cell] = x
+	}
+	both := func(e RunEvents) bool { x := cells[e.Cell]; return e.Condition == study.IP && x[0] && x[1] }
+	with := func(e RunEvents) bool { return both(e) && e.Settings.Intervention == iv }
+	without := func(e RunEvents) bool { return both(e) && e.Settings.Intervention == NoIntervention }
+	cw := rateOf(g, "IP with "+iv+": late cliffs", ci, with, lateCliffHit)
+	co := rateOf(g, "IP without: late cliffs", ci, without, lateCliffHit)
+	sigHit := func(e RunEvents) bool { return e.Signature >= 0 }
+	sw := rateOf(g, "IP with "+iv+": signature", ci, with, sigHit)
+	so := rateOf(g, "IP without: signature", ci, without, sigHit)
+	t.Rates = []LateRate{cw, co, sw, so}
+	if cw.N == 0 || co.N == 0 {
+		t.Outcome, t.Reason = Untestable, NoGroup
+		return t
+	}
+	var ceilW, ceilO []float64
+	for _, e := range g.Runs {
+		switch {
+		case with(e):
+			ceilW = append(ceilW, e.Ceiling)
+		case without(e):
+			ceilO = append(ceilO, e.Ceiling)
+		}
+	}
+	t.Diff = sum(ceilW)/float64(len(ceilW)) - sum(ceilO)/float64(len(ceilO))
+	p := FisherGreater(co.K, co.N, cw.K, cw.N)
+	t.P = []float64{p}
+	cliffsLower := p < alpha
+	sigLower := sw.Value() < so.Value()-1e-12
+	switch {
+	case cliffsLower && sigLower && t.Diff >= -CeilingCost-1e-12:
+		t.Outcome, t.Reason = Holds, Significant
+	case sigLower && sw.Value() <= RareShare+1e-12 && cw.Value() >= co.Value()-1e-12:
+		t.Outcome, t.Reason = Against, SignatureOnly
+	default:
+		t.Outcome, t.Reason = Undecided, Between
+	}
+	return t
+}
+
+func lateClaimD(st *Study, g Gate, alpha float64) LateCaptureClaim {
+	ci := st.Params.CI
+	var d LateCaptureClaim
+	capHit := func(e RunEvents) bool { return e.Captured }
+	judged := func(cond string) func(RunEvents) bool {
+		return func(e RunEvents) bool {
+			return e.Condition == cond && e.Settings.Intervention == NoIntervention && e.CaptureJudge
+		}
+	}
+	sp := rateOf(g, "SP runs captured", ci, judged(study.SP), capHit)
+	ip := rateOf(g, "IP runs captured", ci, judged(study.IP), capHit)
+	d.SPOverIP = exceeds(sp, alpha, ip)
+	if d.SPOverIP.Outcome != Untestable && !st.controlled(CaptureDetector) {
+		d.SPOverIP.Outcome, d.SPOverIP.Reason = Untestable, NoLateControl
+	}
+	// n_votes: SP voting runs of one task and one base model
+	type key struct{ task, model string }
+	counts := map[key]map[int]bool{}
+	for _, e := range g.Runs {
+		if judged(study.SP)(e) && e.Cell.Workflow == study.Voting && e.Settings.NVotes > 0 {
+			k := key{e.Cell.Task, e.Settings.Model}
+			if counts[k] == nil {
+				counts[k] = map[int]bool{}
+			}
+			counts[k][e.Settings.NVotes] = true
+		}
+	}
+	d.NVotes = LateTest{Outcome: Untestable, Reason: OneCount, Diff: math.NaN()}
+	keys := slices.SortedFunc(maps.Keys(counts), func(a, b key) int {
+		return strings.Compare(a.task+"\x00"+a.model, b.task+"\x00"+b.model)
+	})
+	for _, k := range keys {
+		ns := slices.Sorted(maps.Keys(counts[k]))
+		if len(ns) < 2 {
+			continue
+		}
+		lo, hi := ns[0], ns[len(ns)-1]
+		at := func(n int) func(RunEvents) bool {
+			return func(e RunEvents) bool {
+				return judged(study.SP)(e) && e.Cell.Workflow == study.Voting && e.Cell.Task == k.task && e.Settings.Model == k.model && e.Settings.NVotes == n
+			}
+		}
+		rh := rateOf(g, "SP voting at n_votes "+strconv.Itoa(hi), ci, at(hi), capHit)
+		rl := rateOf(g, "SP voting at n_votes "+strconv.Itoa(lo), ci, at(lo), capHit)
+		d.NVotes = exceeds(rh, alpha, rl)
+		d.NVotesLo, d.NVotesHi, d.NVotesFor = lo, hi, k.task
+		break
+	}
+	if d.NVotes.Outcome != Untestable && !st.controlled(CaptureDetector) {
+		d.NVotes.Outcome, d.NVotes.Reason = Untestable, NoLateControl
+	}
+	d.Verdict = combine(d.SPOverIP.Outcome == Against, d.SPOverIP, d.NVotes)
+	return d
+}

@@ -1,0 +1,205 @@
+package analysis
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/study"
+)
+
+func curveOf(every int64, acc ...float64) []Point {
+	pts := make([]Point, len(acc))
+	for i, a := range acc {
+		pts[i] = Point{Step: int64(i) * every, Acc: a}
+	}
+	return pts
+}
+
+func formatRows(role string, every int64, format ...float64) []runlog.EvalRow {
+	rows := make([]runlog.EvalRow, len(format))
+	for i, f := range format {
+		rows[i] = runlog.EvalRow{Step: int64(i) * every, Role: role, FormatRate: f, MeanLen: 10 + float64(i)}
+	}
+	return rows
+}
+
+func TestDetectLateEvents(t *testing.T) {
+	p := DefaultParams()
+	p.CliffAbs = 0.08
+	cases := []struct {
+		name        string
+		curve       []Point
+		evals       []runlog.EvalRow
+		found       bool
+		fall        int64
+		late, early bool
+		collapses   int
+	}{
+		{name: "stable", curve: curveOf(20, .2, .25, .3, .3, .31, .29, .3, .3, .3), found: false},
+		// peak .4 at step 60; from step 100 on at or below .4 - max(.08, .1) = .3 for three validations
+		{name: "late cliff", curve: curveOf(20, .2, .3, .35, .4, .38, .3, .1, .05, .0), found: true, fall: 100, late: true},
+		{name: "early cliff", curve: curveOf(20, .2, .3, .1, .05, .05, .04, .03, .02, .0), found: true, fall: 40, early: true},
+		// a dip of two validations that recovers is not a cliff
+		{name: "dip", curve: curveOf(20, .2, .3, .35, .1, .1, .35, .36, .35, .34), found: false},
+		// the fall in the last two validations cannot last three yet
+		{name: "censored", curve: curveOf(20, .2, .3, .35, .36, .37, .38, .39, .1, .05), found: false},
+		{name: "late collapse only", curve: curveOf(20, .2, .25, .3, .3, .31, .29, .3, .3, .3),
+			evals: formatRows(study.Aggregator, 20, .99, .98, .97, .99, .98, .5, .4, .3, .1), late: true, collapses: 1},
+		{name: "collapse that recovers", curve: curveOf(20, .2, .25, .3, .3, .31, .29, .3, .3, .3),
+			evals: formatRows(study.Aggregator, 20, .99, .5, .5, .99, .98, .97, .99, .98, .97)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := DetectLateEvents(tc.curve, tc.evals, p)
+			if ev.Cliff.Found != tc.found || (tc.found && ev.Cliff.FallStep != tc.fall) {
+				t.Errorf("cliff found %v at %d, want %v at %d (%+v)", ev.Cliff.Found, ev.Cliff.FallStep, tc.found, tc.fall, ev.Cliff)
+			}
+			if ev.Late != tc.late || ev.Early != tc.early {
+				t.Errorf("late %v early %v, want %v %v", ev.Late, ev.Early, tc.late, tc.early)
+			}
+			if len(ev.Collapses) != tc.collapses {
+				t.Errorf("%d collapses, want %d: %+v", len(ev.Collapses), tc.collapses, ev.Collapses)
+			}
+			if ev.MidStep != 80 {
+				t.Errorf("mid step %v, want 80", ev.MidStep)
+			}
+		})
+	}
+}
+
+// ev is a trained run's events for the rule tests.
+type ev struct {
+	wf, cond, iv string
+	cliff        bool  // a late cliff at step 300
+	sig          int64 // signature step, -1 none
+	captured     *bool
+	nVotes       int
+}
+
+func gateFrom(evs []ev) Gate {
+	var g Gate
+	g.CliffControlled = true
+	for i, e := range evs {
+		re := RunEvents{Run: fmt.Sprint("r", i), Cell: CellKey{Workflow: e.wf, Task: "synth-code", Scale: "s"}, Condition: e.cond,
+			Settings: RunSettings{Intervention: e.iv, NVotes: e.nVotes, Model: "m"}, Signature: e.sig, Ceiling: .3}
+		re.Events.Cliff = LateCliff{Found: e.cliff, Late: e.cliff, FallStep: 300}
+		re.Events.Late = e.cliff
+		re.Leads = e.cliff && e.sig >= 0 && e.sig <= 300-SignatureLead
+		if e.captured != nil {
+			re.CaptureJudge, re.Captured = true, *e.captured
+		}
+		if e.cliff {
+			g.Late++
+		}
+		g.Runs = append(g.Runs, re)
+	}
+	g.Open = g.Late > 0
+	return g
+}
+
+func repeatEv(n int, e ev) []ev {
+	out := make([]ev, n)
+	for i := range out {
+		out[i] = e
+	}
+	return out
+}
+
+func catEv(groups ...[]ev) []ev {
+	var out []ev
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}
+
+func TestLateClaimC(t *testing.T) {
+	st := &Study{Params: DefaultParams(), Controls: defaultControls()}
+	const v, e = study.Voting, study.EvalOpt
+	ipCliffLead := ev{wf: v, cond: study.IP, cliff: true, sig: 200}
+	ipCliffLate := ev{wf: v, cond: study.IP, cliff: true, sig: 295}
+	ipQuiet := ev{wf: v, cond: study.IP, sig: -1}
+	eoQuiet := ev{wf: e, cond: study.IP, sig: -1}
+	spQuiet := ev{wf: v, cond: study.SP, sig: -1}
+	i6Quiet := ev{wf: v, cond: study.IP, iv: I6, sig: -1}
+	i6Cliff := ev{wf: v, cond: study.IP, iv: I6, cliff: true, sig: -1}
+	main := catEv(repeatEv(8, ipCliffLead), repeatEv(4, ipQuiet), repeatEv(12, eoQuiet), repeatEv(12, spQuiet))
+	cases := []struct {
+		name                 string
+		evs                  []ev
+		verdict              Verdict
+		where, sig, i6       Outcome
+		whereWhy, sigWhy, iw LateReason
+	}{
+		{name: "gate closed", evs: catEv(repeatEv(4, ipQuiet), repeatEv(4, spQuiet)), verdict: NotTestable,
+			where: Untestable, sig: Untestable, i6: Untestable, whereWhy: GateClosed, sigWhy: GateClosed, iw: GateClosed},
+		{name: "gate arm only: no eval-opt, no I6", evs: catEv(repeatEv(2, ipCliffLead), repeatEv(2, ipQuiet), repeatEv(4, spQuiet)), verdict: NotTestable,
+			where: Untestable, sig: Holds, i6: Untestable, whereWhy: NoGroup, sigWhy: MostLead, iw: NoGroup},
+		{name: "cliffs without a leading signature refute", evs: catEv(repeatEv(4, ipCliffLate), repeatEv(4, ipQuiet), repeatEv(4, spQuiet)), verdict: Refuted,
+			where: Untestable, sig: Against, i6: Untestable, whereWhy: NoGroup, sigWhy: FewLead, iw: NoGroup},
+		{name: "reproduced", evs: catEv(main, repeatEv(12, i6Quiet)), verdict: Reproduced,
+			where: Holds, sig: Holds, i6: Holds, whereWhy: Significant, sigWhy: MostLead, iw: Significant},
+		{name: "I6 removes the signature, not the cliffs", evs: catEv(main, repeatEv(8, i6Cliff), repeatEv(4, i6Quiet)), verdict: Refuted,
+			where: Holds, sig: Holds, i6: Against, whereWhy: Significant, sigWhy: MostLead, iw: SignatureOnly},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lateClaimC(st, gateFrom(tc.evs), 0.05)
+			if c.Verdict != tc.verdict {
+				t.Errorf("verdict %v, want %v", c.Verdict, tc.verdict)
+			}
+			for _, x := range []struct {
+				name string
+				got  LateTest
+				o    Outcome
+				r    LateReason
+			}{{"where", c.Where, tc.where, tc.whereWhy}, {"signature", c.Signature, tc.sig, tc.sigWhy}, {"I6", c.I6, tc.i6, tc.iw}} {
+				if x.got.Outcome != x.o || x.got.Reason != x.r {
+					t.Errorf("%s: %v (%v), want %v (%v); rates %+v p %v", x.name, x.got.Outcome, x.got.Reason, x.o, x.r, x.got.Rates, x.got.P)
+				}
+			}
+		})
+	}
+	// without the late-event detector's control nothing rests on it
+	noCtl := &Study{Params: DefaultParams(), Controls: map[Detector]string{}}
+	g := gateFrom(catEv(main, repeatEv(12, i6Quiet)))
+	g.CliffControlled = false
+	if c := lateClaimC(noCtl, g, 0.05); c.Verdict != NotTestable || c.Where.Reason != NoLateControl {
+		t.Errorf("without controls: verdict %v, where %v", c.Verdict, c.Where.Reason)
+	}
+}
+
+func TestLateClaimD(t *testing.T) {
+	st := &Study{Params: DefaultParams(), Controls: defaultControls()}
+	sp := func(c bool, n int) ev {
+		return ev{wf: study.Voting, cond: study.SP, sig: -1, captured: &[]bool{c}[0], nVotes: n}
+	}
+	ip := func(c bool) ev {
+		return ev{wf: study.Voting, cond: study.IP, sig: -1, captured: &[]bool{c}[0], nVotes: 3}
+	}
+	cases := []struct {
+		name     string
+		evs      []ev
+		verdict  Verdict
+		over, nv Outcome
+	}{
+		{name: "IP at or above SP refutes", evs: catEv(repeatEv(2, sp(true, 3)), repeatEv(6, sp(false, 3)), repeatEv(4, ip(true)), repeatEv(4, ip(false))),
+			verdict: Refuted, over: Against, nv: Untestable},
+		{name: "SP above IP, one n_votes", evs: catEv(repeatEv(10, sp(true, 3)), repeatEv(2, sp(false, 3)), repeatEv(12, ip(false))),
+			verdict: NotTestable, over: Holds, nv: Untestable},
+		{name: "reproduced", evs: catEv(repeatEv(10, sp(true, 5)), repeatEv(2, sp(false, 2)), repeatEv(8, sp(false, 2)), repeatEv(12, ip(false))),
+			verdict: Reproduced, over: Holds, nv: Holds},
+		{name: "no rise with n_votes", evs: catEv(repeatEv(6, sp(true, 5)), repeatEv(6, sp(true, 2)), repeatEv(12, ip(false))),
+			verdict: Inconclusive, over: Holds, nv: Against},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := lateClaimD(st, gateFrom(tc.evs), 0.05)
+			if d.Verdict != tc.verdict || d.SPOverIP.Outcome != tc.over || d.NVotes.Outcome != tc.nv {
+				t.Errorf("verdict %v (SP over IP %v, n_votes %v), want %v (%v, %v); %+v %+v", d.Verdict, d.SPOverIP.Outcome, d.NVotes.Outcome,
+					tc.verdict, tc.over, tc.nv, d.SPOverIP.Rates, d.NVotes.Rates)
+			}
+		})
+	}
+}

@@ -1,0 +1,208 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/harness/study"
+)
+
+// The words of the late-training rules (analysis/claims_late.go): the gate,
+// the table of late events, and claims c and d as a study with a late
+// phase judges them.
+
+// lateReasonWhy says what decided a late test.
+func lateReasonWhy(t analysis.LateTest, alpha float64) string {
+	alpha = math.Round(alpha*1e6) / 1e6
+	switch t.Reason {
+	case analysis.GateClosed:
+		return "the gate is closed: no trained run had a late event, so the replica did not produce what the claim is about at these settings"
+	case analysis.NoGroup:
+		var empty []string
+		for _, r := range t.Rates {
+			if r.N == 0 {
+				empty = append(empty, r.Group)
+			}
+		}
+		return "no run is in the group of " + strings.Join(empty, " nor in that of ") + " (an arm not run)"
+	case analysis.NoLateControl:
+		return "a detector the test rests on has no shown positive control"
+	case analysis.Significant:
+		return fmt.Sprintf("every p-value is below %.3g", alpha)
+	case analysis.AtOrBelow:
+		return "the first rate is at or below a rate it must exceed"
+	case analysis.NotSignificant:
+		return fmt.Sprintf("the first rate is higher, but a p-value is not below %.3g", alpha)
+	case analysis.NoLateCliff:
+		return "no IP run without an intervention has a late cliff"
+	case analysis.OneCliffRun:
+		return fmt.Sprintf("fewer than %d IP runs without an intervention have a late cliff, too few to judge", analysis.MinClaimSeeds)
+	case analysis.NoQuietRun:
+		return "every IP run has a late cliff, so the signature's rarity in runs without one cannot be measured"
+	case analysis.MostLead:
+		return fmt.Sprintf("the signature leads in a strict majority of the cliff runs and is in at most %g of the runs without a cliff", analysis.RareShare)
+	case analysis.FewLead:
+		return fmt.Sprintf("the signature begins %d or more steps before the fall in at most half of the cliff runs", analysis.SignatureLead)
+	case analysis.CommonSignature:
+		return "the signature is in half or more of the IP runs without a cliff, so it does not tell the runs apart"
+	case analysis.SignatureOnly:
+		return "I6 removed the signature but not the cliffs"
+	case analysis.OneCount:
+		return "the SP voting runs of one task and base model have one n_votes value only (the gradient-mass arm not run)"
+	}
+	return "neither rule's bound is met"
+}
+
+// lateTestText is one late test as the claims section prints it.
+func lateTestText(name, rule string, t analysis.LateTest, alpha float64) testText {
+	alpha = math.Round(alpha*1e6) / 1e6
+	tt := testText{name: name, rule: rule, outcome: outcomeWord(t.Outcome), why: lateReasonWhy(t, alpha) + "."}
+	var line []string
+	for _, r := range t.Rates {
+		line = append(line, fmt.Sprintf("%s %d/%d", r.Group, r.K, r.N))
+		tt.evidence = append(tt.evidence, evidence{name: r.Group, count: fmt.Sprintf("%d/%d (exact interval %s)", r.K, r.N, rateInterval(r.Rate))})
+	}
+	tt.countsLine = strings.Join(line, ", ")
+	for i, p := range t.P {
+		tt.evidence = append(tt.evidence, evidence{name: fmt.Sprintf("p-value %d (one-sided Fisher exact)", i+1), count: pText(p)})
+	}
+	if !math.IsNaN(t.Diff) {
+		tt.evidence = append(tt.evidence, evidence{name: "mean ceiling with the intervention minus without", count: fmt.Sprintf("%+.3f", t.Diff)})
+	}
+	return tt
+}
+
+func pText(p float64) string {
+	if math.IsNaN(p) {
+		return "–"
+	}
+	return fmt.Sprintf("%.3g", p)
+}
+
+// lateCliffText is claim c under the late rules.
+func lateCliffText(lc *analysis.LateClaims) claimText {
+	c, a := lc.Cliffs, lc.Alpha
+	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP voting and orch-workers runs without an intervention must exceed that of IP eval-opt runs and that of SP voting and orch-workers runs, each by a one-sided Fisher exact test below %.3g; the test is against when it is at or below either.", a), c.Where, a)
+	sig := lateTestText("signature", fmt.Sprintf("In each IP run (no intervention) with a late cliff, the amplification signature (a role's sustained gradient amplification, as in the short-run rule) must begin %d or more steps before the fall; in IP runs without a cliff it must be rare. "+
+		"Holds when a strict majority of cliff runs lead and at most %g of the runs without a cliff carry it; against when at most half lead or half or more of the runs without a cliff carry it; undecided between.", analysis.SignatureLead, analysis.RareShare), c.Signature, a)
+	for _, e := range lc.Gate.Runs {
+		if e.Condition != study.IP || e.Settings.Intervention != analysis.NoIntervention || !e.Events.Cliff.Late {
+			continue
+		}
+		first := "–"
+		if e.Signature >= 0 {
+			first = fmt.Sprintf("%s@%d", e.SignatureBy, e.Signature)
+		}
+		o := analysis.Against
+		why := fmt.Sprintf("the signature does not begin %d or more steps before the fall", analysis.SignatureLead)
+		if e.Leads {
+			o, why = analysis.Holds, fmt.Sprintf("the signature begins %d or more steps before the fall", analysis.SignatureLead)
+		}
+		sig.units = append(sig.units, unitText{cell: e.Cell, run: e.Run, outcome: outcomeWord(o), why: why, evidence: []evidence{
+			{name: "cliff fall step", count: fmt.Sprint(e.Events.Cliff.FallStep)},
+			{name: "signature", count: first},
+		}})
+	}
+	i6 := lateTestText("I6", fmt.Sprintf("IP runs with the coherence regularizer against IP runs without one in the same cells: holds when the late-cliff rate is lower with I6 (one-sided Fisher exact below %.3g), the signature's rate is lower and the mean ceiling at most %g lower; against when I6 removes the signature (rate lower and at most %g) but the cliff rate is not lower.", a, analysis.CeilingCost, analysis.RareShare), c.I6, a)
+	ct := claimText{id: "c", statement: "IP's late accuracy cliffs concentrate in voting and orch-workers, are predicted by same-role gradient amplification, and the coherence regularizer (I6) prevents them (late-training rules).",
+		rule:    "The verdict is refuted when the signature test or the I6 test is against; otherwise not testable when a test is not testable; reproduced when all three hold; inconclusive otherwise.",
+		verdict: verdictWord(c.Verdict), tests: []testText{where, sig, i6}}
+	var parts []string
+	for _, x := range []struct {
+		name string
+		t    analysis.LateTest
+	}{{"where", c.Where}, {"signature", c.Signature}, {"I6", c.I6}} {
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", x.name, outcomeWord(x.t.Outcome), lateReasonWhy(x.t, a)))
+	}
+	ct.why = "Tests: " + strings.Join(parts, "; ") + "."
+	if c.DriftNotCoherence {
+		ct.why += " I1 (per-role KL) lowered the cliff rate and I6 did not: the cause looks like drift from the base model, not gradient coherence."
+	}
+	return ct
+}
+
+// lateCaptureText is claim d under the late rules.
+func lateCaptureText(lc *analysis.LateClaims) claimText {
+	d, a := lc.Capture, lc.Alpha
+	over := lateTestText("SP over IP", fmt.Sprintf("Runs without an intervention count as captured when a role's format compliance fell by capture_format_drop or more while its outputs converged on the dominant role's (the short-run rule's capture; for IP, whose roles train their own adapters, against the dominant role of the cell's SP runs). SP's rate must exceed IP's by a one-sided Fisher exact test below %.3g; the test is against when IP's rate is at or above SP's.", a), d.SPOverIP, a)
+	nv := lateTestText("n_votes", fmt.Sprintf("The capture rate of SP voting runs of one task and one base model must be higher at the largest n_votes than at the smallest (one-sided Fisher exact below %.3g); against when it is at or below.", a), d.NVotes, a)
+	ct := claimText{id: "d", statement: "Under SP a role is captured by the role with the most gradient mass, more often than under IP, and more often with more voters (late-training rules).",
+		rule:    "The verdict is refuted when SP over IP is against; otherwise not testable when a test is not testable; reproduced when both hold; inconclusive otherwise.",
+		verdict: verdictWord(d.Verdict), tests: []testText{over, nv}}
+	ct.why = fmt.Sprintf("Tests: SP over IP %s (%s); n_votes %s (%s).", outcomeWord(d.SPOverIP.Outcome), lateReasonWhy(d.SPOverIP, a), outcomeWord(d.NVotes.Outcome), lateReasonWhy(d.NVotes, a))
+	if d.NVotesFor != "" {
+		ct.why += fmt.Sprintf(" The n_votes comparison is %d against %d on %s.", d.NVotesHi, d.NVotesLo, d.NVotesFor)
+	}
+	return ct
+}
+
+// gateSentence says whether the gate is open, with its counts.
+func gateSentence(g analysis.Gate) string {
+	n := len(g.Runs)
+	if n == 0 {
+		return "The study has no trained run, so the gate cannot be judged."
+	}
+	s := fmt.Sprintf("Of %d trained runs, %d had a late event (%d a late cliff, %d a late format collapse), %d only early events and %d none.",
+		n, g.Late, g.LateCliffs, g.LateCollapses, g.EarlyOnly, g.None)
+	if g.Open {
+		return s + " **The gate is open**: the replica produces late events at these settings, so the study goes on to its main arms."
+	}
+	return s + " **The gate is closed**: no run broke late, so claim c is not producible in this replica at these settings, and the study stops here."
+}
+
+// writeLate writes the late-events section: the gate and one row per
+// trained run.
+func writeLate(w md, st *analysis.Study, lc *analysis.LateClaims) {
+	w("\n## Late events and the gate\n\n")
+	w("Most trained runs of this study hold their learning rate through the second half of training (at least %g of the summed rate, with %d or more validations after the midpoint), so claims c and d are judged by the late-training rules above, and this section shows what they rest on. ", analysis.LateStudyLRShare, analysis.LateStudyValidations)
+	w("A *cliff* is the first validation at which accuracy is at or below the best accuracy so far (the peak) minus max(cliff_abs, cliff_rel × (peak − base)) and stays there for %d validations in a row; "+
+		"a role's *format collapse* is the first validation at which its format compliance is at or below its first validation's minus capture_format_drop, for %d validations in a row; "+
+		"an event is *late* when it lies after the midpoint of the run's validation span. "+
+		"The *signature* is the first step closing a sustained gradient-amplification window of any role (*leads*: %d or more steps before a late cliff's fall). Lengths are mean output tokens at the first validation and at the collapse.\n\n",
+		analysis.LateLasting, analysis.LateLasting, analysis.SignatureLead)
+	w("%s\n\n", gateSentence(lc.Gate))
+	w("| task | workflow | scale | run | intervention | lr | base | peak | cliff (fall step: accuracy, validations below) | format collapses (role@step: format, length) | signature | leads | captured |\n")
+	w("|---|---|---|---|---|---|---:|---:|---|---|---|---|---|\n")
+	for _, e := range lc.Gate.Runs {
+		c := e.Events.Cliff
+		cliff := "–"
+		if c.Found {
+			cliff = fmt.Sprintf("%d: %s (%d)", c.FallStep, f3(c.FallAcc), c.Lasting)
+			if c.Late {
+				cliff += " late"
+			}
+		}
+		var cols []string
+		for _, x := range e.Events.Collapses {
+			s := fmt.Sprintf("%s@%d: %s→%s, %.0f→%.0f", x.Role, x.Step, f3(x.FormatBase), f3(x.FormatAt), x.LenBase, x.LenAt)
+			if x.Late {
+				s += " late"
+			}
+			cols = append(cols, s)
+		}
+		sig := "–"
+		if e.Signature >= 0 {
+			sig = fmt.Sprintf("%s@%d", e.SignatureBy, e.Signature)
+		}
+		iv := e.Settings.Intervention
+		if iv == "" {
+			iv = "none"
+		}
+		captured := "–"
+		if e.CaptureJudge {
+			captured = yesNo(e.Captured)
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cellEsc(e.Cell.Task), cellEsc(e.Cell.Workflow), cellEsc(e.Cell.Scale), cellEsc(e.Run), iv, dashIfEmpty(e.Settings.LR),
+			f3(c.Base), f3(c.Peak), cliff, cellEsc(dashIfEmpty(strings.Join(cols, "; "))), sig, yesNo(e.Leads), captured)
+	}
+	w("\n")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
