@@ -147,7 +147,7 @@ func (st *Study) addRun(r *runlog.Run, taken map[slot]string) error {
 			Problems: Problems(r, wf, stepIdx), run: r, steps: steps,
 			Workflow: WorkflowSteps(r, wf),
 		}
-		rr.Late = DetectLateEvents(curve, rr.Evals(), st.Params)
+		rr.Late = DetectLateEvents(curve, rr.Evals(), steps, st.Params)
 		if m.Condition != study.Base && len(steps) > 0 {
 			rr.Amplification = DetectAmplification(steps, met.Cliff, st.Params)
 			rr.Dominance = DetectDominance(steps)

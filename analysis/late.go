@@ -68,11 +68,22 @@ type RoleCollapse struct {
 	LenBase    float64 // mean output length in tokens at the first validation
 	LenAt      float64 // at Step
 	Late       bool    // Step > MidStep
+	// The role's training-time entropy and perplexity (steps rows, mean
+	// over the LateWindow steps up to the first validation after the LoRA
+	// warm-up, and up to Step; NaN without rows): degenerate text raises
+	// both, a role copying another's format need not.
+	EntropyBase, EntropyAt       float64
+	PerplexityBase, PerplexityAt float64
 }
 
+// LateWindow is how many training steps the entropy and perplexity of a
+// collapsing role are averaged over.
+const LateWindow = 20
+
 // DetectLateEvents runs the late-event detectors on a run view's curve and
-// its validation rows for the workflow (roles other than "*").
-func DetectLateEvents(curve []Point, evals []runlog.EvalRow, p Params) LateEvents {
+// its validation rows for the workflow (roles other than "*"); steps are
+// the run's step rows (for the collapsing roles' entropy and perplexity).
+func DetectLateEvents(curve []Point, evals []runlog.EvalRow, steps []runlog.StepRow, p Params) LateEvents {
 	ev := LateEvents{First: -1}
 	if len(curve) == 0 {
 		ev.Cliff = LateCliff{FallStep: -1, FallAcc: math.NaN(), Peak: math.NaN(), Base: math.NaN()}
@@ -82,6 +93,12 @@ func DetectLateEvents(curve []Point, evals []runlog.EvalRow, p Params) LateEvent
 	ev.MidStep = float64(first) + float64(last-first)/2
 	ev.Cliff = lateCliff(curve, p, ev.MidStep)
 	ev.Collapses = roleCollapses(evals, p, ev.MidStep)
+	for i := range ev.Collapses {
+		c := &ev.Collapses[i]
+		from := curve[0].Step + AmpWarmupSteps
+		c.EntropyBase, c.PerplexityBase = stepMeans(steps, c.Role, from, from+LateWindow-1)
+		c.EntropyAt, c.PerplexityAt = stepMeans(steps, c.Role, c.Step-LateWindow+1, c.Step)
+	}
 	note := func(step int64, late bool) {
 		if ev.First < 0 || step < ev.First {
 			ev.First = step
@@ -96,6 +113,34 @@ func DetectLateEvents(curve []Point, evals []runlog.EvalRow, p Params) LateEvent
 		note(c.Step, c.Late)
 	}
 	return ev
+}
+
+// stepMeans are the mean entropy and perplexity of a role's step rows with
+// step in [lo, hi]; NaN without rows.
+func stepMeans(steps []runlog.StepRow, role string, lo, hi int64) (entropy, perplexity float64) {
+	var se, sp float64
+	var ne, np int
+	for _, s := range steps {
+		if s.Role != role || s.Step < lo || s.Step > hi {
+			continue
+		}
+		if !math.IsNaN(s.Entropy) {
+			se += s.Entropy
+			ne++
+		}
+		if !math.IsNaN(s.Perplexity) {
+			sp += s.Perplexity
+			np++
+		}
+	}
+	entropy, perplexity = math.NaN(), math.NaN()
+	if ne > 0 {
+		entropy = se / float64(ne)
+	}
+	if np > 0 {
+		perplexity = sp / float64(np)
+	}
+	return entropy, perplexity
 }
 
 // lateCliff finds the first lasting fall below the running peak.

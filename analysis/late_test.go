@@ -51,7 +51,7 @@ func TestDetectLateEvents(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ev := DetectLateEvents(tc.curve, tc.evals, p)
+			ev := DetectLateEvents(tc.curve, tc.evals, nil, p)
 			if ev.Cliff.Found != tc.found || (tc.found && ev.Cliff.FallStep != tc.fall) {
 				t.Errorf("cliff found %v at %d, want %v at %d (%+v)", ev.Cliff.Found, ev.Cliff.FallStep, tc.found, tc.fall, ev.Cliff)
 			}

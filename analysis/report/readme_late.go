@@ -160,10 +160,10 @@ func writeLate(w md, st *analysis.Study, lc *analysis.LateClaims) {
 	w("A *cliff* is the first validation at which accuracy is at or below the best accuracy so far (the peak) minus max(cliff_abs, cliff_rel × (peak − base)) and stays there for %d validations in a row; "+
 		"a role's *format collapse* is the first validation at which its format compliance is at or below its first validation's minus capture_format_drop, for %d validations in a row; "+
 		"an event is *late* when it lies after the midpoint of the run's validation span. "+
-		"The *signature* is the first step closing a sustained gradient-amplification window of any role (*leads*: %d or more steps before a late cliff's fall). Lengths are mean output tokens at the first validation and at the collapse.\n\n",
-		analysis.LateLasting, analysis.LateLasting, analysis.SignatureLead)
+		"The *signature* is the first step closing a sustained gradient-amplification window of any role (*leads*: %d or more steps before a late cliff's fall). Lengths are mean output tokens at the first validation and at the collapse; entropy and perplexity are the role's training-time means over the %d steps after the LoRA warm-up and the %d steps up to the collapse (degenerate text raises both; a role copying another's format need not).\n\n",
+		analysis.LateLasting, analysis.LateLasting, analysis.SignatureLead, analysis.LateWindow, analysis.LateWindow)
 	w("%s\n\n", gateSentence(lc.Gate))
-	w("| task | workflow | scale | run | intervention | lr | base | peak | cliff (fall step: accuracy, validations below) | format collapses (role@step: format, length) | signature | leads | captured |\n")
+	w("| task | workflow | scale | run | intervention | lr | base | peak | cliff (fall step: accuracy, validations below) | format collapses (role@step: format, length, entropy, perplexity) | signature | leads | captured |\n")
 	w("|---|---|---|---|---|---|---:|---:|---|---|---|---|---|\n")
 	for _, e := range lc.Gate.Runs {
 		c := e.Events.Cliff
@@ -176,7 +176,8 @@ func writeLate(w md, st *analysis.Study, lc *analysis.LateClaims) {
 		}
 		var cols []string
 		for _, x := range e.Events.Collapses {
-			s := fmt.Sprintf("%s@%d: %s→%s, %.0f→%.0f", x.Role, x.Step, f3(x.FormatBase), f3(x.FormatAt), x.LenBase, x.LenAt)
+			s := fmt.Sprintf("%s@%d: %s→%s, %.0f→%.0f, %s→%s, %s→%s", x.Role, x.Step, f3(x.FormatBase), f3(x.FormatAt), x.LenBase, x.LenAt,
+				f2(x.EntropyBase), f2(x.EntropyAt), f2(x.PerplexityBase), f2(x.PerplexityAt))
 			if x.Late {
 				s += " late"
 			}
@@ -205,4 +206,12 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// f2 is a value with two decimals, "–" when undefined.
+func f2(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", v)
 }
