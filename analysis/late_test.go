@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/marlowlab/marlow/harness/runlog"
@@ -106,14 +107,6 @@ func repeatEv(n int, e ev) []ev {
 	return out
 }
 
-func catEv(groups ...[]ev) []ev {
-	var out []ev
-	for _, g := range groups {
-		out = append(out, g...)
-	}
-	return out
-}
-
 func TestLateClaimC(t *testing.T) {
 	st := &Study{Params: DefaultParams(), Controls: defaultControls()}
 	const v, e = study.Voting, study.EvalOpt
@@ -124,7 +117,7 @@ func TestLateClaimC(t *testing.T) {
 	spQuiet := ev{wf: v, cond: study.SP, sig: -1}
 	i6Quiet := ev{wf: v, cond: study.IP, iv: I6, sig: -1}
 	i6Cliff := ev{wf: v, cond: study.IP, iv: I6, cliff: true, sig: -1}
-	main := catEv(repeatEv(8, ipCliffLead), repeatEv(4, ipQuiet), repeatEv(12, eoQuiet), repeatEv(12, spQuiet))
+	main := slices.Concat(repeatEv(8, ipCliffLead), repeatEv(4, ipQuiet), repeatEv(12, eoQuiet), repeatEv(12, spQuiet))
 	cases := []struct {
 		name                 string
 		evs                  []ev
@@ -132,15 +125,15 @@ func TestLateClaimC(t *testing.T) {
 		where, sig, i6       Outcome
 		whereWhy, sigWhy, iw LateReason
 	}{
-		{name: "gate closed", evs: catEv(repeatEv(4, ipQuiet), repeatEv(4, spQuiet)), verdict: NotTestable,
+		{name: "gate closed", evs: slices.Concat(repeatEv(4, ipQuiet), repeatEv(4, spQuiet)), verdict: NotTestable,
 			where: Untestable, sig: Untestable, i6: Untestable, whereWhy: GateClosed, sigWhy: GateClosed, iw: GateClosed},
-		{name: "gate arm only: no eval-opt, no I6", evs: catEv(repeatEv(2, ipCliffLead), repeatEv(2, ipQuiet), repeatEv(4, spQuiet)), verdict: NotTestable,
+		{name: "gate arm only: no eval-opt, no I6", evs: slices.Concat(repeatEv(2, ipCliffLead), repeatEv(2, ipQuiet), repeatEv(4, spQuiet)), verdict: NotTestable,
 			where: Untestable, sig: Holds, i6: Untestable, whereWhy: NoGroup, sigWhy: MostLead, iw: NoGroup},
-		{name: "cliffs without a leading signature refute", evs: catEv(repeatEv(4, ipCliffLate), repeatEv(4, ipQuiet), repeatEv(4, spQuiet)), verdict: Refuted,
+		{name: "cliffs without a leading signature refute", evs: slices.Concat(repeatEv(4, ipCliffLate), repeatEv(4, ipQuiet), repeatEv(4, spQuiet)), verdict: Refuted,
 			where: Untestable, sig: Against, i6: Untestable, whereWhy: NoGroup, sigWhy: FewLead, iw: NoGroup},
-		{name: "reproduced", evs: catEv(main, repeatEv(12, i6Quiet)), verdict: Reproduced,
+		{name: "reproduced", evs: slices.Concat(main, repeatEv(12, i6Quiet)), verdict: Reproduced,
 			where: Holds, sig: Holds, i6: Holds, whereWhy: Significant, sigWhy: MostLead, iw: Significant},
-		{name: "I6 removes the signature, not the cliffs", evs: catEv(main, repeatEv(8, i6Cliff), repeatEv(4, i6Quiet)), verdict: Refuted,
+		{name: "I6 removes the signature, not the cliffs", evs: slices.Concat(main, repeatEv(8, i6Cliff), repeatEv(4, i6Quiet)), verdict: Refuted,
 			where: Holds, sig: Holds, i6: Against, whereWhy: Significant, sigWhy: MostLead, iw: SignatureOnly},
 	}
 	for _, tc := range cases {
@@ -163,7 +156,7 @@ func TestLateClaimC(t *testing.T) {
 	}
 	// without the late-event detector's control nothing rests on it
 	noCtl := &Study{Params: DefaultParams(), Controls: map[Detector]string{}}
-	g := gateFrom(catEv(main, repeatEv(12, i6Quiet)))
+	g := gateFrom(slices.Concat(main, repeatEv(12, i6Quiet)))
 	g.CliffControlled = false
 	if c := lateClaimC(noCtl, g, 0.05); c.Verdict != NotTestable || c.Where.Reason != NoLateControl {
 		t.Errorf("without controls: verdict %v, where %v", c.Verdict, c.Where.Reason)
@@ -184,13 +177,13 @@ func TestLateClaimD(t *testing.T) {
 		verdict  Verdict
 		over, nv Outcome
 	}{
-		{name: "IP at or above SP refutes", evs: catEv(repeatEv(2, sp(true, 3)), repeatEv(6, sp(false, 3)), repeatEv(4, ip(true)), repeatEv(4, ip(false))),
+		{name: "IP at or above SP refutes", evs: slices.Concat(repeatEv(2, sp(true, 3)), repeatEv(6, sp(false, 3)), repeatEv(4, ip(true)), repeatEv(4, ip(false))),
 			verdict: Refuted, over: Against, nv: Untestable},
-		{name: "SP above IP, one n_votes", evs: catEv(repeatEv(10, sp(true, 3)), repeatEv(2, sp(false, 3)), repeatEv(12, ip(false))),
+		{name: "SP above IP, one n_votes", evs: slices.Concat(repeatEv(10, sp(true, 3)), repeatEv(2, sp(false, 3)), repeatEv(12, ip(false))),
 			verdict: NotTestable, over: Holds, nv: Untestable},
-		{name: "reproduced", evs: catEv(repeatEv(10, sp(true, 5)), repeatEv(2, sp(false, 2)), repeatEv(8, sp(false, 2)), repeatEv(12, ip(false))),
+		{name: "reproduced", evs: slices.Concat(repeatEv(10, sp(true, 5)), repeatEv(2, sp(false, 2)), repeatEv(8, sp(false, 2)), repeatEv(12, ip(false))),
 			verdict: Reproduced, over: Holds, nv: Holds},
-		{name: "no rise with n_votes", evs: catEv(repeatEv(6, sp(true, 5)), repeatEv(6, sp(true, 2)), repeatEv(12, ip(false))),
+		{name: "no rise with n_votes", evs: slices.Concat(repeatEv(6, sp(true, 5)), repeatEv(6, sp(true, 2)), repeatEv(12, ip(false))),
 			verdict: Inconclusive, over: Holds, nv: Against},
 	}
 	for _, tc := range cases {
