@@ -163,6 +163,7 @@ func writeLate(w md, st *analysis.Study, lc *analysis.LateClaims) {
 		"The *signature* is the first step closing a sustained gradient-amplification window of any role (*leads*: %d or more steps before a late cliff's fall). Lengths are mean output tokens at the first validation and at the collapse; entropy and perplexity are the role's training-time means over the %d steps after the LoRA warm-up and the %d steps up to the collapse (degenerate text raises both; a role copying another's format need not).\n\n",
 		analysis.LateLasting, analysis.LateLasting, analysis.SignatureLead, analysis.LateWindow, analysis.LateWindow)
 	w("%s\n\n", gateSentence(lc.Gate))
+	writeLateGroups(w, lc)
 	w("| task | workflow | scale | run | intervention | lr | base | peak | cliff (fall step: accuracy, validations below) | format collapses (role@step: format, length, entropy, perplexity) | signature | leads | captured |\n")
 	w("|---|---|---|---|---|---|---:|---:|---|---|---|---|---|\n")
 	for _, e := range lc.Gate.Runs {
@@ -214,4 +215,31 @@ func f2(v float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// writeLateGroups lists the groups of runs the late rules compare, with how
+// many runs of each the study has, so that an arm not run is named.
+func writeLateGroups(w md, lc *analysis.LateClaims) {
+	w("The groups of runs the rules compare, and how many runs of each this study has (a group without runs makes its test not testable; where the group is a condition, workflow or intervention, that is an arm not run):\n\n")
+	w("| claim | test | group | runs |\n|---|---|---|---:|\n")
+	for _, x := range []struct {
+		claim, test string
+		t           analysis.LateTest
+	}{
+		{"c", "where", lc.Cliffs.Where}, {"c", "signature", lc.Cliffs.Signature}, {"c", "I6", lc.Cliffs.I6}, {"c", "I1 (beside I6)", lc.Cliffs.I1},
+		{"d", "SP over IP", lc.Capture.SPOverIP}, {"d", "n_votes", lc.Capture.NVotes},
+	} {
+		if len(x.t.Rates) == 0 {
+			w("| %s | %s | SP voting runs at two n_votes of one task and base model | none |\n", x.claim, x.test)
+			continue
+		}
+		for _, r := range x.t.Rates {
+			n := fmt.Sprint(r.N)
+			if r.N == 0 {
+				n = "none"
+			}
+			w("| %s | %s | %s | %s |\n", x.claim, x.test, cellEsc(r.Group), n)
+		}
+	}
+	w("\n")
 }
