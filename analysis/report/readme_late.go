@@ -65,6 +65,9 @@ func lateTestText(name, rule string, t analysis.LateTest, alpha float64) testTex
 		tt.evidence = append(tt.evidence, evidence{name: r.Group, count: fmt.Sprintf("%d/%d (exact interval %s)", r.K, r.N, rateInterval(r.Rate))})
 	}
 	tt.countsLine = strings.Join(line, ", ")
+	if len(line) == 0 {
+		tt.countsLine = "no runs to compare"
+	}
 	for i, p := range t.P {
 		tt.evidence = append(tt.evidence, evidence{name: fmt.Sprintf("p-value %d (one-sided Fisher exact)", i+1), count: pText(p)})
 	}

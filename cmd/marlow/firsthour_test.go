@@ -17,6 +17,7 @@ func TestFreshCloneHintNamesEveryArchive(t *testing.T) {
 	}{
 		{"demo", []string{"reports/demo/logs.tar.zst"}},
 		{"mini", []string{"reports/mini/logs-seed1.tar.zst", "reports/mini/logs-seed2.tar.zst", "reports/mini/logs-seed3.tar.zst"}},
+		{"dynamics", []string{"reports/dynamics/logs-a.tar.zst"}},
 	}
 	for _, tc := range cases {
 		_, _, err := execCLI(t, "check", filepath.Join("..", "..", "seeds", tc.spec+".yaml"), "--runs", runs)
