@@ -244,7 +244,7 @@ type LateCliffClaim struct {
 	Where, Signature  LateTest
 	I6                LateTest
 	DriftNotCoherence bool     // I1 lowered the cliff rate and I6 did not
-	I1                LateTest // I1 against plain IP (cliff rate), Outcome Holds when lower with p below alpha
+	I1                LateTest // I1 against plain IP, by the I6 test's rule; its first p-value (cliff rate lower with I1) sets DriftNotCoherence
 }
 
 // LateCaptureClaim is claim d under the late rules.
@@ -406,11 +406,10 @@ func exceeds(a LateRate, alpha float64, bs ...LateRate) LateTest {
 func lateClaimC(st *Study, g Gate, alpha float64) LateCliffClaim {
 	ci := st.Params.CI
 	var c LateCliffClaim
-	cliffWF := cliffWorkflows
-	v := rateOf(g, "IP voting and orch-workers", ci, plainIP(cliffWF...), lateCliffHit)
+	v := rateOf(g, "IP voting and orch-workers", ci, plainIP(cliffWorkflows...), lateCliffHit)
 	e := rateOf(g, "IP eval-opt", ci, plainIP(study.EvalOpt), lateCliffHit)
 	s := rateOf(g, "SP voting and orch-workers", ci, func(x RunEvents) bool {
-		return x.Condition == study.SP && x.Settings.Intervention == NoIntervention && slices.Contains(cliffWF, x.Cell.Workflow)
+		return x.Condition == study.SP && x.Settings.Intervention == NoIntervention && slices.Contains(cliffWorkflows, x.Cell.Workflow)
 	}, lateCliffHit)
 	c.Where = exceeds(v, alpha, e, s)
 	c.Signature = signatureTest(g, ci)
@@ -427,7 +426,7 @@ func lateClaimC(st *Study, g Gate, alpha float64) LateCliffClaim {
 	if c.Signature.Outcome != Untestable && !st.controlled(AmplificationDetector) {
 		c.Signature.Outcome, c.Signature.Reason = Untestable, NoLateControl
 	}
-	i1Lower := c.I1.Rates != nil && len(c.I1.P) > 0 && c.I1.P[0] < alpha
+	i1Lower := len(c.I1.P) > 0 && c.I1.P[0] < alpha
 	i6Lower := len(c.I6.P) > 0 && c.I6.P[0] < alpha
 	c.DriftNotCoherence = g.Open && i1Lower && len(c.I6.Rates) > 0 && c.I6.Rates[0].N > 0 && !i6Lower
 	c.Verdict = combine(c.Signature.Outcome == Against || c.I6.Outcome == Against, c.Where, c.Signature, c.I6)

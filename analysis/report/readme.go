@@ -88,7 +88,7 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	writeMatrix(w, st)
 	writeClaims(w, st, cl)
 	if cl.Late != nil {
-		writeLate(w, st, cl.Late)
+		writeLate(w, cl.Late)
 	}
 
 	writeFigures(w, figs)

@@ -15,7 +15,6 @@ import (
 
 // lateReasonWhy says what decided a late test.
 func lateReasonWhy(t analysis.LateTest, alpha float64) string {
-	alpha = math.Round(alpha*1e6) / 1e6
 	switch t.Reason {
 	case analysis.GateClosed:
 		return "the gate is closed: no trained run had a late event, so the replica did not produce what the claim is about at these settings"
@@ -57,7 +56,6 @@ func lateReasonWhy(t analysis.LateTest, alpha float64) string {
 
 // lateTestText is one late test as the claims section prints it.
 func lateTestText(name, rule string, t analysis.LateTest, alpha float64) testText {
-	alpha = math.Round(alpha*1e6) / 1e6
 	tt := testText{name: name, rule: rule, outcome: outcomeWord(t.Outcome), why: lateReasonWhy(t, alpha) + "."}
 	var line []string
 	for _, r := range t.Rates {
@@ -157,7 +155,7 @@ func gateSentence(g analysis.Gate) string {
 
 // writeLate writes the late-events section: the gate and one row per
 // trained run.
-func writeLate(w md, st *analysis.Study, lc *analysis.LateClaims) {
+func writeLate(w md, lc *analysis.LateClaims) {
 	w("\n## Late events and the gate\n\n")
 	w("Most trained runs of this study hold their learning rate through the second half of training (at least %g of the summed rate, with %d or more validations after the midpoint), so claims c and d are judged by the late-training rules above, and this section shows what they rest on. ", analysis.LateStudyLRShare, analysis.LateStudyValidations)
 	w("A *cliff* is the first validation at which accuracy is at or below the best accuracy so far (the peak) minus max(cliff_abs, cliff_rel × (peak − base)) and stays there for %d validations in a row; "+
