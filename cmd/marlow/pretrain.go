@@ -41,12 +41,12 @@ format compliance.`,
 			if err != nil {
 				return err
 			}
-			cfg := pretrain.ConfigOf(s)
-			if steps > 0 {
-				cfg.Steps = map[string]int{"default": steps}
-			}
 			var jobs []pretrain.Job
 			for _, sc := range scales {
+				cfg := pretrain.ConfigOf(s, sc)
+				if steps > 0 {
+					cfg.Steps = map[string]int{"default": steps}
+				}
 				j, err := pretrain.FromSpec(s, sc, cfg)
 				if err != nil {
 					return err

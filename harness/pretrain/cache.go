@@ -213,7 +213,7 @@ func WorkRoot() string {
 // $MARLOW_CACHE/models/<key>, else it pretrains it there first. The
 // runner calls it before the first step of a tiny-scale run.
 func Ensure(ctx context.Context, s *spec.Spec, scale string, opt Options) (string, error) {
-	job, err := FromSpec(s, scale, ConfigOf(s))
+	job, err := FromSpec(s, scale, ConfigOf(s, scale))
 	if err != nil {
 		return "", err
 	}
@@ -249,7 +249,7 @@ func Scales(s *spec.Spec, only string) ([]string, error) {
 
 func tinyScales(s *spec.Spec) []string {
 	var out []string
-	for _, sc := range s.Matrix.Scales {
+	for _, sc := range s.Scales() {
 		if m, ok := s.Models[sc]; ok && m.Tiny != nil {
 			out = append(out, sc)
 		}

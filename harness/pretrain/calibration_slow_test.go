@@ -36,7 +36,7 @@ func TestMiniCalibration(t *testing.T) {
 	const lo, hi, minFormat = 0.15, 0.60, 0.80
 	prev := map[string]float64{} // task -> single-agent accuracy of the previous scale (Scales keeps the matrix order s, m, l)
 	for _, sc := range scales {
-		job, err := FromSpec(s, sc, ConfigOf(s))
+		job, err := FromSpec(s, sc, ConfigOf(s, sc))
 		if err != nil {
 			t.Fatal(err)
 		}

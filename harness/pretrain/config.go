@@ -52,4 +52,4 @@ func DefaultConfig() Config { return spec.DefaultPretrain() }
 
 // ConfigOf returns the pretraining configuration of a spec (its pretrain
 // section), sharing nothing with it.
-func ConfigOf(s *spec.Spec) Config { return s.Pretrain.Clone() }
+func ConfigOf(s *spec.Spec, scale string) Config { return s.PretrainFor(scale) }

@@ -178,12 +178,12 @@ func (j Job) DirName() (string, error) {
 // KeySettings names the workflow settings of spec s that enter the
 // pretraining key of a tiny scale and differ from their defaults, as
 // "n_votes 5 (default 3)": a run with such a setting starts from another
-// base model than one at the defaults. n_votes does not count when
-// pretrain.n_votes_mix is set (the mix replaces it).
-func KeySettings(s *spec.Spec) []string {
+// base model than one at the defaults. n_votes does not count when the
+// scale's pretraining sets n_votes_mix (the mix replaces it).
+func KeySettings(s *spec.Spec, scale string) []string {
 	def := spec.DefaultWorkflowSettings()
 	var out []string
-	if len(s.Pretrain.NVotesMix) == 0 && s.Workflow.NVotes != def.NVotes {
+	if len(s.PretrainFor(scale).NVotesMix) == 0 && s.Workflow.NVotes != def.NVotes {
 		out = append(out, fmt.Sprintf("n_votes %d (default %d)", s.Workflow.NVotes, def.NVotes))
 	}
 	if s.Workflow.MaxSubtasks != def.MaxSubtasks {

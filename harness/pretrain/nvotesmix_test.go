@@ -31,7 +31,7 @@ func nVotesSpec(t *testing.T, nVotes, mix string) *spec.Spec {
 
 func keyOf(t *testing.T, s *spec.Spec) string {
 	t.Helper()
-	j, err := FromSpec(s, "s", ConfigOf(s))
+	j, err := FromSpec(s, "s", ConfigOf(s, "s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestNVotesMix(t *testing.T) {
 	if m3 == k3 {
 		t.Error("the mix does not change the key")
 	}
-	j, err := FromSpec(nVotesSpec(t, "3", ""), "s", ConfigOf(nVotesSpec(t, "3", "")))
+	j, err := FromSpec(nVotesSpec(t, "3", ""), "s", ConfigOf(nVotesSpec(t, "3", ""), "s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestNVotesMix(t *testing.T) {
 		t.Errorf("KeyJSON without a mix names n_votes_mix (the committed keys would change):\n%s", doc)
 	}
 	s := nVotesSpec(t, "5", "[3, 5]")
-	j, err = FromSpec(s, "s", ConfigOf(s))
+	j, err = FromSpec(s, "s", ConfigOf(s, "s"))
 	if err != nil {
 		t.Fatal(err)
 	}

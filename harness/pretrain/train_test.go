@@ -225,7 +225,7 @@ func TestCommittedCheckpointFound(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	// The spec's own configuration differs from reducedConfig, so its key
 	// differs: build nothing, just compare keys.
-	specJob, err := FromSpec(s, "s", ConfigOf(s))
+	specJob, err := FromSpec(s, "s", ConfigOf(s, "s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestSpecPretrainSection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := ConfigOf(s)
+			cfg := ConfigOf(s, "s")
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("spec config invalid: %v", err)
 			}
@@ -446,7 +446,7 @@ func TestSeedSpecsFindCommittedCheckpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, sc := range scales {
-			job, err := FromSpec(s, sc, ConfigOf(s))
+			job, err := FromSpec(s, sc, ConfigOf(s, sc))
 			if err != nil {
 				t.Fatal(err)
 			}

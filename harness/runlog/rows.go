@@ -134,11 +134,15 @@ type Manifest struct {
 	Task          string   `json:"task"`
 	Scale         string   `json:"scale"`
 	Condition     string   `json:"condition"` // base, sa-rl, sp, ip
-	Seed          uint64   `json:"seed"`      // the run's derived seed
-	MasterSeed    uint64   `json:"master_seed"`
-	SeedIndex     int      `json:"seed_index"` // the experiment seed this run belongs to (1-based as in run ids)
-	ConfigHash    string   `json:"config_hash"`
-	Config        any      `json:"config"` // fully resolved run config
+	// Arm is the spec arm the run belongs to (a named variant of the
+	// recipe: another rate, an intervention, another n_votes); empty for
+	// the main matrix, and absent from the JSON then.
+	Arm        string `json:"arm,omitempty"`
+	Seed       uint64 `json:"seed"` // the run's derived seed
+	MasterSeed uint64 `json:"master_seed"`
+	SeedIndex  int    `json:"seed_index"` // the experiment seed this run belongs to (1-based as in run ids)
+	ConfigHash string `json:"config_hash"`
+	Config     any    `json:"config"` // fully resolved run config
 	// Analysis holds the analysis parameters of the spec (cliff_abs,
 	// cliff_rel, amp_k, amp_cos, ...) so a report can be rebuilt from logs.
 	Analysis   map[string]float64 `json:"analysis"`

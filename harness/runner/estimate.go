@@ -61,7 +61,7 @@ func BaseModels(s *spec.Spec, runs []spec.Run) ([]BaseModel, error) {
 			out = append(out, b)
 			continue
 		}
-		job, err := pretrain.FromSpec(s, sc, pretrain.ConfigOf(s))
+		job, err := pretrain.FromSpec(s, sc, pretrain.ConfigOf(s, sc))
 		if err != nil {
 			return nil, err
 		}
@@ -69,8 +69,8 @@ func BaseModels(s *spec.Spec, runs []spec.Run) ([]BaseModel, error) {
 		if err != nil {
 			return nil, err
 		}
-		b := BaseModel{Scale: sc, Dir: dir, PretrainSteps: job.Steps(), KeySettings: pretrain.KeySettings(s), job: &job}
-		if def := spec.DefaultWorkflowSettings(); len(s.Pretrain.NVotesMix) == 0 && s.Workflow.NVotes != def.NVotes {
+		b := BaseModel{Scale: sc, Dir: dir, PretrainSteps: job.Steps(), KeySettings: pretrain.KeySettings(s, sc), job: &job}
+		if def := spec.DefaultWorkflowSettings(); len(s.PretrainFor(sc).NVotesMix) == 0 && s.Workflow.NVotes != def.NVotes {
 			b.KeyHint = fmt.Sprintf("pretrain.n_votes_mix: [%d, %d] in every spec of an n_votes ablation gives them one base model",
 				min(def.NVotes, s.Workflow.NVotes), max(def.NVotes, s.Workflow.NVotes))
 		}

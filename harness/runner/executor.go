@@ -79,7 +79,7 @@ func (x *executor) execute(ctx context.Context, j job, devs []engine.Device) Out
 	m := runlog.Manifest{
 		RunID: r.ID, Experiment: x.s.Experiment, Workflow: r.Workflow,
 		EvalWorkflows: append([]string(nil), r.EvalWorkflows...), Task: r.Task, Scale: r.Scale,
-		Condition: r.Condition, Seed: r.Seed, MasterSeed: x.s.MasterSeed, SeedIndex: r.SeedIndex,
+		Condition: r.Condition, Arm: r.Arm, Seed: r.Seed, MasterSeed: x.s.MasterSeed, SeedIndex: r.SeedIndex,
 		ConfigHash: r.ConfigHash, Config: rc, Analysis: AnalysisParams(rc.Analysis),
 		Provenance: prov, Engine: rc.Model.Engine, EngineVersion: version, Devices: devicesText(devs),
 	}

@@ -35,7 +35,7 @@ func OnlyWarnings(planned []spec.Run, only string) []string {
 		if !kept[r.ID] || (r.Condition != study.SP && r.Condition != study.IP) {
 			continue
 		}
-		sa := spec.RunID(r.Workflow, study.SARL, r.Task, r.Scale, r.SeedIndex)
+		sa := spec.RunID(r.Workflow, study.SARL, r.Task, r.Scale, r.Arm, r.SeedIndex)
 		if kept[sa] || seen[sa] || !planHas(planned, sa) {
 			continue
 		}

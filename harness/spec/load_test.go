@@ -68,7 +68,7 @@ func TestLoadMalformed(t *testing.T) {
 		whole string // when set, the whole file instead of an edit
 	}
 	cases := []tc{
-		{name: "unknown top-level key", new: "extra: 1\n", want: `extra: unknown key "extra"; allowed keys: analysis, checkpoint,`, at: "extra:"},
+		{name: "unknown top-level key", new: "extra: 1\n", want: `extra: unknown key "extra"; allowed keys: analysis, arms, checkpoint,`, at: "extra:"},
 		{name: "unknown key in grpo", old: "  steps: 20\n", new: "  steps: 20\n  stepz: 3\n", want: `grpo.stepz: unknown key "stepz"`, at: "stepz"},
 		{name: "unknown key at depth 3", new: "grpo:\n", old: "grpo:\n", want: "", at: ""}, // replaced below
 		{name: "unknown key in tiny shape", old: "hidden: 64", new: "hiden: 64", want: `models.s.tiny.hiden: unknown key "hiden"`, at: "hiden"},

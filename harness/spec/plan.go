@@ -76,6 +76,7 @@ type DataConfig struct {
 // ConfigHash.
 type RunConfig struct {
 	ID            string   `json:"id"`
+	Arm           string   `json:"arm,omitempty"`  // the spec arm; "" (absent) for the main matrix
 	Workflow      string   `json:"workflow"`       // the workflow trained in ("single" for sa-rl)
 	EvalWorkflows []string `json:"eval_workflows"` // sorted
 	Condition     string   `json:"condition"`
@@ -104,6 +105,7 @@ type RunConfig struct {
 // Run is one planned run.
 type Run struct {
 	ID            string    `json:"id"`
+	Arm           string    `json:"arm,omitempty"`
 	Workflow      string    `json:"workflow"`
 	EvalWorkflows []string  `json:"eval_workflows"`
 	Condition     string    `json:"condition"`
@@ -122,91 +124,37 @@ func ValKey(task, scale string, seed int) string {
 }
 
 // RunID returns the ID of a run: "sa-rl-<scale>-<task>-seed<N>" for sa-rl
-// and "<workflow>-<condition>-<scale>-<task>-seed<N>" otherwise.
-func RunID(workflow, condition, task, scale string, seed int) string {
+// and "<workflow>-<condition>-<scale>-<task>-seed<N>" otherwise; a run of
+// an arm has "-<arm>" before "-seed<N>".
+func RunID(workflow, condition, task, scale, arm string, seed int) string {
+	if arm != "" {
+		task += "-" + arm
+	}
 	if condition == "sa-rl" {
 		return fmt.Sprintf("sa-rl-%s-%s-seed%d", scale, task, seed)
 	}
 	return fmt.Sprintf("%s-%s-%s-%s-seed%d", workflow, condition, scale, task, seed)
 }
 
-// Plan expands the matrix into runs, ordered by seed, task, scale (in the
-// spec's order), then the sa-rl run of the cell, then workflow and
-// condition in the spec's order. sa-rl is trained once per (task, scale,
-// seed) on the single workflow and evaluated in single and in every matrix
-// workflow. For the single workflow, sp and ip would train exactly what
-// sa-rl trains, so they are not planned; base runs are evaluation-only.
+// Plan expands the matrix, then each arm in name order, into runs. Within
+// one grid runs are ordered by seed, task, scale (in the spec's order), then
+// the sa-rl run of the cell, then workflow and condition in the spec's
+// order. sa-rl is trained once per (task, scale, seed) on the single
+// workflow and evaluated in single and in every workflow of its grid. For
+// the single workflow, sp and ip would train exactly what sa-rl trains, so
+// they are not planned; base runs are evaluation-only.
 func Plan(s *Spec) ([]Run, error) {
 	if s == nil {
 		return nil, fmt.Errorf("spec: plan: nil spec")
 	}
 	errs := &errList{file: s.File}
 	var runs []Run
-	evalAll := append([]string{"single"}, s.Matrix.Workflows...)
-	slices.Sort(evalAll)
-	evalAll = slices.Compact(evalAll)
-	for _, seed := range s.Seeds {
-		for _, task := range s.Matrix.Tasks {
-			t, ok := s.Tasks[task]
-			if !ok {
-				return nil, fmt.Errorf("spec %s: plan: task %q has no definition (was the spec loaded with spec.Load?)", s.File, task)
-			}
-			for _, scale := range s.Matrix.Scales {
-				m, ok := s.Models[scale]
-				if !ok {
-					return nil, fmt.Errorf("spec %s: plan: scale %q has no model", s.File, scale)
-				}
-				g, w, _, _ := s.cell(task, scale, t, m, errs)
-				if err := errs.err(); err != nil {
-					return nil, err
-				}
-				if w.MaxIterations == 0 {
-					w.MaxIterations = 3
-					if SourceKind[t.Source] == "code" {
-						w.MaxIterations = 2
-					}
-				}
-				add := func(workflow, cond string, eval []string) error {
-					id := RunID(workflow, cond, task, scale, seed)
-					rc := RunConfig{
-						ID: id, Workflow: workflow, EvalWorkflows: eval, Condition: cond,
-						Train: cond != "base", Task: task, Scale: scale, SeedIndex: seed,
-						Seed: DeriveSeed(s.MasterSeed, id), SeedVersion: SeedVersion,
-						ValSeed: DeriveSeed(s.MasterSeed, ValKey(task, scale, seed)),
-						Model: ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny, Pretrain: pretrainOf(s, m),
-							Device: m.Device, DType: m.DType, Python: m.Python, GenTokens: m.GenTokens, TrainTokens: m.TrainTokens,
-							GenBackend: m.GenBackend, KVCacheFraction: m.KVCacheFraction},
-						Data: DataConfig{Task: task, Source: t.Source, Kind: SourceKind[t.Source], Path: t.Path,
-							TrainSize: t.TrainSize, ValSize: t.ValSize, ValFrac: t.ValFrac, SplitSeed: t.SplitSeed, AnswerMode: t.AnswerMode,
-							Language: t.Language, Subsets: append([]string(nil), t.Subsets...), TestPath: t.TestPath,
-							SynthMath: t.SynthMath, SynthCode: t.SynthCode},
-						GRPO: g.clone(), WorkflowSet: w, Eval: s.Eval, Checkpoint: s.Checkpoint, Analysis: s.Analysis,
-					}
-					h, err := ConfigHash(rc)
-					if err != nil {
-						return fmt.Errorf("spec %s: plan %s: %w", s.File, id, err)
-					}
-					runs = append(runs, Run{ID: id, Workflow: workflow, EvalWorkflows: eval, Condition: cond,
-						Task: task, Scale: scale, SeedIndex: seed, Seed: rc.Seed, ConfigHash: h, Config: rc})
-					return nil
-				}
-				if slices.Contains(s.Matrix.Conditions, "sa-rl") {
-					if err := add("single", "sa-rl", evalAll); err != nil {
-						return nil, err
-					}
-				}
-				for _, wf := range s.Matrix.Workflows {
-					for _, cond := range s.Matrix.Conditions {
-						if cond == "sa-rl" || (wf == "single" && cond != "base") {
-							continue
-						}
-						if err := add(wf, cond, []string{wf}); err != nil {
-							return nil, err
-						}
-					}
-				}
-			}
+	for _, arm := range s.ArmNames() {
+		planned, err := planArm(s, arm, errs)
+		if err != nil {
+			return nil, err
 		}
+		runs = append(runs, planned...)
 	}
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("spec %s: plan: the matrix plans no runs (workflows %v, conditions %v)",
@@ -291,10 +239,83 @@ type ConditionCount struct {
 
 // pretrainOf returns the pretrain settings that build a tiny model, nil for
 // a model read from a checkpoint.
-func pretrainOf(s *Spec, m Model) *Pretrain {
+func pretrainOf(s *Spec, scale string, m Model) *Pretrain {
 	if m.Tiny == nil {
 		return nil
 	}
-	p := s.Pretrain
+	p := s.PretrainFor(scale)
 	return &p
+}
+
+// planArm expands the grid of one arm ("" is the main matrix) into runs.
+func planArm(s *Spec, arm string, errs *errList) ([]Run, error) {
+	mx := s.ArmMatrix(arm)
+	var runs []Run
+	evalAll := append([]string{"single"}, mx.Workflows...)
+	slices.Sort(evalAll)
+	evalAll = slices.Compact(evalAll)
+	for _, seed := range s.ArmSeeds(arm) {
+		for _, task := range mx.Tasks {
+			t, ok := s.Tasks[task]
+			if !ok {
+				return nil, fmt.Errorf("spec %s: plan: task %q has no definition (was the spec loaded with spec.Load?)", s.File, task)
+			}
+			for _, scale := range mx.Scales {
+				m, ok := s.Models[scale]
+				if !ok {
+					return nil, fmt.Errorf("spec %s: plan: scale %q has no model", s.File, scale)
+				}
+				g, w, _, _ := s.cell(arm, task, scale, t, m, errs)
+				if err := errs.err(); err != nil {
+					return nil, err
+				}
+				if w.MaxIterations == 0 {
+					w.MaxIterations = 3
+					if SourceKind[t.Source] == "code" {
+						w.MaxIterations = 2
+					}
+				}
+				add := func(workflow, cond string, eval []string) error {
+					id := RunID(workflow, cond, task, scale, arm, seed)
+					rc := RunConfig{
+						ID: id, Arm: arm, Workflow: workflow, EvalWorkflows: eval, Condition: cond,
+						Train: cond != "base", Task: task, Scale: scale, SeedIndex: seed,
+						Seed: DeriveSeed(s.MasterSeed, id), SeedVersion: SeedVersion,
+						ValSeed: DeriveSeed(s.MasterSeed, ValKey(task, scale, seed)),
+						Model: ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny, Pretrain: pretrainOf(s, scale, m),
+							Device: m.Device, DType: m.DType, Python: m.Python, GenTokens: m.GenTokens, TrainTokens: m.TrainTokens,
+							GenBackend: m.GenBackend, KVCacheFraction: m.KVCacheFraction},
+						Data: DataConfig{Task: task, Source: t.Source, Kind: SourceKind[t.Source], Path: t.Path,
+							TrainSize: t.TrainSize, ValSize: t.ValSize, ValFrac: t.ValFrac, SplitSeed: t.SplitSeed, AnswerMode: t.AnswerMode,
+							Language: t.Language, Subsets: append([]string(nil), t.Subsets...), TestPath: t.TestPath,
+							SynthMath: t.SynthMath, SynthCode: t.SynthCode},
+						GRPO: g.clone(), WorkflowSet: w, Eval: s.Eval, Checkpoint: s.Checkpoint, Analysis: s.Analysis,
+					}
+					h, err := ConfigHash(rc)
+					if err != nil {
+						return fmt.Errorf("spec %s: plan %s: %w", s.File, id, err)
+					}
+					runs = append(runs, Run{ID: id, Arm: arm, Workflow: workflow, EvalWorkflows: eval, Condition: cond,
+						Task: task, Scale: scale, SeedIndex: seed, Seed: rc.Seed, ConfigHash: h, Config: rc})
+					return nil
+				}
+				if slices.Contains(mx.Conditions, "sa-rl") {
+					if err := add("single", "sa-rl", evalAll); err != nil {
+						return nil, err
+					}
+				}
+				for _, wf := range mx.Workflows {
+					for _, cond := range mx.Conditions {
+						if cond == "sa-rl" || (wf == "single" && cond != "base") {
+							continue
+						}
+						if err := add(wf, cond, []string{wf}); err != nil {
+							return nil, err
+						}
+					}
+				}
+			}
+		}
+	}
+	return runs, nil
 }

@@ -54,16 +54,18 @@ func TestCanonicalJSON(t *testing.T) {
 
 func TestRunID(t *testing.T) {
 	cases := []struct {
-		wf, cond, task, scale string
-		seed                  int
-		want                  string
+		wf, cond, task, scale, arm string
+		seed                       int
+		want                       string
 	}{
-		{"voting", "ip", "synth-math", "s", 1, "voting-ip-s-synth-math-seed1"},
-		{"single", "sa-rl", "synth-math", "s", 1, "sa-rl-s-synth-math-seed1"},
-		{"orch-workers", "base", "deepcoder", "l", 3, "orch-workers-base-l-deepcoder-seed3"},
+		{"voting", "ip", "synth-math", "s", "", 1, "voting-ip-s-synth-math-seed1"},
+		{"single", "sa-rl", "synth-math", "s", "", 1, "sa-rl-s-synth-math-seed1"},
+		{"orch-workers", "base", "deepcoder", "l", "", 3, "orch-workers-base-l-deepcoder-seed3"},
+		{"voting", "sp", "synth-code", "smix", "nv5", 2, "voting-sp-smix-synth-code-nv5-seed2"},
+		{"single", "sa-rl", "synth-code", "s", "lowlr", 1, "sa-rl-s-synth-code-lowlr-seed1"},
 	}
 	for _, c := range cases {
-		if got := RunID(c.wf, c.cond, c.task, c.scale, c.seed); got != c.want {
+		if got := RunID(c.wf, c.cond, c.task, c.scale, c.arm, c.seed); got != c.want {
 			t.Errorf("RunID = %q, want %q", got, c.want)
 		}
 	}

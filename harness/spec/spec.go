@@ -61,11 +61,25 @@ type Spec struct {
 	Checkpoint Checkpoint       `yaml:"checkpoint" json:"checkpoint"`
 	Analysis   Analysis         `yaml:"analysis" json:"analysis"`
 	Pretrain   Pretrain         `yaml:"pretrain" json:"pretrain"`
+	// Arms are named variants of the recipe planned next to the matrix
+	// (arms.go).
+	Arms map[string]Arm `yaml:"arms,omitempty" json:"arms,omitempty"`
 
 	// File is the absolute path of the spec file.
 	File string `yaml:"-" json:"-"`
 
 	org origins // where each top-level key path was set
+
+	pretrains map[string]Pretrain // per-scale pretrain sections, resolved by validate
+}
+
+// PretrainFor returns the pretrain settings of a scale: the pretrain
+// section with the model's own pretrain overrides applied.
+func (s *Spec) PretrainFor(scale string) Pretrain {
+	if p, ok := s.pretrains[scale]; ok {
+		return p.Clone()
+	}
+	return s.Pretrain.Clone()
 }
 
 // Matrix is the grid of the study.
@@ -97,6 +111,10 @@ type Model struct {
 	KVCacheFraction float64 `yaml:"kv_cache_fraction,omitempty" json:"kv_cache_fraction,omitempty"`
 	// GRPO overrides grpo keys for runs of this scale.
 	GRPO *yaml.Node `yaml:"grpo,omitempty" json:"-"`
+	// Pretrain overrides pretrain keys for this scale's base model (a tiny
+	// shape only): for example n_votes_mix, so that an n_votes arm starts
+	// from a base model that has seen every candidate count.
+	Pretrain *yaml.Node `yaml:"pretrain,omitempty" json:"-"`
 }
 
 func (m *Model) setDefaults() { m.Engine = study.Native }
@@ -345,6 +363,7 @@ func (a *Analysis) setDefaults() {
 func (s *Spec) setDefaults() {
 	s.Models = map[string]Model{}
 	s.Tasks = map[string]Task{}
+	s.Arms = map[string]Arm{}
 	s.GRPO.setDefaults()
 	s.Workflow.setDefaults()
 	s.Eval.setDefaults()

@@ -142,33 +142,70 @@ func validate(s *Spec, root *yaml.Node, errs *errList) {
 	c.minInt("checkpoint.every", s.Checkpoint.Every, 1)
 	validateAnalysis(s.Analysis, c.section("analysis"))
 	validatePretrain(s.Pretrain, c.section("pretrain"))
+	resolvePretrains(s, errs)
+	validateArms(s, c)
 	validateWorkflowUse(s, c)
-	// Every (task, scale) cell, with its overrides applied.
-	for _, task := range s.Matrix.Tasks {
-		t, okT := s.Tasks[task]
-		for _, scale := range s.Matrix.Scales {
-			m, okM := s.Models[scale]
-			if !okT || !okM {
-				continue
-			}
-			g, w, gc, wc := s.cell(task, scale, t, m, errs)
-			validateGRPO(g, gc, s.roleSet())
-			validateWorkflow(w, wc)
-			if mix := s.Pretrain.NVotesMix; len(mix) > 0 && m.Tiny != nil && !slices.Contains(mix, w.NVotes) {
-				wc.errf("n_votes", "%d is not in pretrain.n_votes_mix %v: the base model of scale %s would never see that many candidates (add it to the mix)", w.NVotes, mix, scale)
-			}
-			if t.ValSize > 0 && s.Eval.ValSize > t.ValSize {
-				c.errf("eval.val_size", "%d exceeds the validation split of task %s (tasks.%s.val_size = %d)",
-					s.Eval.ValSize, task, task, t.ValSize)
+	// Every (task, scale) cell of the main matrix and of each arm, with its
+	// overrides applied.
+	for _, arm := range s.ArmNames() {
+		mx := s.ArmMatrix(arm)
+		for _, task := range mx.Tasks {
+			t, okT := s.Tasks[task]
+			for _, scale := range mx.Scales {
+				m, okM := s.Models[scale]
+				if !okT || !okM {
+					continue
+				}
+				g, w, gc, wc := s.cell(arm, task, scale, t, m, errs)
+				validateGRPO(g, gc, s.roleSet(arm))
+				validateWorkflow(w, wc)
+				if mix := s.PretrainFor(scale).NVotesMix; len(mix) > 0 && m.Tiny != nil && !slices.Contains(mix, w.NVotes) {
+					key := "pretrain.n_votes_mix"
+					if m.Pretrain != nil {
+						key = "models." + scale + ".pretrain.n_votes_mix"
+					}
+					wc.errf("n_votes", "%d is not in %s %v: the base model of scale %s would never see that many candidates (add it to the mix)", w.NVotes, key, mix, scale)
+				}
+				s.checkArmBase(arm, scale, m, w, wc)
+				if arm == "" && t.ValSize > 0 && s.Eval.ValSize > t.ValSize {
+					c.errf("eval.val_size", "%d exceeds the validation split of task %s (tasks.%s.val_size = %d)",
+						s.Eval.ValSize, task, task, t.ValSize)
+				}
 			}
 		}
 	}
 }
 
-// cell merges the grpo and workflow sections with the overrides of a model
-// and a task (in that order) and returns them with checkers that point at
+// resolvePretrains applies each tiny model's pretrain overrides to the
+// pretrain section and validates the result (Spec.PretrainFor).
+func resolvePretrains(s *Spec, errs *errList) {
+	d := &decoder{errs: errs}
+	for _, scale := range sortedKeys(s.Models) {
+		m := s.Models[scale]
+		if m.Pretrain == nil {
+			continue
+		}
+		if m.Tiny == nil {
+			errs.add(m.Pretrain.Line, "models."+scale+".pretrain", "only a tiny shape is pretrained; model %s is a checkpoint", scale)
+			continue
+		}
+		p := s.Pretrain.Clone()
+		porg := sub(s.org, "pretrain")
+		delete(porg, "")
+		d.decode(m.Pretrain, reflect.ValueOf(&p).Elem(), "models."+scale+".pretrain", "", porg)
+		delete(porg, "")
+		validatePretrain(p, checker{errs: errs, org: porg, prefix: "models." + scale + ".pretrain", line: m.Pretrain.Line})
+		if s.pretrains == nil {
+			s.pretrains = map[string]Pretrain{}
+		}
+		s.pretrains[scale] = p
+	}
+}
+
+// cell merges the grpo and workflow sections with the overrides of a model,
+// a task and an arm (in that order; arm "" is the main matrix) and returns them with checkers that point at
 // the lines that set each value.
-func (s *Spec) cell(task, scale string, t Task, m Model, errs *errList) (GRPO, WorkflowSettings, checker, checker) {
+func (s *Spec) cell(arm, task, scale string, t Task, m Model, errs *errList) (GRPO, WorkflowSettings, checker, checker) {
 	d := &decoder{errs: errs}
 	g := s.GRPO.clone()
 	gorg := sub(s.org, "grpo")
@@ -187,6 +224,7 @@ func (s *Spec) cell(task, scale string, t Task, m Model, errs *errList) (GRPO, W
 		d.decode(t.Workflow, reflect.ValueOf(&w).Elem(), "tasks."+task+".workflow", "", worg)
 	}
 	delete(worg, "")
+	s.armOverride(arm, &g, &w, gorg, worg, d)
 	return g, w, checker{errs: errs, org: gorg, prefix: "grpo", line: s.org["grpo"].line},
 		checker{errs: errs, org: worg, prefix: "workflow", line: s.org["workflow"].line}
 }

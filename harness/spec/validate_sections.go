@@ -49,8 +49,8 @@ func validateModels(s *Spec, c checker) {
 	for _, name := range sortedKeys(s.Models) {
 		m := s.Models[name]
 		p := "models." + name
-		if !slices.Contains(s.Matrix.Scales, name) {
-			c.errf(p, "scale %q is not in matrix.scales (%s); remove it or add it to the matrix", name, strings.Join(s.Matrix.Scales, ", "))
+		if !slices.Contains(s.Scales(), name) {
+			c.errf(p, "scale %q is not in matrix.scales (%s) nor in an arm's; remove it or add it to the matrix", name, strings.Join(s.Matrix.Scales, ", "))
 		}
 		c.oneOf(p+".engine", m.Engine, Engines)
 		if m.Engine == "torch" {
@@ -276,11 +276,12 @@ func validateSynthCode(m SynthCode, c checker) {
 	c.rangeInt("hidden_tests", m.HiddenTests, 1, 20)
 }
 
-// roleSet is every role type called by the matrix workflows (sa-rl runs
-// are evaluated in all of them; single's generator is always present).
-func (s *Spec) roleSet() []string {
+// roleSet is every role type called by the workflows of an arm ("" is the
+// main matrix; sa-rl runs are evaluated in all of them; single's generator
+// is always present).
+func (s *Spec) roleSet(arm string) []string {
 	set := map[string]bool{"generator": true}
-	for _, w := range s.Matrix.Workflows {
+	for _, w := range s.ArmMatrix(arm).Workflows {
 		for _, r := range WorkflowRoles[w] {
 			set[r] = true
 		}
@@ -362,7 +363,7 @@ func validateWorkflow(w WorkflowSettings, c checker) {
 func validateWorkflowUse(s *Spec, c checker) {
 	uses := map[string]string{"n_votes": "voting", "max_iterations": "eval-opt", "max_subtasks": "orch-workers"}
 	for _, k := range []string{"max_iterations", "max_subtasks", "n_votes"} {
-		if slices.Contains(s.Matrix.Workflows, uses[k]) {
+		if slices.Contains(s.allWorkflows(), uses[k]) {
 			continue
 		}
 		if _, set := c.org["workflow."+k]; set {
