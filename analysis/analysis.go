@@ -41,12 +41,32 @@ func CondOrder(c string) int {
 	return 4
 }
 
-// CellKey identifies a cell of the matrix.
+// CellKey identifies a cell of the matrix: a workflow, task and scale,
+// in the main matrix (Arm "") or in one of the spec's arms (a named
+// variant of the recipe: another rate, an intervention, another n_votes;
+// runlog.Manifest.Arm). An arm's runs form cells of their own, so that
+// its conditions are compared with each other and never pooled with the
+// main matrix's runs of the same workflow, task and scale.
 type CellKey struct {
 	Workflow, Task, Scale string
+	Arm                   string
 }
 
-func (k CellKey) String() string { return k.Workflow + "/" + k.Task + "/" + k.Scale }
+// String is "workflow/task/scale", followed by " [arm]" for an arm's cell.
+func (k CellKey) String() string {
+	s := k.Workflow + "/" + k.Task + "/" + k.Scale
+	if k.Arm != "" {
+		s += " [" + k.Arm + "]"
+	}
+	return s
+}
+
+// Main is the cell of the main matrix with the same workflow, task and
+// scale.
+func (k CellKey) Main() CellKey {
+	k.Arm = ""
+	return k
+}
 
 func (k CellKey) less(o CellKey) bool {
 	if k.Task != o.Task {
@@ -55,7 +75,10 @@ func (k CellKey) less(o CellKey) bool {
 	if k.Workflow != o.Workflow {
 		return k.Workflow < o.Workflow
 	}
-	return ScaleLess(k.Scale, o.Scale)
+	if k.Scale != o.Scale {
+		return ScaleLess(k.Scale, o.Scale)
+	}
+	return k.Arm < o.Arm
 }
 
 // sizeRank orders the named model sizes of the CPU study and common
@@ -223,6 +246,19 @@ type Study struct {
 	// Controls are the detectors with a shown positive control and the
 	// test that shows it (PositiveControls when analysed).
 	Controls map[Detector]string
+}
+
+// Arms returns the spec arms the study's cells belong to, by name (none
+// for a study of the main matrix alone).
+func (st *Study) Arms() []string {
+	var out []string
+	for _, c := range st.Cells {
+		if c.Key.Arm != "" && !slices.Contains(out, c.Key.Arm) {
+			out = append(out, c.Key.Arm)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func provenance(runs []*runlog.Run) Provenance {

@@ -522,3 +522,47 @@ func TestScaleLess(t *testing.T) {
 		}
 	}
 }
+
+// TestAnalyzeArms: runs of a spec arm with the main matrix's workflow,
+// task, scale, condition and seeds form a cell of their own, after the
+// main matrix's; their different settings are not an error.
+func TestAnalyzeArms(t *testing.T) {
+	runs := analysistest.Fixture()
+	arm := analysistest.InArm(runs, "voting-sp-s-math-", "lowlr")
+	if len(arm) != 2 {
+		t.Fatalf("%d arm runs, want 2", len(arm))
+	}
+	runs = withConfigs(append(runs, arm...), "voting-sp-s-math-", func(_ int, c map[string]any) {
+		if strings.Contains(c["id"].(string), "-lowlr-") {
+			c["grpo"] = map[string]any{"lr": 0.0005, "steps": 60.0}
+			c["arm"] = "lowlr"
+		}
+	})
+	st, err := Analyze(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, c := range st.Cells {
+		keys = append(keys, c.Key.String())
+	}
+	want := []string{"single/synth-math/s", "single/synth-math/m", "voting/synth-math/s", "voting/synth-math/s [lowlr]", "voting/synth-math/m"}
+	if !reflect.DeepEqual(keys, want) {
+		t.Fatalf("cells %v, want %v", keys, want)
+	}
+	c := st.Cells[3]
+	if len(c.Conditions) != 1 || c.Conditions[0].Condition != study.SP || c.Conditions[0].Seeds != 2 || c.Key.Main() != st.Cells[2].Key {
+		t.Errorf("arm cell %s: %+v", c.Key, c.Conditions)
+	}
+	if got := st.Arms(); !reflect.DeepEqual(got, []string{"lowlr"}) {
+		t.Errorf("arms %v", got)
+	}
+	// the main matrix's cell keeps its four conditions and two sp seeds
+	if sp := st.Cells[2].Cond(study.SP); sp == nil || sp.Seeds != 2 || len(st.Cells[2].Conditions) != 4 {
+		t.Errorf("main cell %s: %+v", st.Cells[2].Key, st.Cells[2].Conditions)
+	}
+	// the study's scales for the paper's headlines are the main matrix's
+	if _, err := Analyze(analysistest.InArm(analysistest.Fixture(), "voting-", "x")); err != nil {
+		t.Errorf("a study of one arm: %v", err)
+	}
+}

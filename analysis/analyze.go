@@ -131,7 +131,7 @@ func (st *Study) addRun(r *runlog.Run, taken map[slot]string) error {
 		if err != nil {
 			return fmt.Errorf("analysis: run %s, workflow %s: %w", m.RunID, wf, err)
 		}
-		cell := CellKey{Workflow: wf, Task: m.Task, Scale: m.Scale}
+		cell := CellKey{Workflow: wf, Task: m.Task, Scale: m.Scale, Arm: m.Arm}
 		sl := slot{cell, m.Condition, m.SeedIndex}
 		if other, ok := taken[sl]; ok {
 			return fmt.Errorf("analysis: runs %q and %q are both condition %s seed %d of cell %s", other, m.RunID, m.Condition, m.SeedIndex, cell)

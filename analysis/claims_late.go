@@ -29,7 +29,10 @@ import (
 //     the claim is about at these settings.
 //   - Runs are grouped by condition, workflow and intervention (I1: a
 //     per-role KL coefficient above 0; I6: the coherence regularizer on),
-//     read from each run's stored config.
+//     read from each run's stored config. The tests of where cliffs fall,
+//     of the signature and of SP over IP take the runs of the main matrix
+//     only (Arm ""): the study's recipe, not an arm's other rate, scale or
+//     base model, which the rules would otherwise pool with it.
 //   - c, where: the rate of late cliffs in IP voting and orch-workers runs
 //     without an intervention is compared with IP eval-opt's and with SP's
 //     in voting and orch-workers (one-sided Fisher exact tests). Holds when
@@ -46,7 +49,8 @@ import (
 //     not testable with fewer than MinClaimSeeds cliff runs, or, when the
 //     cliffs lead, without a run that has none to measure rarity on.
 //   - c, I6: IP runs with the coherence regularizer against IP runs without
-//     one in the same cells. Holds when the cliff rate is lower with I6
+//     one in the same cells (workflow, task and scale) at the same rate and
+//     base model: an intervention arm against the main matrix. Holds when the cliff rate is lower with I6
 //     (one-sided Fisher exact, p below alpha), the signature's rate is
 //     lower, and the mean ceiling is at most CeilingCost lower; against
 //     when I6 removes the signature (its rate lower and at most RareShare)
@@ -63,8 +67,8 @@ import (
 //     cell's SP runs). Holds when SP's rate exceeds IP's (one-sided Fisher
 //     exact, p below alpha); against when IP's rate is at or above SP's;
 //     undecided otherwise; not testable when either has no judged run.
-//   - d, n_votes: SP voting runs of one task and one base model at the
-//     smallest and the largest n_votes. Holds when the larger count's
+//   - d, n_votes: SP voting runs of one task, one base model and one rate
+//     at the smallest and the largest n_votes (the gradient-mass arms). Holds when the larger count's
 //     capture rate exceeds the smaller's (p below alpha); against when it
 //     is at or below it; undecided otherwise; not testable with one count.
 //   - d's verdict: refuted when SP over IP is against; otherwise not
@@ -366,9 +370,15 @@ func rateOf(g Gate, group string, ci float64, in, hit func(RunEvents) bool) Late
 	return LateRate{Group: group, Rate: ClopperPearson(k, n, ci)}
 }
 
+// plain reports whether a run view is of the main matrix (no arm) and
+// carries no intervention.
+func plain(e RunEvents) bool { return e.Cell.Arm == "" && e.Settings.Intervention == NoIntervention }
+
+// plainIP selects the IP runs of the main matrix without an intervention in
+// the workflows wfs.
 func plainIP(wfs ...string) func(RunEvents) bool {
 	return func(e RunEvents) bool {
-		return e.Condition == study.IP && e.Settings.Intervention == NoIntervention && slices.Contains(wfs, e.Cell.Workflow)
+		return e.Condition == study.IP && plain(e) && slices.Contains(wfs, e.Cell.Workflow)
 	}
 }
 
@@ -409,7 +419,7 @@ func lateClaimC(st *Study, g Gate, alpha float64) LateCliffClaim {
 	v := rateOf(g, "IP voting and orch-workers", ci, plainIP(cliffWorkflows...), lateCliffHit)
 	e := rateOf(g, "IP eval-opt", ci, plainIP(study.EvalOpt), lateCliffHit)
 	s := rateOf(g, "SP voting and orch-workers", ci, func(x RunEvents) bool {
-		return x.Condition == study.SP && x.Settings.Intervention == NoIntervention && slices.Contains(cliffWorkflows, x.Cell.Workflow)
+		return x.Condition == study.SP && plain(x) && slices.Contains(cliffWorkflows, x.Cell.Workflow)
 	}, lateCliffHit)
 	c.Where = exceeds(v, alpha, e, s)
 	c.Signature = signatureTest(g, ci)
@@ -480,25 +490,38 @@ func signatureTest(g Gate, ci float64) LateTest {
 	return t
 }
 
+// recipe is what an intervention test holds fixed between the runs with
+// and without the intervention: the cell of the main matrix, the rate, the
+// base model and n_votes.
+type recipe struct {
+	cell      CellKey
+	lr, model string
+	nVotes    int
+}
+
+func recipeOf(e RunEvents) recipe {
+	return recipe{cell: e.Cell.Main(), lr: e.Settings.LR, model: e.Settings.Model, nVotes: e.Settings.NVotes}
+}
+
 // interventionTest compares IP runs with the intervention against IP runs
-// without one in the cells that have both.
+// without one of the same recipe (recipeOf), in the recipes that have both.
 func interventionTest(g Gate, iv string, ci, alpha float64) LateTest {
 	t := LateTest{Diff: math.NaN()}
-	cells := map[CellKey][2]bool{}
+	cells := map[recipe][2]bool{}
 	for _, e := range g.Runs {
 		if e.Condition != study.IP {
 			continue
 		}
-		x := cells[e.Cell]
+		x := cells[recipeOf(e)]
 		switch e.Settings.Intervention {
 		case iv:
 			x[0] = true
 		case NoIntervention:
 			x[1] = true
 		}
-		cells[e.Cell] = x
+		cells[recipeOf(e)] = x
 	}
-	both := func(e RunEvents) bool { x := cells[e.Cell]; return e.Condition == study.IP && x[0] && x[1] }
+	both := func(e RunEvents) bool { x := cells[recipeOf(e)]; return e.Condition == study.IP && x[0] && x[1] }
 	with := func(e RunEvents) bool { return both(e) && e.Settings.Intervention == iv }
 	without := func(e RunEvents) bool { return both(e) && e.Settings.Intervention == NoIntervention }
 	cw := rateOf(g, "IP with "+iv+": late cliffs", ci, with, lateCliffHit)
@@ -545,18 +568,21 @@ func lateClaimD(st *Study, g Gate, alpha float64) LateCaptureClaim {
 			return e.Condition == cond && e.Settings.Intervention == NoIntervention && e.CaptureJudge
 		}
 	}
-	sp := rateOf(g, "SP runs captured", ci, judged(study.SP), capHit)
-	ip := rateOf(g, "IP runs captured", ci, judged(study.IP), capHit)
+	main := func(cond string) func(RunEvents) bool {
+		return func(e RunEvents) bool { return judged(cond)(e) && plain(e) }
+	}
+	sp := rateOf(g, "SP runs captured", ci, main(study.SP), capHit)
+	ip := rateOf(g, "IP runs captured", ci, main(study.IP), capHit)
 	d.SPOverIP = exceeds(sp, alpha, ip)
 	if d.SPOverIP.Outcome != Untestable && !st.controlled(CaptureDetector) {
 		d.SPOverIP.Outcome, d.SPOverIP.Reason = Untestable, NoLateControl
 	}
-	// n_votes: SP voting runs of one task and one base model
-	type key struct{ task, model string }
+	// n_votes: SP voting runs of one task, one base model and one rate
+	type key struct{ task, model, lr string }
 	counts := map[key]map[int]bool{}
 	for _, e := range g.Runs {
 		if judged(study.SP)(e) && e.Cell.Workflow == study.Voting && e.Settings.NVotes > 0 {
-			k := key{e.Cell.Task, e.Settings.Model}
+			k := key{e.Cell.Task, e.Settings.Model, e.Settings.LR}
 			if counts[k] == nil {
 				counts[k] = map[int]bool{}
 			}
@@ -565,7 +591,7 @@ func lateClaimD(st *Study, g Gate, alpha float64) LateCaptureClaim {
 	}
 	d.NVotes = LateTest{Outcome: Untestable, Reason: OneCount, Diff: math.NaN()}
 	keys := slices.SortedFunc(maps.Keys(counts), func(a, b key) int {
-		return strings.Compare(a.task+"\x00"+a.model, b.task+"\x00"+b.model)
+		return strings.Compare(a.task+"\x00"+a.model+"\x00"+a.lr, b.task+"\x00"+b.model+"\x00"+b.lr)
 	})
 	for _, k := range keys {
 		ns := slices.Sorted(maps.Keys(counts[k]))
@@ -575,7 +601,8 @@ func lateClaimD(st *Study, g Gate, alpha float64) LateCaptureClaim {
 		lo, hi := ns[0], ns[len(ns)-1]
 		at := func(n int) func(RunEvents) bool {
 			return func(e RunEvents) bool {
-				return judged(study.SP)(e) && e.Cell.Workflow == study.Voting && e.Cell.Task == k.task && e.Settings.Model == k.model && e.Settings.NVotes == n
+				return judged(study.SP)(e) && e.Cell.Workflow == study.Voting && e.Cell.Task == k.task && e.Settings.Model == k.model &&
+					e.Settings.LR == k.lr && e.Settings.NVotes == n
 			}
 		}
 		rh := rateOf(g, "SP voting at n_votes "+strconv.Itoa(hi), ci, at(hi), capHit)

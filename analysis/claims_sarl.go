@@ -39,6 +39,9 @@ func sarlGains(st *Study) []SARLGain {
 func headlines(st *Study, gains []SARLGain) []Headline {
 	scales, tasks := map[string]bool{}, map[string]bool{}
 	for _, c := range st.Cells {
+		if c.Key.Arm != "" {
+			continue // an arm's scale or task is a variant, not one of the study's
+		}
 		scales[c.Key.Scale] = true
 		tasks[c.Key.Task] = true
 	}

@@ -481,12 +481,12 @@ func TestSARLGainsAndHeadlines(t *testing.T) {
 		t.Fatalf("%d headlines", len(cl.Headlines))
 	}
 	h := cl.Headlines[0]
-	if h.Match != Matched || !h.Found || h.Cell != (CellKey{"eval-opt", "synth-math", "m"}) || h.Condition != "ip" ||
+	if h.Match != Matched || !h.Found || h.Cell != (CellKey{Workflow: "eval-opt", Task: "synth-math", Scale: "m"}) || h.Condition != "ip" ||
 		h.PaperScale != "1.7B" || h.PaperWorkflow != "eval-opt" || !near(h.PaperGain, 0.101) || h.Gain.Value <= 0 {
 		t.Errorf("headline 0: %+v", h)
 	}
 	h = cl.Headlines[1]
-	if h.Match != Matched || !h.Found || h.Cell != (CellKey{"voting", "synth-math", "l"}) || h.Condition != "sp" ||
+	if h.Match != Matched || !h.Found || h.Cell != (CellKey{Workflow: "voting", Task: "synth-math", Scale: "l"}) || h.Condition != "sp" ||
 		h.PaperScale != "4B" || h.PaperWorkflow != "voting" || !near(h.PaperGain, -0.103) {
 		t.Errorf("headline 1: %+v", h)
 	}

@@ -51,14 +51,15 @@ func FormatCollapsed(r *RunResult, drop float64) (judged, collapsed bool) {
 }
 
 // CompareCollapse counts, per task and over all tasks, the IP and SP runs
-// of the voting and orch-workers cells with a collapsed role.
+// of the voting and orch-workers cells of the main matrix with a collapsed
+// role (an arm's runs may have one condition only, or another recipe).
 func CompareCollapse(st *Study) []CollapseGroup {
 	type counts struct{ kIP, nIP, kSP, nSP int }
 	by := map[string]*counts{}
 	var tasks []string
 	all := &counts{}
 	for _, r := range st.Runs {
-		if (r.Condition != study.IP && r.Condition != study.SP) || !slices.Contains(cliffWorkflows, r.Cell.Workflow) {
+		if (r.Condition != study.IP && r.Condition != study.SP) || !slices.Contains(cliffWorkflows, r.Cell.Workflow) || r.Cell.Arm != "" {
 			continue
 		}
 		judged, yes := FormatCollapsed(r, st.Params.CaptureFormatDrop)

@@ -76,14 +76,15 @@ type ev struct {
 	sig          int64 // signature step, -1 none
 	captured     *bool
 	nVotes       int
+	arm, lr      string // the spec arm ("" the main matrix) and the stored rate
 }
 
 func gateFrom(evs []ev) Gate {
 	var g Gate
 	g.CliffControlled = true
 	for i, e := range evs {
-		re := RunEvents{Run: fmt.Sprint("r", i), Cell: CellKey{Workflow: e.wf, Task: "synth-code", Scale: "s"}, Condition: e.cond,
-			Settings: RunSettings{Intervention: e.iv, NVotes: e.nVotes, Model: "m"}, Signature: e.sig, Ceiling: .3}
+		re := RunEvents{Run: fmt.Sprint("r", i), Cell: CellKey{Workflow: e.wf, Task: "synth-code", Scale: "s", Arm: e.arm}, Condition: e.cond,
+			Settings: RunSettings{Intervention: e.iv, NVotes: e.nVotes, Model: "m", LR: e.lr}, Signature: e.sig, Ceiling: .3}
 		re.Events.Cliff = LateCliff{Found: e.cliff, Late: e.cliff, FallStep: 300}
 		re.Events.Late = e.cliff
 		re.Leads = e.cliff && e.sig >= 0 && e.sig <= 300-SignatureLead
@@ -118,6 +119,10 @@ func TestLateClaimC(t *testing.T) {
 	i6Quiet := ev{wf: v, cond: study.IP, iv: I6, sig: -1}
 	i6Cliff := ev{wf: v, cond: study.IP, iv: I6, cliff: true, sig: -1}
 	main := slices.Concat(repeatEv(8, ipCliffLead), repeatEv(4, ipQuiet), repeatEv(12, eoQuiet), repeatEv(12, spQuiet))
+	i6Arm := ev{wf: v, cond: study.IP, iv: I6, sig: -1, arm: "i6"}
+	i6ArmLow := ev{wf: v, cond: study.IP, iv: I6, sig: -1, arm: "i6", lr: "1e-3"}
+	spLowCliff := ev{wf: v, cond: study.SP, cliff: true, sig: -1, arm: "lowlr", lr: "1e-3"}
+	ipLowQuietSig := ev{wf: v, cond: study.IP, sig: 100, arm: "lowlr", lr: "1e-3"}
 	cases := []struct {
 		name                 string
 		evs                  []ev
@@ -135,6 +140,13 @@ func TestLateClaimC(t *testing.T) {
 			where: Holds, sig: Holds, i6: Holds, whereWhy: Significant, sigWhy: MostLead, iw: Significant},
 		{name: "I6 removes the signature, not the cliffs", evs: slices.Concat(main, repeatEv(8, i6Cliff), repeatEv(4, i6Quiet)), verdict: Refuted,
 			where: Holds, sig: Holds, i6: Against, whereWhy: Significant, sigWhy: MostLead, iw: SignatureOnly},
+		// arms: the intervention in an arm of its own is compared with the
+		// main matrix's runs of its rate; a lower-rate arm's SP cliffs and an
+		// arm's IP runs without a signature stay out of where and signature
+		{name: "arms: I6 arm against the main matrix, lowlr arm left out", evs: slices.Concat(main, repeatEv(12, i6Arm), repeatEv(12, spLowCliff), repeatEv(12, ipLowQuietSig)),
+			verdict: Reproduced, where: Holds, sig: Holds, i6: Holds, whereWhy: Significant, sigWhy: MostLead, iw: Significant},
+		{name: "arms: I6 at another rate than every plain run is no comparison", evs: slices.Concat(main, repeatEv(12, i6ArmLow)), verdict: NotTestable,
+			where: Holds, sig: Holds, i6: Untestable, whereWhy: Significant, sigWhy: MostLead, iw: NoGroup},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,6 +175,12 @@ func TestLateClaimC(t *testing.T) {
 	}
 }
 
+// inArm puts a run's events in a spec arm at a rate.
+func inArm(e ev, arm, lr string) ev {
+	e.arm, e.lr = arm, lr
+	return e
+}
+
 func TestLateClaimD(t *testing.T) {
 	st := &Study{Params: DefaultParams(), Controls: defaultControls()}
 	sp := func(c bool, n int) ev {
@@ -185,6 +203,14 @@ func TestLateClaimD(t *testing.T) {
 			verdict: Reproduced, over: Holds, nv: Holds},
 		{name: "no rise with n_votes", evs: slices.Concat(repeatEv(6, sp(true, 5)), repeatEv(6, sp(true, 2)), repeatEv(12, ip(false))),
 			verdict: Inconclusive, over: Holds, nv: Against},
+		// arms: the n_votes arms' SP runs (SP only, another base model) stay
+		// out of SP over IP, which the main matrix decides
+		{name: "arms: gradient-mass arms out of SP over IP", evs: slices.Concat(repeatEv(2, sp(true, 3)), repeatEv(6, sp(false, 3)), repeatEv(4, ip(true)), repeatEv(4, ip(false)),
+			repeatEv(12, inArm(sp(true, 5), "nv5", "")), repeatEv(12, inArm(sp(false, 2), "nv2", ""))),
+			verdict: Refuted, over: Against, nv: Holds},
+		{name: "arms: n_votes at two rates is no comparison", evs: slices.Concat(repeatEv(10, sp(true, 3)), repeatEv(2, sp(false, 3)), repeatEv(12, ip(false)),
+			repeatEv(12, inArm(sp(true, 5), "nv5", "1e-3")), repeatEv(12, inArm(sp(false, 2), "nv2", "2e-3"))),
+			verdict: NotTestable, over: Holds, nv: Untestable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

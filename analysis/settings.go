@@ -22,13 +22,13 @@ var placeSettings = map[string]bool{"model.checkpoint": true, "data.path": true,
 const maxSettingDiffs = 4
 
 // checkSettings checks that the seeds of each condition (workflow trained
-// or evaluated in, task, scale, condition) were run with the same settings
+// or evaluated in, task, scale, arm, condition) were run with the same settings
 // apart from their identity and seeds. Otherwise a cell's mean and interval
 // would mix recipes, for example after a spec changed between seeds and the
 // runs of the old recipe were not redone. Runs whose manifest stores no
 // config are not compared. runs are sorted by id.
 func checkSettings(runs []*runlog.Run) error {
-	type condKey struct{ workflow, task, scale, cond string }
+	type condKey struct{ workflow, task, scale, arm, cond string }
 	type settings struct {
 		run    *runlog.Run
 		leaves map[string]string
@@ -44,7 +44,7 @@ func checkSettings(runs []*runlog.Run) error {
 			return fmt.Errorf("analysis: reading the settings of run %q (%s): %w", m.RunID, r.Dir, err)
 		}
 		maps.DeleteFunc(leaves, func(path, _ string) bool { return seedOrPlace(path) })
-		k := condKey{m.Workflow, m.Task, m.Scale, m.Condition}
+		k := condKey{m.Workflow, m.Task, m.Scale, m.Arm, m.Condition}
 		ref, ok := first[k]
 		if !ok {
 			first[k] = settings{r, leaves}

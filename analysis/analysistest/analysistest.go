@@ -387,3 +387,25 @@ func firstRole(workflow string) string {
 }
 
 var secondRole = map[string]string{"eval-opt": "evaluator", "voting": "aggregator", "orch-workers": "synthesizer"}
+
+// InArm returns copies of the runs whose id starts with prefix as the runs
+// of a spec arm: the manifest names the arm, and the id carries it before
+// the seed ("...-ARM-seedN"), as planned runs of an arm do. Their logs are
+// shared with the originals (read-only).
+func InArm(runs []*runlog.Run, prefix, arm string) []*runlog.Run {
+	var out []*runlog.Run
+	for _, r := range runs {
+		if !strings.HasPrefix(r.Manifest.RunID, prefix) {
+			continue
+		}
+		c := *r
+		id := r.Manifest.RunID
+		if i := strings.LastIndex(id, "-seed"); i >= 0 {
+			id = id[:i] + "-" + arm + id[i:]
+		}
+		c.Manifest.RunID, c.Manifest.Arm = id, arm
+		c.Dir = filepath.Join(filepath.Dir(r.Dir), id)
+		out = append(out, &c)
+	}
+	return out
+}

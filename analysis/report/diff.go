@@ -195,7 +195,16 @@ type DiffResult struct {
 }
 
 func cellLabel(r SummaryRow) string {
-	return fmt.Sprintf("%s/%s/%s %s", r.Task, r.Workflow, r.Scale, r.Condition)
+	return fmt.Sprintf("%s/%s/%s %s", r.Task, r.Workflow, scaleLabel(r), r.Condition)
+}
+
+// scaleLabel is a row's scale as a diff shows it: followed by " [arm]" for
+// a cell of one of the spec's arms.
+func scaleLabel(r SummaryRow) string {
+	if r.Arm != "" {
+		return r.Scale + " [" + r.Arm + "]"
+	}
+	return r.Scale
 }
 
 // estimateOf reads metric m of a row with its interval, standard error and
@@ -249,6 +258,9 @@ func Diff(a, b []SummaryRow) DiffResult {
 			if x.Scale != y.Scale {
 				return x.Scale < y.Scale
 			}
+			if x.Arm != y.Arm {
+				return x.Arm < y.Arm
+			}
 			if analysis.CondOrder(x.Condition) != analysis.CondOrder(y.Condition) {
 				return analysis.CondOrder(x.Condition) < analysis.CondOrder(y.Condition)
 			}
@@ -265,14 +277,14 @@ func Diff(a, b []SummaryRow) DiffResult {
 			d.OnlyA = append(d.OnlyA, cellLabel(ra))
 			continue
 		}
-		d.Cells = append(d.Cells, DiffCell{Task: ra.Task, Workflow: ra.Workflow, Scale: ra.Scale, Condition: ra.Condition,
+		d.Cells = append(d.Cells, DiffCell{Task: ra.Task, Workflow: ra.Workflow, Scale: scaleLabel(ra), Condition: ra.Condition,
 			A: DiffSide{ra.Seeds, ra.Problems, ra.CIMethod}, B: DiffSide{rb.Seeds, rb.Problems, rb.CIMethod}})
 		for _, m := range DiffMetrics {
 			ea, eb := estimateOf(ra, m), estimateOf(rb, m)
 			if math.IsNaN(ea.Value) && math.IsNaN(eb.Value) {
 				continue
 			}
-			row := DiffRow{Task: ra.Task, Workflow: ra.Workflow, Scale: ra.Scale, Condition: ra.Condition, Metric: m,
+			row := DiffRow{Task: ra.Task, Workflow: ra.Workflow, Scale: scaleLabel(ra), Condition: ra.Condition, Metric: m,
 				A: ea.Value, B: eb.Value, Delta: eb.Value - ea.Value, ALo: ea.Lo, AHi: ea.Hi}
 			compare(&row, ea, eb)
 			d.Rows = append(d.Rows, row)

@@ -222,9 +222,13 @@ func newPlot(title, xl, yl string) *plot.Plot {
 	return p
 }
 
-// fileStem turns a cell key into a file-name fragment.
+// fileStem turns a cell key into a file-name fragment: workflow_task_scale,
+// then _arm for an arm's cell.
 func fileStem(k analysis.CellKey) string {
 	s := strings.ToLower(k.Workflow + "_" + k.Task + "_" + k.Scale)
+	if k.Arm != "" {
+		s += "_" + strings.ToLower(k.Arm)
+	}
 	var b strings.Builder
 	for _, r := range s {
 		switch {

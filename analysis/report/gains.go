@@ -122,8 +122,8 @@ func gainsFigure(st *analysis.Study, cond string) (Figure, bool, error) {
 	maxAbs := 0.0
 	for _, c := range st.Cells {
 		cs := c.Cond(cond)
-		if cs == nil || math.IsNaN(cs.GainBaseFinal.Value) {
-			continue
+		if cs == nil || math.IsNaN(cs.GainBaseFinal.Value) || c.Key.Arm != "" {
+			continue // the grid is the main matrix's
 		}
 		tasks[c.Key.Task], wfs[c.Key.Workflow], scales[c.Key.Scale] = true, true, true
 		gains[c.Key] = cs.GainBaseFinal.Value

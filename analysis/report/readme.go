@@ -53,6 +53,16 @@ func cellEsc(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ")
 }
 
+// scaleCol is a cell's scale column in the report's tables: the scale,
+// followed by " [arm]" for a cell of one of the spec's arms.
+func scaleCol(k analysis.CellKey) string {
+	s := k.Scale
+	if k.Arm != "" {
+		s += " [" + k.Arm + "]"
+	}
+	return cellEsc(s)
+}
+
 // md appends formatted markdown to the document being built.
 type md func(format string, a ...any)
 
@@ -119,7 +129,7 @@ func writeMatrix(w md, st *analysis.Study) {
 				probs = fmt.Sprint(cs.Problems)
 			}
 			w("| %s | %s | %s | %s | %d | %s | %s | %s | %.0f | %s | %s | %s | %s | %d/%d | %s | %s | %s |\n",
-				cellEsc(c.Key.Task), cellEsc(c.Key.Workflow), cellEsc(c.Key.Scale), cellEsc(cs.Condition), cs.Seeds, probs,
+				cellEsc(c.Key.Task), cellEsc(c.Key.Workflow), scaleCol(c.Key), cellEsc(cs.Condition), cs.Seeds, probs,
 				est(cs.Base, false), est(cs.Ceiling, false), cs.CeilingStep, est(cs.Final, false), est(cs.Floor, false),
 				est(cs.Drop, false), est(cs.AUC, false), cs.CliffRuns, cs.Seeds,
 				est(cs.GainBaseFinal, true), est(cs.GainSARLFinal, true), cs.CIMethod)

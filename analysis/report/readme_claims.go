@@ -105,7 +105,7 @@ func writeUnits(w md, units []unitText) {
 	}
 	w("%s outcome | why |\n%s---|---|\n", head, align)
 	for _, u := range units {
-		row := fmt.Sprintf("| %s | %s | %s |", cellEsc(u.cell.Task), cellEsc(u.cell.Workflow), cellEsc(u.cell.Scale))
+		row := fmt.Sprintf("| %s | %s | %s |", cellEsc(u.cell.Task), cellEsc(u.cell.Workflow), scaleCol(u.cell))
 		if runs {
 			row += " " + cellEsc(u.run) + " |"
 		}
@@ -141,7 +141,7 @@ func writeSARLGains(w md, cl *analysis.Claims, ciPct string) {
 		w("| task | workflow | scale | seeds SA-RL/SP/IP | SP − SA-RL | differs | IP − SA-RL | differs |\n|---|---|---|---|---:|---|---:|---|\n")
 		var sig []string
 		for _, g := range cl.Gains {
-			w("| %s | %s | %s | %d/%d/%d | %s | %s | %s | %s |\n", cellEsc(g.Cell.Task), cellEsc(g.Cell.Workflow), cellEsc(g.Cell.Scale),
+			w("| %s | %s | %s | %d/%d/%d | %s | %s | %s | %s |\n", cellEsc(g.Cell.Task), cellEsc(g.Cell.Workflow), scaleCol(g.Cell),
 				g.SARLSeeds, g.SPSeeds, g.IPSeeds, est(g.SP, true), differs(g.SP), est(g.IP, true), differs(g.IP))
 			for _, x := range []struct {
 				name string

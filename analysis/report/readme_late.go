@@ -35,9 +35,9 @@ func lateReasonWhy(t analysis.LateTest, alpha float64) string {
 	case analysis.NotSignificant:
 		return fmt.Sprintf("the first rate is higher, but a p-value is not below %.3g", alpha)
 	case analysis.NoLateCliff:
-		return "no IP run without an intervention has a late cliff"
+		return "no IP run of the main matrix without an intervention has a late cliff"
 	case analysis.OneCliffRun:
-		return fmt.Sprintf("fewer than %d IP runs without an intervention have a late cliff, too few to judge", analysis.MinClaimSeeds)
+		return fmt.Sprintf("fewer than %d IP runs of the main matrix without an intervention have a late cliff, too few to judge", analysis.MinClaimSeeds)
 	case analysis.NoQuietRun:
 		return "every IP run has a late cliff, so the signature's rarity in runs without one cannot be measured"
 	case analysis.MostLead:
@@ -49,7 +49,7 @@ func lateReasonWhy(t analysis.LateTest, alpha float64) string {
 	case analysis.SignatureOnly:
 		return "I6 removed the signature but not the cliffs"
 	case analysis.OneCount:
-		return "the SP voting runs of one task and base model have one n_votes value only (the gradient-mass arm not run)"
+		return "the SP voting runs of one task, base model and rate have one n_votes value only (the gradient-mass arm not run)"
 	}
 	return "neither rule's bound is met"
 }
@@ -85,11 +85,11 @@ func pText(p float64) string {
 // lateCliffText is claim c under the late rules.
 func lateCliffText(lc *analysis.LateClaims) claimText {
 	c, a := lc.Cliffs, lc.Alpha
-	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP voting and orch-workers runs without an intervention must exceed that of IP eval-opt runs and that of SP voting and orch-workers runs, each by a one-sided Fisher exact test below %.3g; the test is against when it is at or below either.", a), c.Where, a)
-	sig := lateTestText("signature", fmt.Sprintf("In each IP run (no intervention) with a late cliff, the amplification signature (a role's sustained gradient amplification, as in the short-run rule) must begin %d or more steps before the fall; in IP runs without a cliff it must be rare. "+
+	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP voting and orch-workers runs of the main matrix (no arm) without an intervention must exceed that of IP eval-opt runs and that of SP voting and orch-workers runs of the main matrix, each by a one-sided Fisher exact test below %.3g; the test is against when it is at or below either.", a), c.Where, a)
+	sig := lateTestText("signature", fmt.Sprintf("In each IP run of the main matrix (no arm, no intervention) with a late cliff, the amplification signature (a role's sustained gradient amplification, as in the short-run rule) must begin %d or more steps before the fall; in IP runs without a cliff it must be rare. "+
 		"Holds when a strict majority of cliff runs lead and at most %g of the runs without a cliff carry it; against when at most half lead or half or more of the runs without a cliff carry it; undecided between.", analysis.SignatureLead, analysis.RareShare), c.Signature, a)
 	for _, e := range lc.Gate.Runs {
-		if e.Condition != study.IP || e.Settings.Intervention != analysis.NoIntervention || !e.Events.Cliff.Late {
+		if e.Condition != study.IP || e.Cell.Arm != "" || e.Settings.Intervention != analysis.NoIntervention || !e.Events.Cliff.Late {
 			continue
 		}
 		first := "–"
@@ -106,7 +106,7 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 			{name: "signature", count: first},
 		}})
 	}
-	i6 := lateTestText("I6", fmt.Sprintf("IP runs with the coherence regularizer against IP runs without one in the same cells: holds when the late-cliff rate is lower with I6 (one-sided Fisher exact below %.3g), the signature's rate is lower and the mean ceiling at most %g lower; against when I6 removes the signature (rate lower and at most %g) but the cliff rate is not lower.", a, analysis.CeilingCost, analysis.RareShare), c.I6, a)
+	i6 := lateTestText("I6", fmt.Sprintf("IP runs with the coherence regularizer against IP runs without one in the same cells (workflow, task and scale) at the same rate, base model and n_votes: holds when the late-cliff rate is lower with I6 (one-sided Fisher exact below %.3g), the signature's rate is lower and the mean ceiling at most %g lower; against when I6 removes the signature (rate lower and at most %g) but the cliff rate is not lower.", a, analysis.CeilingCost, analysis.RareShare), c.I6, a)
 	ct := claimText{id: "c", statement: "IP's late accuracy cliffs concentrate in voting and orch-workers, are predicted by same-role gradient amplification, and the coherence regularizer (I6) prevents them (late-training rules).",
 		rule:    "The verdict is refuted when the signature test or the I6 test is against; otherwise not testable when a test is not testable; reproduced when all three hold; inconclusive otherwise.",
 		verdict: verdictWord(c.Verdict), tests: []testText{where, sig, i6}}
@@ -127,8 +127,8 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 // lateCaptureText is claim d under the late rules.
 func lateCaptureText(lc *analysis.LateClaims) claimText {
 	d, a := lc.Capture, lc.Alpha
-	over := lateTestText("SP over IP", fmt.Sprintf("Runs without an intervention count as captured when a role's format compliance fell by capture_format_drop or more while its outputs converged on the dominant role's (the short-run rule's capture; for IP, whose roles train their own adapters, against the dominant role of the cell's SP runs). SP's rate must exceed IP's by a one-sided Fisher exact test below %.3g; the test is against when IP's rate is at or above SP's.", a), d.SPOverIP, a)
-	nv := lateTestText("n_votes", fmt.Sprintf("The capture rate of SP voting runs of one task and one base model must be higher at the largest n_votes than at the smallest (one-sided Fisher exact below %.3g); against when it is at or below.", a), d.NVotes, a)
+	over := lateTestText("SP over IP", fmt.Sprintf("Runs of the main matrix (no arm) without an intervention count as captured when a role's format compliance fell by capture_format_drop or more while its outputs converged on the dominant role's (the short-run rule's capture; for IP, whose roles train their own adapters, against the dominant role of the cell's SP runs). SP's rate must exceed IP's by a one-sided Fisher exact test below %.3g; the test is against when IP's rate is at or above SP's.", a), d.SPOverIP, a)
+	nv := lateTestText("n_votes", fmt.Sprintf("The capture rate of SP voting runs of one task, one base model and one rate must be higher at the largest n_votes than at the smallest (one-sided Fisher exact below %.3g); against when it is at or below.", a), d.NVotes, a)
 	ct := claimText{id: "d", statement: "Under SP a role is captured by the role with the most gradient mass, more often than under IP, and more often with more voters (late-training rules).",
 		rule:    "The verdict is refuted when SP over IP is against; otherwise not testable when a test is not testable; reproduced when both hold; inconclusive otherwise.",
 		verdict: verdictWord(d.Verdict), tests: []testText{over, nv}}
@@ -197,7 +197,7 @@ func writeLate(w md, lc *analysis.LateClaims) {
 		if e.CaptureJudge {
 			captured = yesNo(e.Captured)
 		}
-		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cellEsc(e.Cell.Task), cellEsc(e.Cell.Workflow), cellEsc(e.Cell.Scale), cellEsc(e.Run), iv, dashIfEmpty(e.Settings.LR),
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cellEsc(e.Cell.Task), cellEsc(e.Cell.Workflow), scaleCol(e.Cell), cellEsc(e.Run), iv, dashIfEmpty(e.Settings.LR),
 			f3(c.Base), f3(c.Peak), cliff, cellEsc(dashIfEmpty(strings.Join(cols, "; "))), sig, yesNo(e.Leads), captured)
 	}
 	w("\n")
@@ -231,7 +231,7 @@ func writeLateGroups(w md, lc *analysis.LateClaims) {
 		{"d", "SP over IP", lc.Capture.SPOverIP}, {"d", "n_votes", lc.Capture.NVotes},
 	} {
 		if len(x.t.Rates) == 0 {
-			w("| %s | %s | SP voting runs at two n_votes of one task and base model | none |\n", x.claim, x.test)
+			w("| %s | %s | SP voting runs at two n_votes of one task, base model and rate | none |\n", x.claim, x.test)
 			continue
 		}
 		for _, r := range x.t.Rates {

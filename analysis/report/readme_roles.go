@@ -47,12 +47,12 @@ func writeStrict(w md, st *analysis.Study, cl *analysis.Claims) {
 			if turns > 0 {
 				un = fmt.Sprintf("%s (%d/%d)", f3(float64(unparsed)/float64(turns)), unparsed, turns)
 			}
-			w("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", cellEsc(c.Key.Task), cellEsc(c.Key.Workflow), cellEsc(c.Key.Scale), cellEsc(cs.Condition), cs.Seeds,
+			w("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", cellEsc(c.Key.Task), cellEsc(c.Key.Workflow), scaleCol(c.Key), cellEsc(cs.Condition), cs.Seeds,
 				est(cs.LenientFinal, false), est(cs.StrictFinal, false), f3(gap), un, cellEsc(dashIfEmpty(fbs)))
 		}
 	}
 	writeRoleMetrics(w, st)
-	writeCollapse(w, cl, ciPct)
+	writeCollapse(w, cl, ciPct, len(st.Arms()) > 0)
 }
 
 // runsOf are the run views of a condition in a cell.
@@ -142,7 +142,7 @@ func writeRoleMetrics(w md, st *analysis.Study) {
 				t.Strategies += ws.Strategies
 				t.Workers += ws.Workers
 			}
-			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cellEsc(c.Key.Task), cellEsc(c.Key.Workflow), cellEsc(c.Key.Scale), cellEsc(cs.Condition),
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cellEsc(c.Key.Task), cellEsc(c.Key.Workflow), scaleCol(c.Key), cellEsc(cs.Condition),
 				mean(t.Turns, t.Episodes), ratio(t.Accepts, t.Verdicts), ratio(t.FalseAccepts, t.Verdicts-t.CorrectJudged), ratio(t.FalseRejects, t.CorrectJudged),
 				ratio(t.PickedCorrect, t.WithCorrect), ratio(t.PickedFirst, t.Choices), mean(t.Strategies, t.Plans), mean(t.Workers, t.Plans))
 		}
@@ -150,7 +150,7 @@ func writeRoleMetrics(w md, st *analysis.Study) {
 }
 
 // writeCollapse writes the IP-vs-SP format-collapse comparison.
-func writeCollapse(w md, cl *analysis.Claims, ciPct string) {
+func writeCollapse(w md, cl *analysis.Claims, ciPct string, arms bool) {
 	w("\n### Format collapse under IP and SP in voting and orch-workers\n\n")
 	if len(cl.Collapse) == 0 {
 		w("No voting or orch-workers cell has IP or SP runs with two validations.\n")
@@ -158,7 +158,11 @@ func writeCollapse(w md, cl *analysis.Claims, ciPct string) {
 	}
 	w("A run's roles collapse when some role's format compliance fell by capture_format_drop or more from its first validation to its last. "+
 		"Per task (and over every task) the IP and SP runs of the voting and orch-workers cells with a collapsed role are counted, with exact (Clopper–Pearson) %s intervals, and compared by a one-sided Fisher exact test (IP's rate above SP's). "+
-		"Lenient parsing hides such a collapse from accuracy (see the strict accuracy above).\n\n", ciPct)
+		"Lenient parsing hides such a collapse from accuracy (see the strict accuracy above).", ciPct)
+	if arms {
+		w(" Only the main matrix's runs are counted: an arm's runs may have one condition only, or another recipe.")
+	}
+	w("\n\n")
 	w("| task | IP runs collapsed | SP runs collapsed | IP − SP | one-sided Fisher p |\n|---|---|---|---:|---:|\n")
 	for _, g := range cl.Collapse {
 		task := g.Task

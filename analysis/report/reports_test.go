@@ -306,3 +306,55 @@ func TestReadmeAnswerFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestReportArms: an arm's cell has its own rows, figures and summary rows,
+// with the arm named in the scale column and the summary's arm column.
+func TestReportArms(t *testing.T) {
+	runs := analysistest.Fixture()
+	runs = append(runs, analysistest.InArm(runs, "voting-ip-m-", "i6")...)
+	st, err := analysis.Analyze(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Render(st, fixtureOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readme, summary []byte
+	figs := 0
+	for _, f := range files {
+		switch {
+		case f.Path == "README.md":
+			readme = f.Data
+		case f.Path == "summary.parquet":
+			summary = f.Data
+		case strings.HasPrefix(f.Path, "figures/accuracy_voting_synth-math_m_i6."):
+			figs++
+		}
+	}
+	if figs == 0 {
+		t.Error("no accuracy figure of the arm's cell (figures/accuracy_voting_synth-math_m_i6.*)")
+	}
+	if !strings.Contains(string(readme), "| synth-math | voting | m [i6] | ip | 2 |") {
+		t.Error("README's matrix has no row of the arm's cell (scale column \"m [i6]\")")
+	}
+	rows, err := DecodeSummary("summary.parquet", summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]int{}
+	for _, r := range rows {
+		keys[r.Key()]++
+		if r.Arm != "" && (r.Arm != "i6" || r.Scale != "m" || r.Condition != "ip") {
+			t.Errorf("row %s: arm %q", r.Key(), r.Arm)
+		}
+	}
+	for k, n := range keys {
+		if n > 1 {
+			t.Errorf("summary key %s on %d rows", k, n)
+		}
+	}
+	if keys["cell|synth-math|voting|m|ip|arm=i6"] != 1 || keys["cell|synth-math|voting|m|ip"] != 1 {
+		t.Errorf("summary keys %v", keys)
+	}
+}

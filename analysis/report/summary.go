@@ -22,12 +22,15 @@ import (
 // SummaryRow is one row of summary.parquet: Kind "run" (one run seen in one
 // workflow) or "cell" (one condition of a cell, over its seeds).
 type SummaryRow struct {
-	Kind         string
-	Experiment   string
-	Workflow     string
-	Task         string
-	Scale        string
-	Condition    string
+	Kind       string
+	Experiment string
+	Workflow   string
+	Task       string
+	Scale      string
+	Condition  string
+	// Arm is the spec arm of the row's cell ("" for the main matrix, and
+	// in summaries written before the column existed).
+	Arm          string
 	RunID        string // run rows; "" for cell rows
 	Status       string // run rows: manifest status
 	CIMethod     string // cell rows: analysis.Method* (seeds+problems, seeds, problems or none)
@@ -76,10 +79,13 @@ func (r SummaryRow) Value(name string) float64 {
 	return math.NaN()
 }
 
-// Key identifies a row across summaries: kind, cell, condition and (for
-// run rows) seed index.
+// Key identifies a row across summaries: kind, cell (with its arm, if
+// any), condition and (for run rows) seed index.
 func (r SummaryRow) Key() string {
 	k := fmt.Sprintf("%s|%s|%s|%s|%s", r.Kind, r.Task, r.Workflow, r.Scale, r.Condition)
+	if r.Arm != "" {
+		k += "|arm=" + r.Arm
+	}
 	if r.Kind == "run" {
 		k += fmt.Sprintf("|seed%d", r.SeedIndex)
 	}
@@ -90,10 +96,10 @@ var intCols = []string{"seed_index", "seeds", "problems"}
 
 func (r *SummaryRow) ints() []*int64 { return []*int64{&r.SeedIndex, &r.Seeds, &r.Problems} }
 
-var stringCols = []string{"kind", "experiment", "workflow", "task", "scale", "condition", "run_id", "status", "ci_method", "dominant_role"}
+var stringCols = []string{"kind", "experiment", "workflow", "task", "scale", "condition", "run_id", "status", "ci_method", "dominant_role", "arm"}
 
 func (r *SummaryRow) strs() []*string {
-	return []*string{&r.Kind, &r.Experiment, &r.Workflow, &r.Task, &r.Scale, &r.Condition, &r.RunID, &r.Status, &r.CIMethod, &r.DominantRole}
+	return []*string{&r.Kind, &r.Experiment, &r.Workflow, &r.Task, &r.Scale, &r.Condition, &r.RunID, &r.Status, &r.CIMethod, &r.DominantRole, &r.Arm}
 }
 
 func estVals(e analysis.Estimate) []float64 { return []float64{e.Value, e.Lo, e.Hi, e.SE, e.DF} }
@@ -102,7 +108,7 @@ func estVals(e analysis.Estimate) []float64 { return []float64{e.Value, e.Lo, e.
 // added after the first summaries were committed, so that `marlow diff`
 // still reads old revisions (missing values read as NaN, or 0 problems).
 func optionalColumn(name string) bool {
-	return name == "problems" || strings.HasSuffix(name, "_se") || strings.HasSuffix(name, "_df") || slices.Contains(strictMetrics, name)
+	return name == "problems" || name == "arm" || strings.HasSuffix(name, "_se") || strings.HasSuffix(name, "_df") || slices.Contains(strictMetrics, name)
 }
 
 func b2f(b bool) float64 {
@@ -121,7 +127,7 @@ func SummaryRows(st *analysis.Study) []SummaryRow {
 	for _, r := range st.Runs {
 		m := r.Metrics
 		row := SummaryRow{Kind: "run", Experiment: st.Experiment, Workflow: r.Cell.Workflow, Task: r.Cell.Task, Scale: r.Cell.Scale,
-			Condition: r.Condition, RunID: r.RunID, Status: r.Status, CIMethod: "", SeedIndex: int64(r.SeedIndex), Seeds: 1}
+			Arm: r.Cell.Arm, Condition: r.Condition, RunID: r.RunID, Status: r.Status, CIMethod: "", SeedIndex: int64(r.SeedIndex), Seeds: 1}
 		if r.Problems != nil {
 			row.Problems = int64(len(r.Problems.Problems))
 		}
@@ -153,7 +159,7 @@ func SummaryRows(st *analysis.Study) []SummaryRow {
 	for _, c := range st.Cells {
 		for _, cs := range c.Conditions {
 			row := SummaryRow{Kind: "cell", Experiment: st.Experiment, Workflow: c.Key.Workflow, Task: c.Key.Task, Scale: c.Key.Scale,
-				Condition: cs.Condition, CIMethod: cs.CIMethod, Seeds: int64(cs.Seeds), Problems: int64(cs.Problems)}
+				Arm: c.Key.Arm, Condition: cs.Condition, CIMethod: cs.CIMethod, Seeds: int64(cs.Seeds), Problems: int64(cs.Problems)}
 			for _, e := range []analysis.Estimate{cs.Base, cs.Ceiling, cs.Final, cs.Floor, cs.Drop, cs.AUC,
 				cs.GainBaseCeiling, cs.GainBaseFinal, cs.GainSARLCeiling, cs.GainSARLFinal} {
 				row.Values = append(row.Values, estVals(e)...)
@@ -265,6 +271,9 @@ func DecodeSummary(name string, data []byte) ([]SummaryRow, error) {
 	}
 	for j, n := range stringCols {
 		c, err := col(n)
+		if err != nil && optionalColumn(n) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
