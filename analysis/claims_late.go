@@ -55,7 +55,8 @@ import (
 //     lower, and the mean ceiling is at most CeilingCost lower; against
 //     when I6 removes the signature (its rate lower and at most RareShare)
 //     but not the cliffs (their rate not lower); undecided otherwise; not
-//     testable without I6 runs or without plain runs beside them.
+//     testable without I6 runs or without plain runs beside them, or when
+//     no plain run beside them has a late cliff (nothing to prevent).
 //   - c's verdict: refuted when the signature test or the I6 test is
 //     against; otherwise not testable when a test is not testable;
 //     reproduced when all three hold; inconclusive otherwise. When I1 runs
@@ -224,22 +225,23 @@ type LateReason int
 
 // Reasons of late tests.
 const (
-	LateNoReason    LateReason = iota
-	GateClosed                 // no trained run has a late event
-	NoGroup                    // a group the test compares has no run
-	NoLateControl              // a detector the test rests on has no positive control
-	Significant                // the p-values are below alpha
-	AtOrBelow                  // the rate is at or below a group it must exceed
-	NotSignificant             // higher, but a p-value is not below alpha
-	NoLateCliff                // no IP run (no intervention) has a late cliff
-	OneCliffRun                // fewer than MinClaimSeeds IP runs have a late cliff
-	NoQuietRun                 // every IP run has a late cliff, so rarity cannot be measured
-	MostLead                   // a strict majority of cliff runs lead, and the signature is rare
-	FewLead                    // at most half of the cliff runs lead
-	CommonSignature            // the signature is in half or more of the runs without a cliff
-	Between                    // neither
-	SignatureOnly              // I6 removed the signature but not the cliffs
-	OneCount                   // one n_votes value only
+	LateNoReason     LateReason = iota
+	GateClosed                  // no trained run has a late event
+	NoGroup                     // a group the test compares has no run
+	NoLateControl               // a detector the test rests on has no positive control
+	Significant                 // the p-values are below alpha
+	AtOrBelow                   // the rate is at or below a group it must exceed
+	NotSignificant              // higher, but a p-value is not below alpha
+	NoLateCliff                 // no IP run (no intervention) has a late cliff
+	OneCliffRun                 // fewer than MinClaimSeeds IP runs have a late cliff
+	NoQuietRun                  // every IP run has a late cliff, so rarity cannot be measured
+	MostLead                    // a strict majority of cliff runs lead, and the signature is rare
+	FewLead                     // at most half of the cliff runs lead
+	CommonSignature             // the signature is in half or more of the runs without a cliff
+	Between                     // neither
+	SignatureOnly               // I6 removed the signature but not the cliffs
+	OneCount                    // one n_votes value only
+	NothingToPrevent            // no IP run without the intervention has a late cliff
 )
 
 // LateCliffClaim is claim c under the late rules.
@@ -532,6 +534,12 @@ func interventionTest(g Gate, iv string, ci, alpha float64) LateTest {
 	t.Rates = []LateRate{cw, co, sw, so}
 	if cw.N == 0 || co.N == 0 {
 		t.Outcome, t.Reason = Untestable, NoGroup
+		return t
+	}
+	if co.K == 0 {
+		// without a cliff to prevent, an intervention that removes the
+		// signature says nothing about the cliffs
+		t.Outcome, t.Reason = Untestable, NothingToPrevent
 		return t
 	}
 	var ceilW, ceilO []float64

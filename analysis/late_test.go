@@ -114,6 +114,7 @@ func TestLateClaimC(t *testing.T) {
 	ipCliffLead := ev{wf: v, cond: study.IP, cliff: true, sig: 200}
 	ipCliffLate := ev{wf: v, cond: study.IP, cliff: true, sig: 295}
 	ipQuiet := ev{wf: v, cond: study.IP, sig: -1}
+	ipQuietSig := ev{wf: v, cond: study.IP, sig: 100}
 	eoQuiet := ev{wf: e, cond: study.IP, sig: -1}
 	spQuiet := ev{wf: v, cond: study.SP, sig: -1}
 	i6Quiet := ev{wf: v, cond: study.IP, iv: I6, sig: -1}
@@ -145,6 +146,8 @@ func TestLateClaimC(t *testing.T) {
 		// arm's IP runs without a signature stay out of where and signature
 		{name: "arms: I6 arm against the main matrix, lowlr arm left out", evs: slices.Concat(main, repeatEv(12, i6Arm), repeatEv(12, spLowCliff), repeatEv(12, ipLowQuietSig)),
 			verdict: Reproduced, where: Holds, sig: Holds, i6: Holds, whereWhy: Significant, sigWhy: MostLead, iw: Significant},
+		{name: "no cliff to prevent: I6 without a signature is not testable", evs: slices.Concat(repeatEv(4, ipQuiet), repeatEv(2, ipCliffLead), repeatEv(4, spQuiet), repeatEv(12, eoQuiet), repeatEv(4, inArm(ipQuietSig, "", "1e-3")), repeatEv(4, inArm(i6Quiet, "", "1e-3"))),
+			verdict: NotTestable, where: Undecided, sig: Holds, i6: Untestable, whereWhy: NotSignificant, sigWhy: MostLead, iw: NothingToPrevent},
 		{name: "arms: I6 at another rate than every plain run is no comparison", evs: slices.Concat(main, repeatEv(12, i6ArmLow)), verdict: NotTestable,
 			where: Holds, sig: Holds, i6: Untestable, whereWhy: Significant, sigWhy: MostLead, iw: NoGroup},
 	}

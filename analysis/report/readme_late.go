@@ -48,6 +48,8 @@ func lateReasonWhy(t analysis.LateTest, alpha float64) string {
 		return "the signature is in half or more of the IP runs without a cliff, so it does not tell the runs apart"
 	case analysis.SignatureOnly:
 		return "I6 removed the signature but not the cliffs"
+	case analysis.NothingToPrevent:
+		return "no IP run without the intervention beside it has a late cliff, so there is nothing for it to prevent"
 	case analysis.OneCount:
 		return "the SP voting runs of one task, base model and rate have one n_votes value only (the gradient-mass arm not run)"
 	}
@@ -106,7 +108,7 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 			{name: "signature", count: first},
 		}})
 	}
-	i6 := lateTestText("I6", fmt.Sprintf("IP runs with the coherence regularizer against IP runs without one in the same cells (workflow, task and scale) at the same rate, base model and n_votes: holds when the late-cliff rate is lower with I6 (one-sided Fisher exact below %.3g), the signature's rate is lower and the mean ceiling at most %g lower; against when I6 removes the signature (rate lower and at most %g) but the cliff rate is not lower.", a, analysis.CeilingCost, analysis.RareShare), c.I6, a)
+	i6 := lateTestText("I6", fmt.Sprintf("IP runs with the coherence regularizer against IP runs without one in the same cells (workflow, task and scale) at the same rate, base model and n_votes: holds when the late-cliff rate is lower with I6 (one-sided Fisher exact below %.3g), the signature's rate is lower and the mean ceiling at most %g lower; against when I6 removes the signature (rate lower and at most %g) but the cliff rate is not lower; not testable when no run without I6 beside them has a late cliff.", a, analysis.CeilingCost, analysis.RareShare), c.I6, a)
 	ct := claimText{id: "c", statement: "IP's late accuracy cliffs concentrate in voting and orch-workers, are predicted by same-role gradient amplification, and the coherence regularizer (I6) prevents them (late-training rules).",
 		rule:    "The verdict is refuted when the signature test or the I6 test is against; otherwise not testable when a test is not testable; reproduced when all three hold; inconclusive otherwise.",
 		verdict: verdictWord(c.Verdict), tests: []testText{where, sig, i6}}
