@@ -52,13 +52,16 @@ type CellKey struct {
 	Arm                   string
 }
 
-// String is "workflow/task/scale", followed by " [arm]" for an arm's cell.
-func (k CellKey) String() string {
-	s := k.Workflow + "/" + k.Task + "/" + k.Scale
+// String is "workflow/task/" and the ScaleLabel.
+func (k CellKey) String() string { return k.Workflow + "/" + k.Task + "/" + k.ScaleLabel() }
+
+// ScaleLabel is the scale as reports and diffs show it: followed by
+// " [arm]" for an arm's cell.
+func (k CellKey) ScaleLabel() string {
 	if k.Arm != "" {
-		s += " [" + k.Arm + "]"
+		return k.Scale + " [" + k.Arm + "]"
 	}
-	return s
+	return k.Scale
 }
 
 // Main is the cell of the main matrix with the same workflow, task and

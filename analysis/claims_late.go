@@ -49,10 +49,11 @@ import (
 //     not testable with fewer than MinClaimSeeds cliff runs, or, when the
 //     cliffs lead, without a run that has none to measure rarity on.
 //   - c, I6: IP runs with the coherence regularizer against IP runs without
-//     one in the same cells (workflow, task and scale) at the same rate and
-//     base model: an intervention arm against the main matrix. Holds when the cliff rate is lower with I6
-//     (one-sided Fisher exact, p below alpha), the signature's rate is
-//     lower, and the mean ceiling is at most CeilingCost lower; against
+//     one in the same cells (workflow, task and scale) at the same rate,
+//     base model and n_votes: an intervention arm against the main matrix.
+//     Holds when the cliff rate is lower with I6 (one-sided Fisher exact,
+//     p below alpha), the signature's rate is lower, and the mean ceiling
+//     is at most CeilingCost lower; against
 //     when I6 removes the signature (its rate lower and at most RareShare)
 //     but not the cliffs (their rate not lower); undecided otherwise; not
 //     testable without I6 runs or without plain runs beside them, or when
@@ -69,9 +70,10 @@ import (
 //     exact, p below alpha); against when IP's rate is at or above SP's;
 //     undecided otherwise; not testable when either has no judged run.
 //   - d, n_votes: SP voting runs of one task, one base model and one rate
-//     at the smallest and the largest n_votes (the gradient-mass arms). Holds when the larger count's
-//     capture rate exceeds the smaller's (p below alpha); against when it
-//     is at or below it; undecided otherwise; not testable with one count.
+//     at the smallest and the largest n_votes (the gradient-mass arms).
+//     Holds when the larger count's capture rate exceeds the smaller's (p
+//     below alpha); against when it is at or below it; undecided
+//     otherwise; not testable with one count.
 //   - d's verdict: refuted when SP over IP is against; otherwise not
 //     testable when a test is not testable; reproduced when both hold;
 //     inconclusive otherwise.
@@ -372,15 +374,15 @@ func rateOf(g Gate, group string, ci float64, in, hit func(RunEvents) bool) Late
 	return LateRate{Group: group, Rate: ClopperPearson(k, n, ci)}
 }
 
-// plain reports whether a run view is of the main matrix (no arm) and
-// carries no intervention.
-func plain(e RunEvents) bool { return e.Cell.Arm == "" && e.Settings.Intervention == NoIntervention }
+// Plain reports whether the run view is of the main matrix (no arm) and
+// carries no intervention: the runs where, signature and SP over IP judge.
+func (e RunEvents) Plain() bool { return e.Cell.Arm == "" && e.Settings.Intervention == NoIntervention }
 
 // plainIP selects the IP runs of the main matrix without an intervention in
 // the workflows wfs.
 func plainIP(wfs ...string) func(RunEvents) bool {
 	return func(e RunEvents) bool {
-		return e.Condition == study.IP && plain(e) && slices.Contains(wfs, e.Cell.Workflow)
+		return e.Condition == study.IP && e.Plain() && slices.Contains(wfs, e.Cell.Workflow)
 	}
 }
 
@@ -421,7 +423,7 @@ func lateClaimC(st *Study, g Gate, alpha float64) LateCliffClaim {
 	v := rateOf(g, "IP voting and orch-workers", ci, plainIP(cliffWorkflows...), lateCliffHit)
 	e := rateOf(g, "IP eval-opt", ci, plainIP(study.EvalOpt), lateCliffHit)
 	s := rateOf(g, "SP voting and orch-workers", ci, func(x RunEvents) bool {
-		return x.Condition == study.SP && plain(x) && slices.Contains(cliffWorkflows, x.Cell.Workflow)
+		return x.Condition == study.SP && x.Plain() && slices.Contains(cliffWorkflows, x.Cell.Workflow)
 	}, lateCliffHit)
 	c.Where = exceeds(v, alpha, e, s)
 	c.Signature = signatureTest(g, ci)
@@ -514,14 +516,15 @@ func interventionTest(g Gate, iv string, ci, alpha float64) LateTest {
 		if e.Condition != study.IP {
 			continue
 		}
-		x := cells[recipeOf(e)]
+		k := recipeOf(e)
+		x := cells[k]
 		switch e.Settings.Intervention {
 		case iv:
 			x[0] = true
 		case NoIntervention:
 			x[1] = true
 		}
-		cells[recipeOf(e)] = x
+		cells[k] = x
 	}
 	both := func(e RunEvents) bool { x := cells[recipeOf(e)]; return e.Condition == study.IP && x[0] && x[1] }
 	with := func(e RunEvents) bool { return both(e) && e.Settings.Intervention == iv }
@@ -577,7 +580,7 @@ func lateClaimD(st *Study, g Gate, alpha float64) LateCaptureClaim {
 		}
 	}
 	main := func(cond string) func(RunEvents) bool {
-		return func(e RunEvents) bool { return judged(cond)(e) && plain(e) }
+		return func(e RunEvents) bool { return judged(cond)(e) && e.Plain() }
 	}
 	sp := rateOf(g, "SP runs captured", ci, main(study.SP), capHit)
 	ip := rateOf(g, "IP runs captured", ci, main(study.IP), capHit)

@@ -198,13 +198,9 @@ func cellLabel(r SummaryRow) string {
 	return fmt.Sprintf("%s/%s/%s %s", r.Task, r.Workflow, scaleLabel(r), r.Condition)
 }
 
-// scaleLabel is a row's scale as a diff shows it: followed by " [arm]" for
-// a cell of one of the spec's arms.
+// scaleLabel is a row's scale as a diff shows it (the cell's ScaleLabel).
 func scaleLabel(r SummaryRow) string {
-	if r.Arm != "" {
-		return r.Scale + " [" + r.Arm + "]"
-	}
-	return r.Scale
+	return analysis.CellKey{Workflow: r.Workflow, Task: r.Task, Scale: r.Scale, Arm: r.Arm}.ScaleLabel()
 }
 
 // estimateOf reads metric m of a row with its interval, standard error and

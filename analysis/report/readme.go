@@ -53,15 +53,9 @@ func cellEsc(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ")
 }
 
-// scaleCol is a cell's scale column in the report's tables: the scale,
-// followed by " [arm]" for a cell of one of the spec's arms.
-func scaleCol(k analysis.CellKey) string {
-	s := k.Scale
-	if k.Arm != "" {
-		s += " [" + k.Arm + "]"
-	}
-	return cellEsc(s)
-}
+// scaleCol is a cell's scale column in the report's tables (its
+// ScaleLabel: the arm follows the scale).
+func scaleCol(k analysis.CellKey) string { return cellEsc(k.ScaleLabel()) }
 
 // md appends formatted markdown to the document being built.
 type md func(format string, a ...any)

@@ -91,7 +91,7 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 	sig := lateTestText("signature", fmt.Sprintf("In each IP run of the main matrix (no arm, no intervention) with a late cliff, the amplification signature (a role's sustained gradient amplification, as in the short-run rule) must begin %d or more steps before the fall; in IP runs without a cliff it must be rare. "+
 		"Holds when a strict majority of cliff runs lead and at most %g of the runs without a cliff carry it; against when at most half lead or half or more of the runs without a cliff carry it; undecided between.", analysis.SignatureLead, analysis.RareShare), c.Signature, a)
 	for _, e := range lc.Gate.Runs {
-		if e.Condition != study.IP || e.Cell.Arm != "" || e.Settings.Intervention != analysis.NoIntervention || !e.Events.Cliff.Late {
+		if e.Condition != study.IP || !e.Plain() || !e.Events.Cliff.Late {
 			continue
 		}
 		first := "–"
