@@ -76,7 +76,8 @@ figures: build
 		./bin/marlow report "$$@" --out "$${d%/}"; \
 	done
 
-## test: gofmt check, go vet ./..., go test ./...
+## test: gofmt check, the torch server's ruff/mypy/pytest, go vet ./..., go test
+## ./... (building .venv/ first when MARLOW_PYTHON is not set)
 test:
 	bash .ci/run test
 
