@@ -511,29 +511,39 @@ func recipeOf(e RunEvents) recipe {
 // without one of the same recipe (recipeOf), in the recipes that have both.
 func interventionTest(g Gate, iv string, ci, alpha float64) LateTest {
 	t := LateTest{Diff: math.NaN()}
+	// each IP run's recipe, computed once; cells marks the recipes that
+	// have runs with the intervention ([0]) and without any ([1])
+	recipes := make([]recipe, len(g.Runs))
 	cells := map[recipe][2]bool{}
-	for _, e := range g.Runs {
+	for i, e := range g.Runs {
 		if e.Condition != study.IP {
 			continue
 		}
-		k := recipeOf(e)
-		x := cells[k]
+		recipes[i] = recipeOf(e)
+		x := cells[recipes[i]]
 		switch e.Settings.Intervention {
 		case iv:
 			x[0] = true
 		case NoIntervention:
 			x[1] = true
 		}
-		cells[k] = x
+		cells[recipes[i]] = x
 	}
-	both := func(e RunEvents) bool { x := cells[recipeOf(e)]; return e.Condition == study.IP && x[0] && x[1] }
-	with := func(e RunEvents) bool { return both(e) && e.Settings.Intervention == iv }
-	without := func(e RunEvents) bool { return both(e) && e.Settings.Intervention == NoIntervention }
-	cw := rateOf(g, "IP with "+iv+": late cliffs", ci, with, lateCliffHit)
-	co := rateOf(g, "IP without: late cliffs", ci, without, lateCliffHit)
+	// paired holds the IP runs of the recipes that have both, in the
+	// study's order; the rates and ceilings below read only these
+	var paired Gate
+	for i, e := range g.Runs {
+		if x := cells[recipes[i]]; e.Condition == study.IP && x[0] && x[1] {
+			paired.Runs = append(paired.Runs, e)
+		}
+	}
+	with := func(e RunEvents) bool { return e.Settings.Intervention == iv }
+	without := func(e RunEvents) bool { return e.Settings.Intervention == NoIntervention }
+	cw := rateOf(paired, "IP with "+iv+": late cliffs", ci, with, lateCliffHit)
+	co := rateOf(paired, "IP without: late cliffs", ci, without, lateCliffHit)
 	sigHit := func(e RunEvents) bool { return e.Signature >= 0 }
-	sw := rateOf(g, "IP with "+iv+": signature", ci, with, sigHit)
-	so := rateOf(g, "IP without: signature", ci, without, sigHit)
+	sw := rateOf(paired, "IP with "+iv+": signature", ci, with, sigHit)
+	so := rateOf(paired, "IP without: signature", ci, without, sigHit)
 	t.Rates = []LateRate{cw, co, sw, so}
 	if cw.N == 0 || co.N == 0 {
 		t.Outcome, t.Reason = Untestable, NoGroup
@@ -546,7 +556,7 @@ func interventionTest(g Gate, iv string, ci, alpha float64) LateTest {
 		return t
 	}
 	var ceilW, ceilO []float64
-	for _, e := range g.Runs {
+	for _, e := range paired.Runs {
 		switch {
 		case with(e):
 			ceilW = append(ceilW, e.Ceiling)
