@@ -63,6 +63,13 @@ import (
 //     reproduced when all three hold; inconclusive otherwise. When I1 runs
 //     lower the cliff rate (p below alpha) and I6 runs do not, DriftNotCoherence
 //     is set: the cause looks like drift from the base model.
+//   - Beside c (a finding, not a test): for I1 and I6 under IP and SP, the
+//     share of runs with a lasting role format collapse (any, and late)
+//     with the intervention against without one in the same recipes, with
+//     a one-sided Fisher exact p-value that it is lower with it, and the
+//     mean ceiling's change. c's rules count cliffs only; where a study's
+//     late events are format collapses, this shows what the interventions
+//     changed.
 //   - d, SP over IP: runs are captured when a role's format collapses while
 //     its outputs converge on the dominant role's (detect.go; for IP, whose
 //     roles have their own adapters, the dominant role is that of the
@@ -267,10 +274,29 @@ type LateCaptureClaim struct {
 
 // LateClaims are the gate and claims c and d under the late rules.
 type LateClaims struct {
-	Gate    Gate
-	Cliffs  LateCliffClaim
-	Capture LateCaptureClaim
-	Alpha   float64
+	Gate          Gate
+	Cliffs        LateCliffClaim
+	Capture       LateCaptureClaim
+	Interventions []InterventionCollapse // what I1 and I6 did to format collapses, beside claim c
+	Alpha         float64
+}
+
+// InterventionCollapse is what an intervention did to the lasting format
+// collapses (late.go) of one condition's runs: the runs with it against
+// the runs without any of the same recipes (pairedRuns). It is a finding
+// beside claim c, not one of its tests: c's rules count cliffs, and a
+// study whose late events are format collapses would otherwise not show
+// what the interventions changed.
+type InterventionCollapse struct {
+	Intervention string
+	Condition    string
+	Recipes      int  // recipes (cell, rate, base model, n_votes) with both
+	With         Rate // runs with the intervention that had a role's format collapse
+	Without      Rate // runs without one that had a role's format collapse
+	LateWith     Rate // runs with the intervention that had a late format collapse
+	LateWithout  Rate
+	P            float64 // one-sided Fisher exact p-value that the rate without exceeds the rate with
+	CeilingDiff  float64 // mean ceiling with the intervention minus without
 }
 
 // CompareLate applies the late-training rules to the study.
@@ -279,6 +305,7 @@ func CompareLate(st *Study) *LateClaims {
 	lc.Gate = gateOf(st)
 	lc.Cliffs = lateClaimC(st, lc.Gate, lc.Alpha)
 	lc.Capture = lateClaimD(st, lc.Gate, lc.Alpha)
+	lc.Interventions = interventionCollapses(lc.Gate, st.Params.CI)
 	return lc
 }
 
@@ -429,7 +456,7 @@ func lateClaimC(st *Study, g Gate, alpha float64) LateCliffClaim {
 	c.Signature = signatureTest(g, ci)
 	c.I6 = interventionTest(g, I6, ci, alpha)
 	c.I1 = interventionTest(g, I1, ci, alpha)
-	for _, t := range []*LateTest{&c.Where, &c.Signature, &c.I6} {
+	for _, t := range []*LateTest{&c.Where, &c.Signature, &c.I6, &c.I1} {
 		switch {
 		case !g.Open:
 			t.Outcome, t.Reason = Untestable, GateClosed
@@ -507,36 +534,123 @@ func recipeOf(e RunEvents) recipe {
 	return recipe{cell: e.Cell.Main(), lr: e.Settings.LR, model: e.Settings.Model, nVotes: e.Settings.NVotes}
 }
 
-// interventionTest compares IP runs with the intervention against IP runs
-// without one of the same recipe (recipeOf), in the recipes that have both.
-func interventionTest(g Gate, iv string, ci, alpha float64) LateTest {
-	t := LateTest{Diff: math.NaN()}
-	// each IP run's recipe, computed once; cells marks the recipes that
-	// have runs with the intervention ([0]) and without any ([1])
+// pairedRuns selects the runs of condition cond whose recipe (recipeOf)
+// has runs with the intervention iv and runs without any, in the study's
+// order: an intervention's arm against the main matrix's runs of its cells,
+// rate, base model and n_votes. Each run's recipe is computed once.
+func pairedRuns(g Gate, cond, iv string) Gate {
 	recipes := make([]recipe, len(g.Runs))
-	cells := map[recipe][2]bool{}
+	// has marks the recipes that have runs with the intervention ([0]) and
+	// without any ([1])
+	has := map[recipe][2]bool{}
 	for i, e := range g.Runs {
-		if e.Condition != study.IP {
+		if e.Condition != cond {
 			continue
 		}
 		recipes[i] = recipeOf(e)
-		x := cells[recipes[i]]
+		x := has[recipes[i]]
 		switch e.Settings.Intervention {
 		case iv:
 			x[0] = true
 		case NoIntervention:
 			x[1] = true
 		}
-		cells[recipes[i]] = x
+		has[recipes[i]] = x
 	}
-	// paired holds the IP runs of the recipes that have both, in the
-	// study's order; the rates and ceilings below read only these
 	var paired Gate
 	for i, e := range g.Runs {
-		if x := cells[recipes[i]]; e.Condition == study.IP && x[0] && x[1] {
+		if x := has[recipes[i]]; e.Condition == cond && x[0] && x[1] {
 			paired.Runs = append(paired.Runs, e)
 		}
 	}
+	return paired
+}
+
+// CollapseDrift lists the conditions under which I1 lowered the format-
+// collapse rate (p below alpha) and I6, compared in the same way, did not:
+// there the collapses look like drift from the base model, not gradient
+// coherence (claim c's reading of I1 against I6, DriftNotCoherence,
+// applied to collapses).
+func (lc *LateClaims) CollapseDrift() []string {
+	lowered := map[string]map[string]bool{}
+	for _, x := range lc.Interventions {
+		if lowered[x.Intervention] == nil {
+			lowered[x.Intervention] = map[string]bool{}
+		}
+		lowered[x.Intervention][x.Condition] = x.P < lc.Alpha
+	}
+	var out []string
+	for _, cond := range []string{study.IP, study.SP} {
+		i1, ok1 := lowered[I1][cond]
+		i6, ok6 := lowered[I6][cond]
+		if ok1 && ok6 && i1 && !i6 {
+			out = append(out, cond)
+		}
+	}
+	return out
+}
+
+// ceilingDiff is the mean ceiling of the paired runs with the intervention
+// iv minus that of the paired runs without any (NaN when a side is empty).
+func ceilingDiff(paired Gate, iv string) float64 {
+	var ceilW, ceilO []float64
+	for _, e := range paired.Runs {
+		switch e.Settings.Intervention {
+		case iv:
+			ceilW = append(ceilW, e.Ceiling)
+		case NoIntervention:
+			ceilO = append(ceilO, e.Ceiling)
+		}
+	}
+	if len(ceilW) == 0 || len(ceilO) == 0 {
+		return math.NaN()
+	}
+	return sum(ceilW)/float64(len(ceilW)) - sum(ceilO)/float64(len(ceilO))
+}
+
+// interventionCollapses compares, for I1 and I6 under IP and SP, the
+// format-collapse rates of the runs with the intervention and of the runs
+// without any in the same recipes; pairs without runs are left out.
+func interventionCollapses(g Gate, ci float64) []InterventionCollapse {
+	collapsed := func(e RunEvents) bool { return len(e.Events.Collapses) > 0 }
+	lateCollapsed := func(e RunEvents) bool {
+		for _, c := range e.Events.Collapses {
+			if c.Late {
+				return true
+			}
+		}
+		return false
+	}
+	var out []InterventionCollapse
+	for _, iv := range []string{I1, I6} {
+		for _, cond := range []string{study.IP, study.SP} {
+			paired := pairedRuns(g, cond, iv)
+			if len(paired.Runs) == 0 {
+				continue
+			}
+			with := func(e RunEvents) bool { return e.Settings.Intervention == iv }
+			without := func(e RunEvents) bool { return e.Settings.Intervention == NoIntervention }
+			x := InterventionCollapse{Intervention: iv, Condition: cond,
+				With: rateOf(paired, "", ci, with, collapsed).Rate, Without: rateOf(paired, "", ci, without, collapsed).Rate,
+				LateWith: rateOf(paired, "", ci, with, lateCollapsed).Rate, LateWithout: rateOf(paired, "", ci, without, lateCollapsed).Rate}
+			x.P = FisherGreater(x.Without.K, x.Without.N, x.With.K, x.With.N)
+			recipes := map[recipe]bool{}
+			for _, e := range paired.Runs {
+				recipes[recipeOf(e)] = true
+			}
+			x.Recipes = len(recipes)
+			x.CeilingDiff = ceilingDiff(paired, iv)
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// interventionTest compares IP runs with the intervention against IP runs
+// without one of the same recipe (recipeOf), in the recipes that have both.
+func interventionTest(g Gate, iv string, ci, alpha float64) LateTest {
+	t := LateTest{Diff: math.NaN()}
+	paired := pairedRuns(g, study.IP, iv)
 	with := func(e RunEvents) bool { return e.Settings.Intervention == iv }
 	without := func(e RunEvents) bool { return e.Settings.Intervention == NoIntervention }
 	cw := rateOf(paired, "IP with "+iv+": late cliffs", ci, with, lateCliffHit)
@@ -555,16 +669,7 @@ func interventionTest(g Gate, iv string, ci, alpha float64) LateTest {
 		t.Outcome, t.Reason = Untestable, NothingToPrevent
 		return t
 	}
-	var ceilW, ceilO []float64
-	for _, e := range paired.Runs {
-		switch {
-		case with(e):
-			ceilW = append(ceilW, e.Ceiling)
-		case without(e):
-			ceilO = append(ceilO, e.Ceiling)
-		}
-	}
-	t.Diff = sum(ceilW)/float64(len(ceilW)) - sum(ceilO)/float64(len(ceilO))
+	t.Diff = ceilingDiff(paired, iv)
 	p := FisherGreater(co.K, co.N, cw.K, cw.N)
 	t.P = []float64{p}
 	cliffsLower := p < alpha

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -77,6 +78,8 @@ type ev struct {
 	captured     *bool
 	nVotes       int
 	arm, lr      string // the spec arm ("" the main matrix) and the stored rate
+	collapse     int    // the aggregator's format collapse: 0 none, 1 early, 2 late
+	ceiling      float64
 }
 
 func gateFrom(evs []ev) Gate {
@@ -87,6 +90,12 @@ func gateFrom(evs []ev) Gate {
 			Settings: RunSettings{Intervention: e.iv, NVotes: e.nVotes, Model: "m", LR: e.lr}, Signature: e.sig, Ceiling: .3}
 		re.Events.Cliff = LateCliff{Found: e.cliff, Late: e.cliff, FallStep: 300}
 		re.Events.Late = e.cliff
+		if e.collapse > 0 {
+			re.Events.Collapses = []RoleCollapse{{Role: "aggregator", Late: e.collapse == 2}}
+		}
+		if e.ceiling > 0 {
+			re.Ceiling = e.ceiling
+		}
 		re.Leads = e.cliff && e.sig >= 0 && e.sig <= 300-SignatureLead
 		if e.captured != nil {
 			re.CaptureJudge, re.Captured = true, *e.captured
@@ -221,6 +230,82 @@ func TestLateClaimD(t *testing.T) {
 			if d.Verdict != tc.verdict || d.SPOverIP.Outcome != tc.over || d.NVotes.Outcome != tc.nv {
 				t.Errorf("verdict %v (SP over IP %v, n_votes %v), want %v (%v, %v); %+v %+v", d.Verdict, d.SPOverIP.Outcome, d.NVotes.Outcome,
 					tc.verdict, tc.over, tc.nv, d.SPOverIP.Rates, d.NVotes.Rates)
+			}
+		})
+	}
+}
+
+func TestInterventionCollapses(t *testing.T) {
+	const v = study.Voting
+	plainIP := ev{wf: v, cond: study.IP, sig: -1, collapse: 2, ceiling: .3}
+	plainIPEarly := ev{wf: v, cond: study.IP, sig: -1, collapse: 1, ceiling: .3}
+	plainSP := ev{wf: v, cond: study.SP, sig: -1, collapse: 2, ceiling: .3}
+	i1IP := ev{wf: v, cond: study.IP, iv: I1, sig: -1, arm: "i1", ceiling: .25}
+	i1SP := ev{wf: v, cond: study.SP, iv: I1, sig: -1, arm: "i1", collapse: 2, ceiling: .3}
+	i6IP := ev{wf: v, cond: study.IP, iv: I6, sig: -1, arm: "i6", collapse: 2, ceiling: .35}
+	type row struct {
+		iv, cond               string
+		recipes                int
+		with, without, lw, lwo [2]int // k, n
+		significant            bool
+		ceilingDiff            float64
+	}
+	cases := []struct {
+		name  string
+		evs   []ev
+		want  []row
+		drift []string // CollapseDrift
+	}{
+		{name: "no intervention arm: nothing to compare", evs: slices.Concat(repeatEv(6, plainIP), repeatEv(6, plainSP))},
+		{name: "I1 prevents IP's collapses, not SP's; I6 prevents none",
+			evs: slices.Concat(repeatEv(4, plainIP), repeatEv(2, plainIPEarly), repeatEv(6, plainSP), repeatEv(6, i1IP), repeatEv(6, i1SP), repeatEv(6, i6IP)),
+			want: []row{
+				{iv: I1, cond: study.IP, recipes: 1, with: [2]int{0, 6}, without: [2]int{6, 6}, lw: [2]int{0, 6}, lwo: [2]int{4, 6}, significant: true, ceilingDiff: -.05},
+				{iv: I1, cond: study.SP, recipes: 1, with: [2]int{6, 6}, without: [2]int{6, 6}, lw: [2]int{6, 6}, lwo: [2]int{6, 6}},
+				{iv: I6, cond: study.IP, recipes: 1, with: [2]int{6, 6}, without: [2]int{6, 6}, lw: [2]int{6, 6}, lwo: [2]int{4, 6}, ceilingDiff: .05},
+			},
+			drift: []string{study.IP}},
+		// I1 lowers IP's collapses but without an I6 arm beside it the
+		// reading against I6 is not made
+		{name: "I1 without an I6 arm",
+			evs: slices.Concat(repeatEv(6, plainIP), repeatEv(6, i1IP)),
+			want: []row{
+				{iv: I1, cond: study.IP, recipes: 1, with: [2]int{0, 6}, without: [2]int{6, 6}, lw: [2]int{0, 6}, lwo: [2]int{6, 6}, significant: true, ceilingDiff: -.05},
+			}},
+		{name: "an arm at another rate is no comparison",
+			evs:  slices.Concat(repeatEv(6, plainIP), repeatEv(6, inArm(i1IP, "i1", "1e-3"))),
+			want: nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := interventionCollapses(gateFrom(tc.evs), 0.95)
+			lc := &LateClaims{Interventions: got, Alpha: 0.05}
+			if d := lc.CollapseDrift(); !slices.Equal(d, tc.drift) {
+				t.Errorf("collapse drift under %v, want %v", d, tc.drift)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d comparisons, want %d: %+v", len(got), len(tc.want), got)
+			}
+			for i, w := range tc.want {
+				g := got[i]
+				if g.Intervention != w.iv || g.Condition != w.cond || g.Recipes != w.recipes {
+					t.Errorf("%d: %s %s over %d recipes, want %s %s over %d", i, g.Intervention, g.Condition, g.Recipes, w.iv, w.cond, w.recipes)
+				}
+				for _, x := range []struct {
+					name string
+					r    Rate
+					want [2]int
+				}{{"with", g.With, w.with}, {"without", g.Without, w.without}, {"late with", g.LateWith, w.lw}, {"late without", g.LateWithout, w.lwo}} {
+					if x.r.K != x.want[0] || x.r.N != x.want[1] {
+						t.Errorf("%d %s: %d/%d, want %d/%d", i, x.name, x.r.K, x.r.N, x.want[0], x.want[1])
+					}
+				}
+				if (g.P < 0.05) != w.significant {
+					t.Errorf("%d: p %v, want significant %v", i, g.P, w.significant)
+				}
+				if math.Abs(g.CeilingDiff-w.ceilingDiff) > 1e-9 {
+					t.Errorf("%d: ceiling change %v, want %v", i, g.CeilingDiff, w.ceilingDiff)
+				}
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -89,5 +90,60 @@ func TestReadmeLateRules(t *testing.T) {
 	// the short synthetic studies are judged by the short-run rules
 	if analysis.LateStudy(claimsStudy(t)) {
 		t.Error("a 100-step study is judged by the late rules")
+	}
+}
+
+// TestWriteInterventions: the section beside claim c lists each
+// intervention's collapse rates, and says the collapses look like drift
+// from the base model only where I1 lowered them and I6 did not; the
+// summary's line sums the conditions; without an intervention arm both
+// are empty.
+func TestWriteInterventions(t *testing.T) {
+	rate := func(k, n int) analysis.Rate { return analysis.ClopperPearson(k, n, 0.95) }
+	row := func(iv, cond string, kw, ko int, p float64) analysis.InterventionCollapse {
+		return analysis.InterventionCollapse{Intervention: iv, Condition: cond, Recipes: 4, With: rate(kw, 12), Without: rate(ko, 12),
+			LateWith: rate(0, 12), LateWithout: rate(2, 12), P: p, CeilingDiff: -0.016}
+	}
+	cases := []struct {
+		name      string
+		rows      []analysis.InterventionCollapse
+		want      []string // in the section
+		finding   string   // in the summary's line ("" none)
+		notDrift  bool     // the drift sentence must be absent
+		noSection bool
+	}{
+		{name: "no intervention arm", noSection: true},
+		{name: "I1 lowers, I6 does not", rows: []analysis.InterventionCollapse{row("I1", "ip", 0, 12, 3.7e-7), row("I6", "ip", 12, 12, 1)},
+			want:    []string{"### What the interventions did", "| I1 | ip | 4 | 0/12 = 0.000 [0.000, 0.265] | 12/12 = 1.000 [0.735, 1.000] | 3.7e-07 |", "Under IP, I1 lowered the format-collapse rate"},
+			finding: "with I1, 0 of 12 runs had a role's format collapse, against 12 of 12 without it in the same cells; with I6, 12 of 12"},
+		{name: "I1 lowers under both conditions", rows: []analysis.InterventionCollapse{row("I1", "ip", 0, 12, 3.7e-7), row("I1", "sp", 0, 12, 1.7e-4), row("I6", "ip", 12, 12, 1), row("I6", "sp", 7, 12, 0.33)},
+			want: []string{"Under IP and SP, I1 lowered the format-collapse rate"}, finding: "Under IP and SP, I1 lowered the collapse rate and I6 did not"},
+		{name: "both lower: no drift reading", rows: []analysis.InterventionCollapse{row("I1", "ip", 0, 12, 3.7e-7), row("I6", "ip", 1, 12, 1e-5)},
+			want: []string{"| I6 | ip | 4 | 1/12"}, finding: "with I6, 1 of 12", notDrift: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			lc := &analysis.LateClaims{Interventions: tc.rows, Alpha: 0.05, Gate: analysis.Gate{CliffControlled: true}}
+			var b strings.Builder
+			writeInterventions(func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }, lc)
+			got, f := b.String(), interventionFinding(lc)
+			if tc.noSection {
+				if got != "" || f != "" {
+					t.Fatalf("section %q, finding %q; want none", got, f)
+				}
+				return
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("section lacks %q:\n%s", w, got)
+				}
+			}
+			if !strings.Contains(f, tc.finding) {
+				t.Errorf("finding %q lacks %q", f, tc.finding)
+			}
+			if drift := strings.Contains(got, "drift from the base model") || strings.Contains(f, "drift from the base model"); drift == tc.notDrift {
+				t.Errorf("drift sentence present %v, want %v", drift, !tc.notDrift)
+			}
+		})
 	}
 }

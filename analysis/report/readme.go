@@ -83,6 +83,9 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	w("\n### Findings\n\n")
 	if cl.Late != nil {
 		w("- %s\n", gateSentence(cl.Late.Gate))
+		if f := interventionFinding(cl.Late); f != "" {
+			w("- %s\n", f)
+		}
 	}
 	for _, s := range findings(st) {
 		w("- %s\n", s)

@@ -203,6 +203,85 @@ func writeLate(w md, lc *analysis.LateClaims) {
 			f3(c.Base), f3(c.Peak), cliff, cellEsc(dashIfEmpty(strings.Join(cols, "; "))), sig, yesNo(e.Leads), captured)
 	}
 	w("\n")
+	writeInterventions(w, lc)
+}
+
+// conditionsText names conditions as the report writes them: "IP and SP".
+func conditionsText(conds []string) string {
+	up := make([]string, len(conds))
+	for i, c := range conds {
+		up[i] = strings.ToUpper(c)
+	}
+	return strings.Join(up, " and ")
+}
+
+// interventionFinding is the summary's line on what each intervention did
+// to format collapses ("" without an intervention arm).
+func interventionFinding(lc *analysis.LateClaims) string {
+	type sums struct{ kw, nw, ko, no int }
+	by := map[string]*sums{}
+	var order []string
+	for _, x := range lc.Interventions {
+		s := by[x.Intervention]
+		if s == nil {
+			s = &sums{}
+			by[x.Intervention] = s
+			order = append(order, x.Intervention)
+		}
+		s.kw, s.nw, s.ko, s.no = s.kw+x.With.K, s.nw+x.With.N, s.ko+x.Without.K, s.no+x.Without.N
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, iv := range order {
+		s := by[iv]
+		parts = append(parts, fmt.Sprintf("with %s, %d of %d runs had a role's format collapse, against %d of %d without it in the same cells", iv, s.kw, s.nw, s.ko, s.no))
+	}
+	out := "Interventions: " + strings.Join(parts, "; ") + " (*What the interventions did*, under *Late events and the gate*)."
+	if d := lc.CollapseDrift(); len(d) > 0 {
+		out += fmt.Sprintf(" Under %s, I1 lowered the collapse rate and I6 did not: the collapses look like drift from the base model, not gradient coherence.", conditionsText(d))
+	}
+	return out
+}
+
+// writeInterventions writes what I1 and I6 did beside claim c: I1's cliff
+// test by I6's rule, and each intervention's format-collapse rates against
+// the runs without one of the same recipes.
+func writeInterventions(w md, lc *analysis.LateClaims) {
+	if len(lc.Interventions) == 0 {
+		return
+	}
+	w("### What the interventions did\n\n")
+	t := lc.Cliffs.I1
+	if len(t.Rates) > 0 && t.Rates[0].N > 0 {
+		var counts []string
+		for _, r := range t.Rates {
+			counts = append(counts, fmt.Sprintf("%s %d/%d", r.Group, r.K, r.N))
+		}
+		w("I1 (per-role KL to the base model) by I6's rule, beside claim c: **%s**, %s (%s).", outcomeWord(t.Outcome), lateReasonWhy(t, lc.Alpha), strings.Join(counts, ", "))
+		if lc.Cliffs.DriftNotCoherence {
+			w(" I1 lowered the cliff rate and I6 did not: the cause looks like drift from the base model, not gradient coherence.")
+		}
+		w("\n\n")
+	}
+	w("Claim c's rules count cliffs; the format collapses that are most of this study's events are counted here. " +
+		"Each intervention's runs against the runs without one of the same recipes (cell, rate, base model and n_votes): the share with a role's format collapse (any, and late), with exact intervals, " +
+		"a one-sided Fisher exact p-value that the share is lower with the intervention, and the change in mean ceiling. A finding beside claim c, not one of its tests.")
+	if !lc.Gate.CliffControlled {
+		w(" The late-event detectors have no shown positive control, so these counts are descriptive only.")
+	}
+	if d := lc.CollapseDrift(); len(d) > 0 {
+		w(" Under %s, I1 lowered the format-collapse rate (p below %.3g) and I6 did not: the collapses look like drift from the base model, not gradient coherence.", conditionsText(d), lc.Alpha)
+	}
+	w("\n\n")
+	w("| intervention | condition | recipes | collapsed with | collapsed without | one-sided Fisher p (lower with) | late collapse with | late collapse without | mean ceiling with − without |\n")
+	w("|---|---|---:|---|---|---:|---|---|---:|\n")
+	for _, x := range lc.Interventions {
+		w("| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", x.Intervention, cellEsc(x.Condition), x.Recipes, rateText(x.With), rateText(x.Without), pText(x.P),
+			rateText(x.LateWith), rateText(x.LateWithout), sf3(x.CeilingDiff))
+	}
+	w("\n")
 }
 
 func yesNo(b bool) string {
