@@ -570,8 +570,12 @@ func pairedRuns(g Gate, cond, iv string) Gate {
 // collapse rate (p below alpha) and I6, compared in the same way, did not:
 // there the collapses look like drift from the base model, not gradient
 // coherence (claim c's reading of I1 against I6, DriftNotCoherence,
-// applied to collapses).
+// applied to collapses). Without a shown positive control of the late-event
+// detectors it names none: their counts are then descriptive only.
 func (lc *LateClaims) CollapseDrift() []string {
+	if !lc.Gate.CliffControlled {
+		return nil
+	}
 	lowered := map[string]map[string]bool{}
 	for _, x := range lc.Interventions {
 		if lowered[x.Intervention] == nil {

@@ -279,9 +279,14 @@ func TestInterventionCollapses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := interventionCollapses(gateFrom(tc.evs), 0.95)
-			lc := &LateClaims{Interventions: got, Alpha: 0.05}
+			lc := &LateClaims{Interventions: got, Alpha: 0.05, Gate: Gate{CliffControlled: true}}
 			if d := lc.CollapseDrift(); !slices.Equal(d, tc.drift) {
 				t.Errorf("collapse drift under %v, want %v", d, tc.drift)
+			}
+			// without the detectors' positive control nothing is read
+			lc.Gate.CliffControlled = false
+			if d := lc.CollapseDrift(); d != nil {
+				t.Errorf("collapse drift without a control: %v, want none", d)
 			}
 			if len(got) != len(tc.want) {
 				t.Fatalf("%d comparisons, want %d: %+v", len(got), len(tc.want), got)
