@@ -347,7 +347,7 @@ func gateOf(st *Study) Gate {
 		if r.Late.Cliff.Late {
 			g.LateCliffs++
 		}
-		if slices.ContainsFunc(r.Late.Collapses, func(c RoleCollapse) bool { return c.Late }) {
+		if r.Late.LateCollapse() {
 			g.LateCollapses++
 		}
 		g.Runs = append(g.Runs, e)
@@ -536,10 +536,11 @@ func recipeOf(e RunEvents) recipe {
 
 // pairedRuns selects the runs of condition cond whose recipe (recipeOf)
 // has runs with the intervention iv and runs without any, in the study's
-// order: an intervention's arm against the main matrix's runs of its cells,
-// rate, base model and n_votes. Each run's recipe is computed once.
-func pairedRuns(g Gate, cond, iv string) Gate {
-	recipes := make([]recipe, len(g.Runs))
+// order, and counts those recipes: an intervention's arm against the main
+// matrix's runs of its cells, rate, base model and n_votes. Each run's
+// recipe is computed once.
+func pairedRuns(g Gate, cond, iv string) (paired Gate, recipes int) {
+	keys := make([]recipe, len(g.Runs))
 	// has marks the recipes that have runs with the intervention ([0]) and
 	// without any ([1])
 	has := map[recipe][2]bool{}
@@ -547,23 +548,33 @@ func pairedRuns(g Gate, cond, iv string) Gate {
 		if e.Condition != cond {
 			continue
 		}
-		recipes[i] = recipeOf(e)
-		x := has[recipes[i]]
+		keys[i] = recipeOf(e)
+		x := has[keys[i]]
 		switch e.Settings.Intervention {
 		case iv:
 			x[0] = true
 		case NoIntervention:
 			x[1] = true
 		}
-		has[recipes[i]] = x
+		has[keys[i]] = x
 	}
-	var paired Gate
+	for _, x := range has {
+		if x[0] && x[1] {
+			recipes++
+		}
+	}
 	for i, e := range g.Runs {
-		if x := has[recipes[i]]; e.Condition == cond && x[0] && x[1] {
+		if x := has[keys[i]]; e.Condition == cond && x[0] && x[1] {
 			paired.Runs = append(paired.Runs, e)
 		}
 	}
-	return paired
+	return paired, recipes
+}
+
+// carries selects the runs with the intervention iv (NoIntervention: the
+// runs without any).
+func carries(iv string) func(RunEvents) bool {
+	return func(e RunEvents) bool { return e.Settings.Intervention == iv }
 }
 
 // CollapseDrift lists the conditions under which I1 lowered the format-
@@ -576,17 +587,19 @@ func (lc *LateClaims) CollapseDrift() []string {
 	if !lc.Gate.CliffControlled {
 		return nil
 	}
-	lowered := map[string]map[string]bool{}
-	for _, x := range lc.Interventions {
-		if lowered[x.Intervention] == nil {
-			lowered[x.Intervention] = map[string]bool{}
+	// lowered: whether iv lowered cond's rate, and whether it was compared
+	lowered := func(iv, cond string) (yes, compared bool) {
+		for _, x := range lc.Interventions {
+			if x.Intervention == iv && x.Condition == cond {
+				return x.P < lc.Alpha, true
+			}
 		}
-		lowered[x.Intervention][x.Condition] = x.P < lc.Alpha
+		return false, false
 	}
 	var out []string
 	for _, cond := range []string{study.IP, study.SP} {
-		i1, ok1 := lowered[I1][cond]
-		i6, ok6 := lowered[I6][cond]
+		i1, ok1 := lowered(I1, cond)
+		i6, ok6 := lowered(I6, cond)
 		if ok1 && ok6 && i1 && !i6 {
 			out = append(out, cond)
 		}
@@ -617,33 +630,21 @@ func ceilingDiff(paired Gate, iv string) float64 {
 // without any in the same recipes; pairs without runs are left out.
 func interventionCollapses(g Gate, ci float64) []InterventionCollapse {
 	collapsed := func(e RunEvents) bool { return len(e.Events.Collapses) > 0 }
-	lateCollapsed := func(e RunEvents) bool {
-		for _, c := range e.Events.Collapses {
-			if c.Late {
-				return true
-			}
-		}
-		return false
-	}
+	lateCollapsed := func(e RunEvents) bool { return e.Events.LateCollapse() }
+	without := carries(NoIntervention)
 	var out []InterventionCollapse
 	for _, iv := range []string{I1, I6} {
+		with := carries(iv)
 		for _, cond := range []string{study.IP, study.SP} {
-			paired := pairedRuns(g, cond, iv)
-			if len(paired.Runs) == 0 {
+			paired, recipes := pairedRuns(g, cond, iv)
+			if recipes == 0 {
 				continue
 			}
-			with := func(e RunEvents) bool { return e.Settings.Intervention == iv }
-			without := func(e RunEvents) bool { return e.Settings.Intervention == NoIntervention }
-			x := InterventionCollapse{Intervention: iv, Condition: cond,
+			x := InterventionCollapse{Intervention: iv, Condition: cond, Recipes: recipes,
 				With: rateOf(paired, "", ci, with, collapsed).Rate, Without: rateOf(paired, "", ci, without, collapsed).Rate,
-				LateWith: rateOf(paired, "", ci, with, lateCollapsed).Rate, LateWithout: rateOf(paired, "", ci, without, lateCollapsed).Rate}
+				LateWith: rateOf(paired, "", ci, with, lateCollapsed).Rate, LateWithout: rateOf(paired, "", ci, without, lateCollapsed).Rate,
+				CeilingDiff: ceilingDiff(paired, iv)}
 			x.P = FisherGreater(x.Without.K, x.Without.N, x.With.K, x.With.N)
-			recipes := map[recipe]bool{}
-			for _, e := range paired.Runs {
-				recipes[recipeOf(e)] = true
-			}
-			x.Recipes = len(recipes)
-			x.CeilingDiff = ceilingDiff(paired, iv)
 			out = append(out, x)
 		}
 	}
@@ -654,9 +655,8 @@ func interventionCollapses(g Gate, ci float64) []InterventionCollapse {
 // without one of the same recipe (recipeOf), in the recipes that have both.
 func interventionTest(g Gate, iv string, ci, alpha float64) LateTest {
 	t := LateTest{Diff: math.NaN()}
-	paired := pairedRuns(g, study.IP, iv)
-	with := func(e RunEvents) bool { return e.Settings.Intervention == iv }
-	without := func(e RunEvents) bool { return e.Settings.Intervention == NoIntervention }
+	paired, _ := pairedRuns(g, study.IP, iv)
+	with, without := carries(iv), carries(NoIntervention)
 	cw := rateOf(paired, "IP with "+iv+": late cliffs", ci, with, lateCliffHit)
 	co := rateOf(paired, "IP without: late cliffs", ci, without, lateCliffHit)
 	sigHit := func(e RunEvents) bool { return e.Signature >= 0 }

@@ -46,6 +46,12 @@ type LateEvents struct {
 	Early     bool           // some event lies at or before MidStep
 }
 
+// LateCollapse reports whether some role's format collapse lies after
+// MidStep.
+func (ev LateEvents) LateCollapse() bool {
+	return slices.ContainsFunc(ev.Collapses, func(c RoleCollapse) bool { return c.Late })
+}
+
 // LateCliff is the evidence of the lasting-fall test on one curve.
 type LateCliff struct {
 	Found     bool

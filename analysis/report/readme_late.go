@@ -56,6 +56,10 @@ func lateReasonWhy(t analysis.LateTest, alpha float64) string {
 	return "neither rule's bound is met"
 }
 
+// driftNotCoherence is the sentence claim c's rule adds when I1 lowered the
+// cliff rate and I6 did not (LateCliffClaim.DriftNotCoherence).
+const driftNotCoherence = " I1 (per-role KL) lowered the cliff rate and I6 did not: the cause looks like drift from the base model, not gradient coherence."
+
 // lateTestText is one late test as the claims section prints it.
 func lateTestText(name, rule string, t analysis.LateTest, alpha float64) testText {
 	tt := testText{name: name, rule: rule, outcome: outcomeWord(t.Outcome), why: lateReasonWhy(t, alpha) + "."}
@@ -121,7 +125,7 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 	}
 	ct.why = "Tests: " + strings.Join(parts, "; ") + "."
 	if c.DriftNotCoherence {
-		ct.why += " I1 (per-role KL) lowered the cliff rate and I6 did not: the cause looks like drift from the base model, not gradient coherence."
+		ct.why += driftNotCoherence
 	}
 	return ct
 }
@@ -206,15 +210,6 @@ func writeLate(w md, lc *analysis.LateClaims) {
 	writeInterventions(w, lc)
 }
 
-// conditionsText names conditions as the report writes them: "IP and SP".
-func conditionsText(conds []string) string {
-	up := make([]string, len(conds))
-	for i, c := range conds {
-		up[i] = strings.ToUpper(c)
-	}
-	return strings.Join(up, " and ")
-}
-
 // interventionFinding is the summary's line on what each intervention did
 // to format collapses ("" without an intervention arm).
 func interventionFinding(lc *analysis.LateClaims) string {
@@ -238,11 +233,22 @@ func interventionFinding(lc *analysis.LateClaims) string {
 		s := by[iv]
 		parts = append(parts, fmt.Sprintf("with %s, %d of %d runs had a role's format collapse, against %d of %d without it in the same cells", iv, s.kw, s.nw, s.ko, s.no))
 	}
-	out := "Interventions: " + strings.Join(parts, "; ") + " (*What the interventions did*, under *Late events and the gate*)."
-	if d := lc.CollapseDrift(); len(d) > 0 {
-		out += fmt.Sprintf(" Under %s, I1 lowered the collapse rate and I6 did not: the collapses look like drift from the base model, not gradient coherence.", conditionsText(d))
+	return "Interventions: " + strings.Join(parts, "; ") + " (*What the interventions did*, under *Late events and the gate*)." + collapseDriftSentence(lc, "the collapse rate")
+}
+
+// collapseDriftSentence reads the conditions of LateClaims.CollapseDrift,
+// naming what I1 lowered as what says (" Under IP and SP, I1 lowered
+// <what> and I6 did not: ..."; "" when there are none).
+func collapseDriftSentence(lc *analysis.LateClaims, what string) string {
+	d := lc.CollapseDrift()
+	if len(d) == 0 {
+		return ""
 	}
-	return out
+	up := make([]string, len(d))
+	for i, c := range d {
+		up[i] = strings.ToUpper(c)
+	}
+	return fmt.Sprintf(" Under %s, I1 lowered %s and I6 did not: the collapses look like drift from the base model, not gradient coherence.", strings.Join(up, " and "), what)
 }
 
 // writeInterventions writes what I1 and I6 did beside claim c: I1's cliff
@@ -255,13 +261,9 @@ func writeInterventions(w md, lc *analysis.LateClaims) {
 	w("### What the interventions did\n\n")
 	t := lc.Cliffs.I1
 	if len(t.Rates) > 0 && t.Rates[0].N > 0 {
-		var counts []string
-		for _, r := range t.Rates {
-			counts = append(counts, fmt.Sprintf("%s %d/%d", r.Group, r.K, r.N))
-		}
-		w("I1 (per-role KL to the base model) by I6's rule, beside claim c: **%s**, %s (%s).", outcomeWord(t.Outcome), lateReasonWhy(t, lc.Alpha), strings.Join(counts, ", "))
+		w("I1 (per-role KL to the base model) by I6's rule, beside claim c: **%s**, %s (%s).", outcomeWord(t.Outcome), lateReasonWhy(t, lc.Alpha), lateTestText("I1", "", t, lc.Alpha).countsLine)
 		if lc.Cliffs.DriftNotCoherence {
-			w(" I1 lowered the cliff rate and I6 did not: the cause looks like drift from the base model, not gradient coherence.")
+			w("%s", driftNotCoherence)
 		}
 		w("\n\n")
 	}
@@ -271,10 +273,7 @@ func writeInterventions(w md, lc *analysis.LateClaims) {
 	if !lc.Gate.CliffControlled {
 		w(" The late-event detectors have no shown positive control, so these counts are descriptive only.")
 	}
-	if d := lc.CollapseDrift(); len(d) > 0 {
-		w(" Under %s, I1 lowered the format-collapse rate (p below %.3g) and I6 did not: the collapses look like drift from the base model, not gradient coherence.", conditionsText(d), lc.Alpha)
-	}
-	w("\n\n")
+	w("%s\n\n", collapseDriftSentence(lc, fmt.Sprintf("the format-collapse rate (p below %.3g)", lc.Alpha)))
 	w("| intervention | condition | recipes | collapsed with | collapsed without | one-sided Fisher p (lower with) | late collapse with | late collapse without | mean ceiling with − without |\n")
 	w("|---|---|---:|---|---|---:|---|---|---:|\n")
 	for _, x := range lc.Interventions {
