@@ -137,6 +137,7 @@ type RunResult struct {
 	Amplification []Amplification  // per (policy, role); empty for base runs
 	Dominance     []Dominance      // policies with two or more roles
 	Capture       []Capture        // per non-dominant role of a multi-role policy
+	Degeneration  []Degeneration   // per role with validation outputs (degenerate.go)
 	Workflow      []WorkflowStep   // role-level workflow metrics per validation, by step (roles.go)
 	Late          LateEvents       // lasting cliffs and format collapses, early or late (late.go)
 	run           *runlog.Run      // source, for figures of training statistics

@@ -270,16 +270,31 @@ func TestCapture(t *testing.T) {
 	captured := func(j int) string {
 		return strings.Replace(analysistest.Generator(j+1), "Answer:", "Selected answer:", 1)
 	}
+	// long: the generator's text followed by many distinct words, so that
+	// the aggregator ends far past the generator's length without repeating
+	long := func(j int) string {
+		w := make([]string, 60)
+		for i := range w {
+			w[i] = fmt.Sprintf("w%d_%d", j, i)
+		}
+		return captured(j) + " " + strings.Join(w, " ")
+	}
+	// loop: a phrase repeated, cut at the token cap
+	loop := func(j int) string { return strings.Repeat(fmt.Sprintf("%d + %d = ", j, j), 20) }
 	tests := []struct {
-		name                 string
-		formatEnd            float64
-		endText              func(int) string
-		collapse, conv, capt bool
+		name                        string
+		formatEnd                   float64
+		endText                     func(int) string
+		finish                      string // finish reason of the aggregator's outputs at the end
+		collapse, conv, degen, capt bool
 	}{
-		{"capture with format collapse", 0.3, captured, true, true, true},
-		{"outputs converge without format collapse", 0.9, captured, false, true, false},
-		{"format collapse without converging outputs", 0.3, func(j int) string { return "Selected: ?" }, true, false, false},
-		{"no change", 0.95, analysistest.Aggregator, false, false, false},
+		{"capture with format collapse", 0.3, captured, "stop", true, true, false, true},
+		{"outputs converge without format collapse", 0.9, captured, "stop", false, true, false, false},
+		{"format collapse without converging outputs", 0.3, func(j int) string { return "Selected: ?" }, "stop", true, false, false, false},
+		{"length past the overshoot", 0.3, long, "stop", true, false, false, false},
+		{"converging but cut at the token cap", 0.3, captured, "length", true, true, true, false},
+		{"repetition loop converging in length and n-grams", 0.3, loop, "stop", true, true, true, false},
+		{"no change", 0.95, analysistest.Aggregator, "stop", false, false, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,21 +305,35 @@ func TestCapture(t *testing.T) {
 				}
 				return 0.95
 			}, analysistest.Const(10))
+			end := analysistest.RoleSamples("r", "voting", "aggregator", "shared", 100, 5, tc.endText)
+			for i := range end {
+				end[i].Finish = tc.finish
+			}
 			r.Samples = append(r.Samples, analysistest.RoleSamples("r", "voting", "generator", "shared", 0, 5, analysistest.Generator)...)
 			r.Samples = append(r.Samples, analysistest.RoleSamples("r", "voting", "generator", "shared", 100, 5, analysistest.Generator)...)
 			r.Samples = append(r.Samples, analysistest.RoleSamples("r", "voting", "aggregator", "shared", 0, 5, analysistest.Aggregator)...)
-			r.Samples = append(r.Samples, analysistest.RoleSamples("r", "voting", "aggregator", "shared", 100, 5, tc.endText)...)
+			r.Samples = append(r.Samples, end...)
 			got := DetectCapture(r, "voting", dom, p)
 			if len(got) != 1 {
 				t.Fatalf("%d results, want 1", len(got))
 			}
 			c := got[0]
-			if c.FormatCollapse != tc.collapse || c.Converging != tc.conv || c.Captured != tc.capt {
-				t.Errorf("collapse %v converging %v captured %v (sim %v->%v, len ratio %v->%v); want %v %v %v",
-					c.FormatCollapse, c.Converging, c.Captured, c.SimBase, c.SimEnd, c.LenRatioBase, c.LenRatioEnd, tc.collapse, tc.conv, tc.capt)
+			if c.FormatCollapse != tc.collapse || c.Converging != tc.conv || c.Degenerate != tc.degen || c.Captured != tc.capt {
+				t.Errorf("collapse %v converging %v degenerate %v captured %v (sim %v->%v, len ratio %v->%v); want %v %v %v %v",
+					c.FormatCollapse, c.Converging, c.Degenerate, c.Captured, c.SimBase, c.SimEnd, c.LenRatioBase, c.LenRatioEnd, tc.collapse, tc.conv, tc.degen, tc.capt)
 			}
 			if c.BaseStep != 0 || c.EndStep != 100 || c.ExampleBase != analysistest.Aggregator(0) || c.ExampleEnd != tc.endText(0) || c.DominantExampleEnd != analysistest.Generator(0) {
 				t.Errorf("evidence steps %d..%d examples %q %q %q", c.BaseStep, c.EndStep, c.ExampleBase, c.ExampleEnd, c.DominantExampleEnd)
+			}
+			// the degeneration detector sees the same outputs
+			var deg *Degeneration
+			for _, d := range DetectDegeneration(r, "voting") {
+				if d.Role == "aggregator" {
+					deg = &d
+				}
+			}
+			if deg == nil || deg.Degenerated != tc.degen || deg.DegenerateBase {
+				t.Errorf("degeneration %+v, want degenerated %v", deg, tc.degen)
 			}
 		})
 	}

@@ -148,6 +148,7 @@ func (st *Study) addRun(r *runlog.Run, taken map[slot]string) error {
 			Workflow: WorkflowSteps(r, wf),
 		}
 		rr.Late = DetectLateEvents(curve, rr.Evals(), steps, st.Params)
+		rr.Degeneration = DetectDegeneration(r, wf)
 		if m.Condition != study.Base && len(steps) > 0 {
 			rr.Amplification = DetectAmplification(steps, met.Cliff, st.Params)
 			rr.Dominance = DetectDominance(steps)

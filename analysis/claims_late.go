@@ -329,7 +329,7 @@ func gateOf(st *Study) Gate {
 		caps := r.Capture
 		if r.Condition == study.IP {
 			if d, ok := dominant[r.Cell]; ok {
-				caps = DetectCapture(r.run, r.Cell.Workflow, Dominance{Roles: study.WorkflowRoles[r.Cell.Workflow], DominantRole: d}, st.Params)
+				caps = r.CaptureAgainst(d, st.Params)
 			}
 		}
 		for _, c := range caps {

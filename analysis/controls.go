@@ -20,10 +20,11 @@ const (
 	CaptureDetector                       // role capture (detect.go), claim d
 	CollapseDetector                      // format collapse (collapse.go)
 	LateEventDetector                     // lasting cliffs and format collapses, early or late (late.go), the late rules
+	DegenerationDetector                  // truncation or repetition of a role's outputs (degenerate.go), capture's specificity
 )
 
 // Detectors lists every detector, in order.
-var Detectors = []Detector{CliffDetector, AmplificationDetector, CaptureDetector, CollapseDetector, LateEventDetector}
+var Detectors = []Detector{CliffDetector, AmplificationDetector, CaptureDetector, CollapseDetector, LateEventDetector, DegenerationDetector}
 
 // PositiveControls maps each detector whose positive and negative controls
 // from real tiny training pass to the test that shows them
@@ -40,6 +41,7 @@ var PositiveControls = map[Detector]string{
 	CaptureDetector:       "TestControlCapture",
 	CollapseDetector:      "TestControlCollapse",
 	LateEventDetector:     "TestControlLateEvents",
+	DegenerationDetector:  "TestControlDegeneration",
 }
 
 // controlled reports whether a detector's positive control is shown in

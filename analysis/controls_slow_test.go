@@ -190,8 +190,11 @@ func TestControlAmplification(t *testing.T) {
 }
 
 // TestControlCapture: the early SP run's aggregator is captured by the
-// generator (its format collapses and its outputs converge on the
-// dominant role's); the steady SP run's is not.
+// generator (its format collapses, its outputs move toward the generators'
+// in n-grams and in length, and they are not degenerate) and no role of
+// that run degenerates; the steady SP run's aggregator is not captured.
+// The data are real tiny training (the early arm), read from the logs the
+// runner wrote.
 func TestControlCapture(t *testing.T) {
 	check := func(arm string, want bool) {
 		r := controlRun(t, arm, study.SP)
@@ -200,8 +203,7 @@ func TestControlCapture(t *testing.T) {
 		}
 		var got bool
 		for _, c := range r.Capture {
-			t.Logf("%s sp %s vs %s (steps %d..%d): format %.3f -> %.3f, length ratio %.3f -> %.3f, signature %d share %.3f -> %.3f, captured %v; end example %q",
-				arm, c.Role, c.Dominant, c.BaseStep, c.EndStep, c.FormatBase, c.FormatEnd, c.LenRatioBase, c.LenRatioEnd, c.Signature, c.SigBase, c.SigEnd, c.Captured, c.ExampleEnd)
+			logCapture(t, arm+" sp", c)
 			got = got || c.Captured
 		}
 		if got != want {
@@ -210,6 +212,61 @@ func TestControlCapture(t *testing.T) {
 	}
 	check("early", true)
 	check("steady", false)
+	for _, d := range controlRun(t, "early", study.SP).Degeneration {
+		logDegeneration(t, "early sp", d)
+		if d.Degenerated {
+			t.Errorf("early sp: role %s degenerated, so the capture control would not tell capture from degeneration", d.Role)
+		}
+	}
+}
+
+// TestControlDegeneration: a role of the late IP run (a learning rate far
+// too high, each role on its own adapter) degenerates, and no role of it is
+// captured by the generator (the dominant role of the arms' SP runs): the
+// degeneration control must not fire capture. No role of either steady run
+// degenerates.
+func TestControlDegeneration(t *testing.T) {
+	late := controlRun(t, "late", study.IP)
+	var degenerated bool
+	for _, d := range late.Degeneration {
+		logDegeneration(t, "late ip", d)
+		degenerated = degenerated || d.Degenerated
+	}
+	if !degenerated {
+		t.Errorf("late ip: no role degenerated")
+	}
+	p := controlStudies(t)["late"].Params
+	caps := late.CaptureAgainst(study.Generator, p)
+	if len(caps) == 0 {
+		t.Fatalf("late ip: no capture comparison against the generator")
+	}
+	for _, c := range caps {
+		logCapture(t, "late ip", c)
+		if c.Captured {
+			t.Errorf("late ip: role %s captured by %s: the degeneration control fired capture", c.Role, c.Dominant)
+		}
+	}
+	for _, cond := range []string{study.SP, study.IP} {
+		for _, d := range controlRun(t, "steady", cond).Degeneration {
+			logDegeneration(t, "steady "+cond, d)
+			if d.Degenerated {
+				t.Errorf("steady %s: role %s degenerated", cond, d.Role)
+			}
+		}
+	}
+}
+
+func logCapture(t *testing.T, name string, c analysis.Capture) {
+	t.Helper()
+	t.Logf("%s %s vs %s (steps %d..%d): format %.3f -> %.3f (collapse %v), similarity %.3f -> %.3f (rise %v), length ratio %.3f -> %.3f (toward 1 %v), degenerate %v, captured %v; end example %q",
+		name, c.Role, c.Dominant, c.BaseStep, c.EndStep, c.FormatBase, c.FormatEnd, c.FormatCollapse, c.SimBase, c.SimEnd, c.SimRise,
+		c.LenRatioBase, c.LenRatioEnd, c.LengthToward, c.Degenerate, c.Captured, c.ExampleEnd)
+}
+
+func logDegeneration(t *testing.T, name string, d analysis.Degeneration) {
+	t.Helper()
+	t.Logf("%s %s (steps %d..%d): at the token cap %.3f -> %.3f, distinct %d-grams %.3f -> %.3f, degenerated %v; end example %q",
+		name, d.Role, d.BaseStep, d.EndStep, d.CapBase, d.CapEnd, analysis.DegenerateNGram, d.DistinctBase, d.DistinctEnd, d.Degenerated, d.ExampleEnd)
 }
 
 // TestControlCollapse: a role of each stress run loses its format; no role

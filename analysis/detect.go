@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // Amplification is the gradient-amplification evidence of one role of one
@@ -265,8 +267,35 @@ func DetectDominance(steps []runlog.StepRow) []Dominance {
 	return out
 }
 
+// CaptureDefinition is the one statement of what role capture is; the
+// report's *Definitions* read it from here, and DetectCapture applies it
+// (Capture.Captured).
+func CaptureDefinition(p Params) string {
+	return fmt.Sprintf("in a policy shared by several roles, a role is captured by the role with the largest mean gradient share (the dominant role) when, "+
+		"from the first validation to the last, (1) its format compliance falls by at least capture_format_drop (%g), "+
+		"(2) the character %d-gram cosine similarity of its outputs to the dominant role's rises by at least %g, "+
+		"(3) the ratio of its mean output length (characters) to the dominant role's moves toward 1 and does not end past 1 by more than a factor of %g "+
+		"(a shorter role may grow to at most %g times the dominant's length, a longer one shrink to at least 1/%g of it), "+
+		"and (4) its outputs at the last validation are not degenerate (%s)",
+		p.CaptureFormatDrop, p.NGram, CaptureSimRise, CaptureOvershoot, CaptureOvershoot, CaptureOvershoot, DegenerationRule())
+}
+
+// CaptureSimRise is the least rise of the n-gram similarity to the
+// dominant role's outputs, from the first validation to the last, for a
+// role's outputs to count as moving toward the dominant's.
+const CaptureSimRise = 0.1
+
+// CaptureOvershoot is how far past 1 the length ratio may end: a role that
+// copies the dominant role's text and keeps a line of its own ends a little
+// past it (the dynamics study's SP voting aggregators that write the
+// generators' arithmetic end at 1.4-1.7 times the generators' length), a
+// role that blows out to its token cap far past it (the IP aggregators
+// there end at 4 times or more, with similarity to the generators near 0).
+const CaptureOvershoot = 2.0
+
 // Capture is the role-capture evidence of one role against the dominant
-// role of its policy, comparing the first validation (base) with the last.
+// role of its policy, comparing the first validation (base) with the last
+// (CaptureDefinition).
 type Capture struct {
 	Role, Dominant     string
 	BaseStep, EndStep  int64
@@ -277,21 +306,17 @@ type Capture struct {
 	LenRatioEnd        float64
 	SimBase            float64 // character n-gram cosine similarity of Role's outputs to Dominant's, at base
 	SimEnd             float64
-	Signature          Signature // the dominant role's format signature at the last validation
+	Signature          Signature // the dominant role's format signature at the last validation (evidence only)
 	SigBase, SigEnd    float64   // fraction of Role's outputs carrying Signature
-	SignatureRise      bool      // SigEnd - SigBase >= capture_format_drop
-	LengthShift        bool      // the length ratio moved toward the dominant's length, or past it, by CaptureLenFactor or more
-	Converging         bool      // SignatureRise or LengthShift
-	Captured           bool      // FormatCollapse and Converging
+	SimRise            bool      // SimEnd - SimBase >= CaptureSimRise
+	LengthToward       bool      // the length ratio moved toward 1 without ending past it by more than CaptureOvershoot
+	Converging         bool      // SimRise and LengthToward
+	Degenerate         bool      // Role's outputs at EndStep are degenerate (Degeneration)
+	Captured           bool      // FormatCollapse, Converging and not Degenerate
 	ExampleBase        string
 	ExampleEnd         string
 	DominantExampleEnd string
 }
-
-// CaptureLenFactor is the factor by which a role's length ratio to the
-// dominant role must move (toward the dominant's length, overshooting
-// allowed) to count as converging in length.
-const CaptureLenFactor = 1.5
 
 // Signature is a role's output format, as a captured role would copy it.
 type Signature int
@@ -356,19 +381,19 @@ func signatureShare(texts []string, sig Signature) float64 {
 	return float64(k) / float64(len(texts))
 }
 
-// lengthShift reports whether the length ratio moved from base to end
-// toward 1 (the dominant's length), or past it, by a factor of at least
-// CaptureLenFactor.
-func lengthShift(base, end float64) bool {
+// lengthToward reports whether the length ratio moved from base to end
+// toward 1 (the dominant's length) without ending past it by more than
+// CaptureOvershoot.
+func lengthToward(base, end float64) bool {
 	if !(base > 0) || !(end > 0) {
 		return false
 	}
-	f := math.Log(CaptureLenFactor) - 1e-12
+	closer := math.Abs(math.Log(end)) < math.Abs(math.Log(base))-1e-12
 	switch {
 	case base < 1:
-		return math.Log(end/base) >= f
+		return closer && end <= CaptureOvershoot+1e-12
 	case base > 1:
-		return math.Log(base/end) >= f
+		return closer && end >= 1/CaptureOvershoot-1e-12
 	}
 	return false
 }
@@ -379,40 +404,14 @@ func DetectCapture(r *runlog.Run, workflow string, d Dominance, p Params) []Capt
 	if d.DominantRole == "" {
 		return nil
 	}
-	// validation samples per (step, role), in a fixed order
-	samples := map[int64]map[string][]runlog.SampleRow{}
-	var stepList []int64
-	for _, s := range r.Samples {
-		if s.Split != "val" || s.Workflow != workflow {
-			continue
-		}
-		if d.Policy != "" && s.Policy != "" && s.Policy != d.Policy {
-			continue // another policy's turn (d.Policy "": every policy's, as for IP's roles against a dominant role named elsewhere)
-		}
-		m := samples[s.Step]
-		if m == nil {
-			m = map[string][]runlog.SampleRow{}
-			samples[s.Step] = m
-			stepList = append(stepList, s.Step)
-		}
-		m[s.Role] = append(m[s.Role], s)
-	}
+	// validation samples per (step, role), in a fixed order; d.Policy "":
+	// every policy's, as for IP's roles against a dominant role named
+	// elsewhere
+	samples, stepList := valSamples(r, workflow, func(s runlog.SampleRow) bool {
+		return d.Policy == "" || s.Policy == "" || s.Policy == d.Policy
+	})
 	if len(stepList) < 2 {
 		return nil
-	}
-	sort.Slice(stepList, func(i, j int) bool { return stepList[i] < stepList[j] })
-	for _, m := range samples {
-		for _, rows := range m {
-			sort.SliceStable(rows, func(i, j int) bool {
-				if rows[i].ProblemID != rows[j].ProblemID {
-					return rows[i].ProblemID < rows[j].ProblemID
-				}
-				if rows[i].Rollout != rows[j].Rollout {
-					return rows[i].Rollout < rows[j].Rollout
-				}
-				return rows[i].Agent < rows[j].Agent
-			})
-		}
 	}
 	format := map[int64]map[string]float64{}
 	for _, e := range r.Evals {
@@ -458,13 +457,22 @@ func DetectCapture(r *runlog.Run, workflow string, d Dominance, p Params) []Capt
 		c.Signature = dominantSignature(texts(de))
 		if c.Signature != SigNone {
 			c.SigBase, c.SigEnd = signatureShare(texts(rb), c.Signature), signatureShare(texts(re), c.Signature)
-			c.SignatureRise = c.SigEnd-c.SigBase >= p.CaptureFormatDrop-1e-12
 		}
-		c.LengthShift = lengthShift(c.LenRatioBase, c.LenRatioEnd)
-		c.Converging = c.SignatureRise || c.LengthShift
-		c.Captured = c.FormatCollapse && c.Converging
+		c.SimRise = c.SimEnd-c.SimBase >= CaptureSimRise-1e-12
+		c.LengthToward = lengthToward(c.LenRatioBase, c.LenRatioEnd)
+		c.Converging = c.SimRise && c.LengthToward
+		c.Degenerate = DegenerateOutputs(re)
+		c.Captured = c.FormatCollapse && c.Converging && !c.Degenerate
 		c.ExampleBase, c.ExampleEnd, c.DominantExampleEnd = rb[0].Completion, re[0].Completion, de[0].Completion
 		out = append(out, c)
 	}
 	return out
+}
+
+// CaptureAgainst compares every other role of the run view's workflow with
+// the role dominant, over the validation samples of every policy: the
+// capture test of a run whose roles train their own adapters (IP), against
+// a dominant role named elsewhere (the cell's SP runs).
+func (r *RunResult) CaptureAgainst(dominant string, p Params) []Capture {
+	return DetectCapture(r.run, r.Cell.Workflow, Dominance{Roles: study.WorkflowRoles[r.Cell.Workflow], DominantRole: dominant}, p)
 }

@@ -83,3 +83,81 @@ func CompareMeans(a, b float64) int {
 	}
 	return 1
 }
+
+// The power rule. A comparison is against a claim only when a stated
+// one-sided exact test rejects the claim's direction at alpha (the opposite
+// rate significantly higher, or a rate significantly below the share the
+// claim needs); a point estimate on the wrong side is not enough. Where
+// neither direction is rejected the comparison is inconclusive, and the
+// report prints the smallest difference a one-sided test at alpha could
+// have detected at those numbers of runs (FisherDetectable,
+// BinomDetectable): a study of 6 runs against 6 detects only about 4/6
+// against 0/6.
+
+// Rejects reports whether a p-value is below alpha, with a relative
+// tolerance of 1e-9 so that an exact p-value equal to alpha (3/3 against 0/3
+// gives 1/20, computed through log-gamma functions) does not reject by
+// rounding.
+func Rejects(p, alpha float64) bool { return p < alpha*(1-1e-9) }
+
+// BinomLE is the exact binomial probability P(X <= k) of X ~ Bin(n, p0):
+// the one-sided p-value that a rate of k in n lies below p0. NaN when n is
+// not positive or k is out of range.
+func BinomLE(k, n int, p0 float64) float64 {
+	if n <= 0 || k < 0 || k > n || p0 < 0 || p0 > 1 {
+		return math.NaN()
+	}
+	return math.Min(distuv.Binomial{N: float64(n), P: p0}.CDF(float64(k)), 1)
+}
+
+// BinomGE is P(X >= k) of X ~ Bin(n, p0): the one-sided p-value that a
+// rate of k in n lies above p0.
+func BinomGE(k, n int, p0 float64) float64 {
+	if n <= 0 || k < 0 || k > n || p0 < 0 || p0 > 1 {
+		return math.NaN()
+	}
+	if k == 0 {
+		return 1
+	}
+	return math.Min(1-distuv.Binomial{N: float64(n), P: p0}.CDF(float64(k-1)), 1)
+}
+
+// FisherDetectable is the smallest difference of rates k1/n1 − k2/n2 over
+// every outcome with FisherGreater(k1, n1, k2, n2) below alpha: the least
+// excess of group 1's rate over group 2's that a one-sided Fisher exact
+// test at alpha can detect with these group sizes. NaN when no outcome
+// reaches alpha (or a group is empty).
+func FisherDetectable(n1, n2 int, alpha float64) float64 {
+	best := math.NaN()
+	if n1 <= 0 || n2 <= 0 {
+		return best
+	}
+	for k1 := 0; k1 <= n1; k1++ {
+		for k2 := 0; k2 <= n2; k2++ {
+			d := float64(k1)/float64(n1) - float64(k2)/float64(n2)
+			if d <= 0 || (!math.IsNaN(best) && d >= best) {
+				continue
+			}
+			if Rejects(FisherGreater(k1, n1, k2, n2), alpha) {
+				best = d
+			}
+		}
+	}
+	return best
+}
+
+// BinomDetectable is the smallest p0 − k/n over the counts k with
+// BinomLE(k, n, p0) below alpha: the least shortfall below p0 that a
+// one-sided exact binomial test at alpha can detect in n runs. NaN when
+// no count reaches alpha.
+func BinomDetectable(n int, p0, alpha float64) float64 {
+	for k := n; k >= 0; k-- {
+		if float64(k)/float64(n) >= p0 {
+			continue
+		}
+		if Rejects(BinomLE(k, n, p0), alpha) {
+			return p0 - float64(k)/float64(n)
+		}
+	}
+	return math.NaN()
+}

@@ -56,6 +56,42 @@ func TestFisherGreater(t *testing.T) {
 	}
 }
 
+func TestPowerRule(t *testing.T) {
+	binom := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"P(X<=0), n 3, 1/2", BinomLE(0, 3, 0.5), 0.125},
+		{"P(X>=3), n 3, 1/2", BinomGE(3, 3, 0.5), 0.125},
+		{"P(X>=0)", BinomGE(0, 5, 0.3), 1},
+		{"P(X<=5), n 18, 1/2", BinomLE(5, 18, 0.5), 0.048126},
+		{"P(X>=2), n 4, 1/4", BinomGE(2, 4, 0.25), 0.26172},
+		// 6 against 6 runs: only 4/6 against 0/6 (or 6/6 against 2/6) reaches p < 0.05
+		{"Fisher, 6 vs 6", FisherDetectable(6, 6, 0.05), 4.0 / 6},
+		// 3 against 3: 3/3 vs 0/3 gives p = 0.05, not below it
+		{"Fisher, 3 vs 3", FisherDetectable(3, 3, 0.05), math.NaN()},
+		// 18 runs at 1/2: 5/18 gives p 0.048, 6/18 p 0.119
+		{"binomial, 18 at 1/2", BinomDetectable(18, 0.5, 0.05), 0.5 - 5.0/18},
+		{"binomial, 3 at 1/2", BinomDetectable(3, 0.5, 0.05), math.NaN()},
+	}
+	for _, tc := range binom {
+		if math.IsNaN(tc.want) != math.IsNaN(tc.got) || math.Abs(tc.got-tc.want) > 1e-4 {
+			t.Errorf("%s: %.6g, want %.6g", tc.name, tc.got, tc.want)
+		}
+	}
+	// the detectable difference is one the test rejects, and no smaller one is
+	d := FisherDetectable(18, 18, 0.05)
+	for k1 := 0; k1 <= 18; k1++ {
+		for k2 := 0; k2 <= 18; k2++ {
+			diff := float64(k1-k2) / 18
+			if diff > 0 && diff < d-1e-12 && FisherGreater(k1, 18, k2, 18) < 0.05 {
+				t.Fatalf("%d/18 vs %d/18 rejects at a difference %.3f below the detectable %.3f", k1, k2, diff, d)
+			}
+		}
+	}
+}
+
 func TestCompareMeans(t *testing.T) {
 	// 33/384 as the mean of three seeds' fractions summed in two orders
 	a := (10.0/384 + 11.0/384 + 12.0/384) / 3
@@ -170,23 +206,26 @@ func TestSignatureOf(t *testing.T) {
 	}
 }
 
-func TestLengthShift(t *testing.T) {
+func TestLengthToward(t *testing.T) {
 	tests := []struct {
 		base, end float64
 		want      bool
 	}{
-		{0.6, 2.6, true},  // the aggregator: shorter, then past the generator's length
+		{0.6, 2.6, false}, // shorter, then far past the dominant's length: a blow-out, not a copy
+		{0.6, 1.2, true},  // past 1, within the overshoot
 		{0.6, 0.95, true}, // toward it
-		{0.6, 0.8, false}, // too little
+		{0.6, 0.8, true},  // toward it, a little
 		{0.6, 0.3, false}, // away from it
+		{0.6, 0.6, false}, // no move
 		{3, 1.5, true},    // longer, shrinking toward it
+		{3, 0.4, false},   // longer, shrinking past 1/overshoot
 		{3, 6, false},     // longer, growing
-		{1, 3, false},     // at the dominant's length already
+		{1, 1.1, false},   // at the dominant's length already: no move toward it
 		{0, 2, false},     // no length
 		{math.NaN(), 2, false},
 	}
 	for _, tc := range tests {
-		if got := lengthShift(tc.base, tc.end); got != tc.want {
+		if got := lengthToward(tc.base, tc.end); got != tc.want {
 			t.Errorf("%v → %v: %v, want %v", tc.base, tc.end, got, tc.want)
 		}
 	}

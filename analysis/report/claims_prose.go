@@ -395,9 +395,7 @@ func captureText(c analysis.CaptureClaim) claimText {
 		}}
 	}
 	t := majorityTest("role capture under SP",
-		fmt.Sprintf("In each cell whose SP runs share one policy among two or more roles, an SP run counts as captured when a role's format compliance fell by at least capture_format_drop from the first to the last validation "+
-			"while its outputs converged on those of the role with the largest mean gradient share (the dominant role): the share of its outputs carrying the dominant role's format signature at the last validation (an `Answer:` line, a code fence, or worked steps) rose by capture_format_drop or more, "+
-			"or its mean length relative to the dominant role's moved toward the dominant's length, or past it, by a factor of %g or more (in either direction: a role shorter than the dominant growing, or a longer one shrinking). ", analysis.CaptureLenFactor)+
+		"In each cell whose SP runs share one policy among two or more roles, an SP run counts as captured when one of its roles is captured by the role with the largest mean gradient share (*Definitions*: role capture, which requires the role's format to collapse, its outputs to move toward the dominant role's in n-grams and in length, and its outputs not to be degenerate). "+
 			"The cell holds when a strict majority of its SP runs were captured, is against when a strict majority were not, and is undecided on a tie; it has not enough data with fewer than two SP runs with capture comparisons. "+
 			"Beside it: the capture rate (fraction of SP runs captured, with a t interval over seeds, the seed part of the interval rule, since capture is not recomputed on resampled problems) "+
 			"and, as the paper's diagnostic, the aggregator's output length at the last validation over that at the first (mean over seeds, same interval) for SP and for IP.", "cells", c.Test, units)

@@ -103,6 +103,7 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	writeAmplification(w, st)
 	writeDominance(w, st)
 	writeCapture(w, st)
+	writeDegeneration(w, st)
 	writeDefinitions(w, st.Params)
 	writeProvenance(w, st)
 	w("\n## Rebuild\n\n```sh\nmarlow report %s --out %s\n```\n", opts.Source, opts.Out)
@@ -327,11 +328,12 @@ func writeCapture(w md, st *analysis.Study) {
 	if len(caps) == 0 {
 		w("No shared-policy run had validation samples of two roles at two steps.\n")
 	} else {
-		w("| run | role | dominant | format base → end | length ratio base → end | dominant's signature | its share base → end | n-gram similarity base → end | converging | captured |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		w("Each row is one role against its policy's dominant role, by the definition of *Definitions* (role capture): (1) format collapse, (2) the n-gram similarity's rise, (3) the length ratio's move toward 1 within the overshoot, (4) degenerate outputs at the last validation (which rule capture out).\n\n")
+		w("| run | role | dominant | format base → end | (1) collapse | n-gram similarity base → end | (2) rise | length ratio base → end | (3) toward 1 | (4) degenerate | captured |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, x := range caps {
 			c := x.c
-			w("| %s | %s | %s | %s → %s | %s → %s | %s | %s → %s | %s → %s | %v | %v |\n", x.run, c.Role, c.Dominant, f3(c.FormatBase), f3(c.FormatEnd),
-				f3(c.LenRatioBase), f3(c.LenRatioEnd), signatureWord(c.Signature), f3(c.SigBase), f3(c.SigEnd), f3(c.SimBase), f3(c.SimEnd), c.Converging, c.Captured)
+			w("| %s | %s | %s | %s → %s | %s | %s → %s | %s | %s → %s | %s | %s | %s |\n", x.run, c.Role, c.Dominant, f3(c.FormatBase), f3(c.FormatEnd), yesNo(c.FormatCollapse),
+				f3(c.SimBase), f3(c.SimEnd), yesNo(c.SimRise), f3(c.LenRatioBase), f3(c.LenRatioEnd), yesNo(c.LengthToward), yesNo(c.Degenerate), yesNo(c.Captured))
 		}
 		w("\n")
 		shown := 0
@@ -346,7 +348,7 @@ func writeCapture(w md, st *analysis.Study) {
 				c.Dominant, c.EndStep, fenced(c.DominantExampleEnd, 600))
 		}
 		if shown == 0 {
-			w("No role met both capture conditions, so no examples are shown.\n")
+			w("No role was captured, so no examples are shown.\n")
 		}
 	}
 
@@ -361,7 +363,8 @@ func writeDefinitions(w md, p analysis.Params) {
 	w("- **Terminal cliff**: drop ≥ max(cliff_abs, cliff_rel × (ceiling − base)), and the first validation after the ceiling at or below ceiling − that threshold comes after the midpoint of the step span.\n")
 	w("- **Gradient amplification**: a role's gradient norm above amp_k × its median over the first early_frac of the steps while the mean pairwise cosine of its same-role agents' gradients is above amp_cos; it is *before a cliff* when the first such step is at or before the cliff's fall.\n")
 	w("- **Gradient-mass dominance**: each role's share of its policy's summed squared gradient norm per step; the dominant role has the largest mean share.\n")
-	w("- **Role capture**: in a policy shared by several roles, a role's format compliance falls by at least capture_format_drop from the first to the last validation, while its outputs converge on the dominant role's: the character %d-gram cosine similarity to the dominant role's outputs rises and the ratio of mean output lengths (characters) moves no further from 1.\n", p.NGram)
+	w("- **Role capture**: %s.\n", analysis.CaptureDefinition(p))
+	w("- **Degeneration**: %s.\n", analysis.DegenerationDefinition())
 	w("%s", intervalsDefinition(p))
 	w("| parameter | value |\n|---|---|\n")
 	for _, e := range p.Entries() {
@@ -608,7 +611,7 @@ func captureFindings(st *analysis.Study) []string {
 		}
 	}
 	if capN > 0 {
-		out = append(out, fmt.Sprintf("Role capture (format collapse with outputs converging on the dominant role's) in %d of %d role comparisons; format collapse without convergence in %d.", capYes, capN, capFmtOnly))
+		out = append(out, fmt.Sprintf("Role capture (format collapse with outputs converging on the dominant role's, not degenerate) in %d of %d role comparisons; format collapse without it in %d.", capYes, capN, capFmtOnly))
 	}
-	return out
+	return append(out, degenerationFindings(st)...)
 }

@@ -207,6 +207,7 @@ var detectorNames = map[analysis.Detector]string{
 	analysis.CaptureDetector:       "role capture",
 	analysis.CollapseDetector:      "format collapse",
 	analysis.LateEventDetector:     "late events",
+	analysis.DegenerationDetector:  "degeneration",
 }
 
 // controlsText states which detectors have a shown positive control and
