@@ -11,7 +11,10 @@
 //   - steady: SP and IP at a stable rate (1e-3), otherwise as late.
 //
 // The stress arms must trigger their detector and the steady arm must not
-// trigger any. The runs are deterministic (same commit, spec and seed give
+// trigger any. Role capture is the exception: no arm produces it at these
+// settings (the early SP arm's aggregator degenerates instead), so its
+// positive control is a constructed log built from the steady SP run's
+// (copiedCapture), and the early SP run is its specificity control. The runs are deterministic (same commit, spec and seed give
 // the same logs), so each assertion is on the one measured outcome. The four
 // runs take minutes, so these tests build only with -tags slow (`make
 // check-slow`). MARLOW_CONTROLS_RUNS names a runs folder to keep the runs
@@ -32,8 +35,10 @@ import (
 	"time"
 
 	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/analysis/analysistest"
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/engine/native"
+	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/runner"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
@@ -45,6 +50,7 @@ var controlArms = []string{"late", "early", "steady"}
 var controls struct {
 	once    sync.Once
 	studies map[string]*analysis.Study // arm -> its analysed runs
+	logs    map[string][]*runlog.Run   // arm -> its runs' logs as read back
 	err     string
 }
 
@@ -72,19 +78,21 @@ func controlStudies(t *testing.T) map[string]*analysis.Study {
 		// The arms train at once, one run per core-thread: late and early
 		// have one run each, steady two.
 		studies := make([]*analysis.Study, len(controlArms))
+		logs := make([][]*runlog.Run, len(controlArms))
 		errs := make([]error, len(controlArms))
 		var wg sync.WaitGroup
 		for i, arm := range controlArms {
-			wg.Go(func() { studies[i], errs[i] = trainArm(t, reg, runs, arm) })
+			wg.Go(func() { studies[i], logs[i], errs[i] = trainArm(t, reg, runs, arm) })
 		}
 		wg.Wait()
 		controls.studies = map[string]*analysis.Study{}
+		controls.logs = map[string][]*runlog.Run{}
 		for i, arm := range controlArms {
 			if errs[i] != nil {
 				controls.err = errs[i].Error()
 				return
 			}
-			controls.studies[arm] = studies[i]
+			controls.studies[arm], controls.logs[arm] = studies[i], logs[i]
 		}
 		controls.err = ""
 	})
@@ -95,29 +103,33 @@ func controlStudies(t *testing.T) map[string]*analysis.Study {
 }
 
 // trainArm trains (or finds done) the runs of an arm's experiment file
-// under runs and analyses them.
-func trainArm(t *testing.T, reg *engine.Registry, runs, arm string) (*analysis.Study, error) {
+// under runs, reads their logs back and analyses them.
+func trainArm(t *testing.T, reg *engine.Registry, runs, arm string) (*analysis.Study, []*runlog.Run, error) {
 	s, err := spec.Load(filepath.Join("testdata", "controls", arm+".yaml"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t0 := time.Now()
 	sum, err := runner.Run(context.Background(), s, runner.Options{RunsDir: runs, Jobs: 2, Threads: 1, AllowDirty: true,
 		Engines: reg, BaseModel: runner.PretrainedBase(s, 1, os.Stderr), Reporter: runner.NewLines(os.Stderr, time.Minute)})
 	if err != nil {
-		return nil, fmt.Errorf("arm %s: %w", arm, err)
+		return nil, nil, fmt.Errorf("arm %s: %w", arm, err)
 	}
 	for _, o := range sum.Outcomes {
 		if o.State != runner.StateDone && o.State != runner.StateSkipped {
-			return nil, fmt.Errorf("arm %s: run %s %s: %v", arm, o.ID, o.State, o.Err)
+			return nil, nil, fmt.Errorf("arm %s: run %s %s: %v", arm, o.ID, o.State, o.Err)
 		}
 	}
 	t.Logf("arm %s: %d runs in %s", arm, len(sum.Outcomes), time.Since(t0).Round(time.Second))
-	st, err := analysis.Load(filepath.Join(runs, s.Experiment))
+	logs, err := analysis.MergeRuns(filepath.Join(runs, s.Experiment))
 	if err != nil {
-		return nil, fmt.Errorf("arm %s: %w", arm, err)
+		return nil, nil, fmt.Errorf("arm %s: %w", arm, err)
 	}
-	return st, nil
+	st, err := analysis.Analyze(logs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("arm %s: %w", arm, err)
+	}
+	return st, logs, nil
 }
 
 // controlRun is the run of an arm in a condition.
@@ -189,35 +201,119 @@ func TestControlAmplification(t *testing.T) {
 	}
 }
 
-// TestControlCapture: the early SP run's aggregator is captured by the
-// generator (its format collapses, its outputs move toward the generators'
-// in n-grams and in length, and they are not degenerate) and no role of
-// that run degenerates; the steady SP run's aggregator is not captured.
-// The data are real tiny training (the early arm), read from the logs the
-// runner wrote.
+// copiedCapture builds the capture control's rollout log. It is a
+// constructed log, not a run of its own: the steady SP run's logs as the
+// runner wrote them (real tiny training at a stable rate), read back, with
+// one change: at the last validation each aggregator turn writes the text
+// of its episode's first candidate (generator0's solution, its token count
+// and finish reason) instead of a selection, so it fails the aggregator's
+// format (compliant false, as the workflow's parse marks an output without
+// a `Selected:` line) and the evals row's format rate is recomputed from
+// those turns. This is the paper's capture (a supervisory role writing the
+// dominant role's outputs), which no control arm at these settings
+// produces: the early SP arm's aggregator degenerates instead (its outputs
+// run to the token cap), which is what this control must tell apart. The
+// log is written with the run-log writer and analysed from the folder, so
+// the detector reads it as it reads any run.
+func copiedCapture(t *testing.T) *analysis.RunResult {
+	t.Helper()
+	controlStudies(t)
+	var src *runlog.Run
+	for _, r := range controls.logs["steady"] {
+		if r.Manifest.Condition == study.SP {
+			src = r
+		}
+	}
+	if src == nil {
+		t.Fatal("arm steady has no sp run")
+	}
+	r := *src
+	var last int64 = -1
+	for _, s := range r.Samples {
+		if s.Split == "val" && s.Step > last {
+			last = s.Step
+		}
+	}
+	type episode struct {
+		problem string
+		rollout int64
+	}
+	first := map[episode]runlog.SampleRow{}
+	for _, s := range r.Samples {
+		if s.Split == "val" && s.Step == last && s.Agent == study.Generator+"0" {
+			first[episode{s.ProblemID, s.Rollout}] = s
+		}
+	}
+	r.Samples = slices.Clone(src.Samples)
+	copied := 0
+	for i, s := range r.Samples {
+		if s.Split != "val" || s.Step != last || s.Role != study.Aggregator {
+			continue
+		}
+		g, ok := first[episode{s.ProblemID, s.Rollout}]
+		if !ok {
+			t.Fatalf("steady sp: no first candidate for the aggregator turn of problem %s rollout %d at step %d", s.ProblemID, s.Rollout, last)
+		}
+		s.Completion, s.Tokens, s.Finish, s.Compliant = g.Completion, g.Tokens, g.Finish, false
+		r.Samples[i] = s
+		copied++
+	}
+	if copied == 0 {
+		t.Fatalf("steady sp: no aggregator turn at the last validation (step %d)", last)
+	}
+	r.Evals = slices.Clone(src.Evals)
+	for i, e := range r.Evals {
+		if e.Split == "val" && e.Step == last && e.Role == study.Aggregator {
+			r.Evals[i].FormatRate = 0
+		}
+	}
+	dir := filepath.Join(t.TempDir(), r.Manifest.Experiment+"-copied")
+	if err := analysistest.WriteRuns(dir, []*runlog.Run{&r}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := analysis.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Runs) != 1 {
+		t.Fatalf("the copied log gives %d run views, want 1", len(st.Runs))
+	}
+	t.Logf("copied %d aggregator turns at step %d from their first candidates", copied, last)
+	return st.Runs[0]
+}
+
+// TestControlCapture: the aggregator of the capture control's log
+// (copiedCapture: SP, its outputs at the last validation the generator's)
+// is captured by the generator and does not degenerate. It must stay
+// silent where the outputs did not move toward the generator's (the steady
+// SP run) and where they degenerated (the early SP run: SP at a learning
+// rate far too high, its aggregator's outputs at the token cap).
 func TestControlCapture(t *testing.T) {
-	check := func(arm string, want bool) {
-		r := controlRun(t, arm, study.SP)
-		if len(r.Capture) == 0 {
-			t.Fatalf("%s sp: no capture comparison (dominance %d policies)", arm, len(r.Dominance))
+	p := controlStudies(t)["steady"].Params
+	check := func(name string, r *analysis.RunResult, want bool) {
+		caps := r.CaptureAgainst(study.Generator, p)
+		if len(caps) == 0 {
+			t.Fatalf("%s: no capture comparison against the generator", name)
 		}
 		var got bool
-		for _, c := range r.Capture {
-			logCapture(t, arm+" sp", c)
+		for _, c := range caps {
+			logCapture(t, name, c)
 			got = got || c.Captured
 		}
 		if got != want {
-			t.Errorf("%s sp: captured %v, want %v", arm, got, want)
+			t.Errorf("%s: captured %v, want %v", name, got, want)
 		}
 	}
-	check("early", true)
-	check("steady", false)
-	for _, d := range controlRun(t, "early", study.SP).Degeneration {
-		logDegeneration(t, "early sp", d)
+	copied := copiedCapture(t)
+	check("copied sp", copied, true)
+	for _, d := range copied.Degeneration {
+		logDegeneration(t, "copied sp", d)
 		if d.Degenerated {
-			t.Errorf("early sp: role %s degenerated, so the capture control would not tell capture from degeneration", d.Role)
+			t.Errorf("copied sp: role %s degenerated, so the capture control would not tell capture from degeneration", d.Role)
 		}
 	}
+	check("steady sp", controlRun(t, "steady", study.SP), false)
+	check("early sp", controlRun(t, "early", study.SP), false)
 }
 
 // TestControlDegeneration: a role of the late IP run (a learning rate far
