@@ -24,10 +24,12 @@ import (
 //     it contains 0 or has zero width.
 //   - The majority rule over N units (every unit the claim applies to,
 //     NoData included): the test holds when the units that hold are a
-//     strict majority of N; it is against when the units against are at
-//     least half of N, so that even if every undecided unit and every unit
-//     without enough data held, they could not make a strict majority; it
-//     is undecided otherwise, and when N is 0.
+//     strict majority of N; by the power rule (exact.go) it is against
+//     only when a one-sided exact binomial test finds the units against
+//     significantly more than half of N (p below alpha = 1 - ci), so that
+//     a few units against cannot refute; it is undecided otherwise, and
+//     the report prints how many units against would have refuted it
+//     (Test.RefuteAt).
 //   - A test with no unit judged (none the claim applies to, or none with
 //     enough data) is NotTestable: the study lacks what the claim needs.
 //   - A claim with one test takes its verdict from it (Holds: reproduced,
@@ -97,8 +99,8 @@ const (
 	FewSeeds        // a condition compared has fewer than MinClaimSeeds seeds (Judgement.Few)
 	FewCaptureRuns  // claim d: fewer than MinClaimSeeds SP runs with capture comparisons
 	MostCaptured    // claim d: a strict majority of SP runs captured
-	MostNotCaptured // claim d: a strict majority of SP runs not captured
-	EvenCaptured    // claim d: as many SP runs captured as not
+	MostNotCaptured // claim d: significantly fewer than half of the SP runs captured (one-sided binomial)
+	EvenCaptured    // claim d: not a strict majority captured, and not significantly fewer than half
 	EntersRates     // claim c: the cell's cliff rate enters the comparison of workflows
 	NoStepRows      // claim c: a cliff run without step rows
 	AmplifiedFirst  // claim c: a role amplified at or before the cliff's fall
@@ -107,7 +109,7 @@ const (
 	// A test.
 	NoUnits      // nothing to judge
 	Majority     // the units that hold are a strict majority
-	HalfAgainst  // the units against are at least half
+	HalfAgainst  // the units against are significantly more than half (one-sided binomial)
 	Split        // neither: the rest could tip it either way
 	NoCliffs     // claim c: no IP run judged fell off a cliff
 	NoCliffCell  // claim c: no voting or orch-workers cell with IP was judged
@@ -166,6 +168,10 @@ type Test struct {
 	// Tally counts the units of a majority test; it is zero for claim c's
 	// concentration test, which compares rates and keeps its own counts.
 	Tally Tally
+	// RefuteAt is, for a majority test, the fewest units against (of all
+	// it applies to) with which it would be against: the power rule's
+	// smallest detectable shortfall; 0 when no count could refute.
+	RefuteAt int
 }
 
 // BetterClaim is claim a: the better multi-agent condition (of SP and IP)
@@ -265,6 +271,7 @@ type CaptureClaim struct {
 	Cells      []CaptureCell
 	ByWorkflow []WorkflowTally // the cells that hold per workflow, by name
 	Pooled     Rate            // SP runs captured of those with capture comparisons, over the cells, exact interval
+	Alpha      float64         // 1 - ci, the level of the cells' binomial tests
 }
 
 // CaptureCell is one cell of claim d.
@@ -276,6 +283,11 @@ type CaptureCell struct {
 	Exact            Rate       // the same count with its exact (Clopper–Pearson) interval
 	Pairs            []RolePair // captured roles and their dominant roles, sorted
 	LenSP, LenIP     Estimate   // the aggregator's length at the last validation over the first
+	// P is the one-sided exact binomial p-value that fewer than half of
+	// the SP runs are captured (NaN without runs): the cell is against only
+	// when it is below alpha. Detectable is the smallest shortfall below
+	// one half that test could detect with the cell's runs (NaN: none).
+	P, Detectable float64
 }
 
 // RolePair is a captured role and the role it was captured by.
@@ -387,8 +399,9 @@ func verdictOf(outcome Outcome) Verdict {
 	return Inconclusive
 }
 
-// majority applies the majority rule to the outcomes of a test's units.
-func majority(outcomes []Outcome) Test {
+// majority applies the majority rule to the outcomes of a test's units at
+// level alpha.
+func majority(outcomes []Outcome, alpha float64) Test {
 	var t Tally
 	for _, o := range outcomes {
 		switch o {
@@ -410,10 +423,21 @@ func majority(outcomes []Outcome) Test {
 		return Test{Outcome: Untestable, Reason: NoneJudged, Tally: t}
 	case 2*t.Holds > n:
 		return Test{Outcome: Holds, Reason: Majority, Tally: t}
-	case 2*t.Against >= n:
-		return Test{Outcome: Against, Reason: HalfAgainst, Tally: t}
+	case Rejects(BinomGE(t.Against, n, 0.5), alpha):
+		return Test{Outcome: Against, Reason: HalfAgainst, Tally: t, RefuteAt: refuteAt(n, alpha)}
 	}
-	return Test{Outcome: Undecided, Reason: Split, Tally: t}
+	return Test{Outcome: Undecided, Reason: Split, Tally: t, RefuteAt: refuteAt(n, alpha)}
+}
+
+// refuteAt is the fewest units against, of n, that make the majority rule
+// against at alpha (0 when no count can).
+func refuteAt(n int, alpha float64) int {
+	for k := 0; k <= n; k++ {
+		if Rejects(BinomGE(k, n, 0.5), alpha) {
+			return k
+		}
+	}
+	return 0
 }
 
 // fewSeeds returns the conditions with fewer than MinClaimSeeds seeds, as
@@ -484,7 +508,7 @@ func claimA(st *Study) BetterClaim {
 		cl.Cells = append(cl.Cells, u)
 		outcomes = append(outcomes, u.Outcome)
 	}
-	cl.Test = majority(outcomes)
+	cl.Test = majority(outcomes, 1-st.Params.CI)
 	cl.Verdict = verdictOf(cl.Test.Outcome)
 	return cl
 }
@@ -516,7 +540,7 @@ func claimB(st *Study) CeilingClaim {
 		cl.Cells = append(cl.Cells, u)
 		outcomes = append(outcomes, u.Outcome)
 	}
-	cl.Test = majority(outcomes)
+	cl.Test = majority(outcomes, 1-st.Params.CI)
 	cl.Verdict = verdictOf(cl.Test.Outcome)
 	return cl
 }

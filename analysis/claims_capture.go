@@ -14,7 +14,7 @@ import (
 // claimD: role capture under SP, cell by cell.
 func claimD(st *Study) CaptureClaim {
 	p := st.Params
-	var cl CaptureClaim
+	cl := CaptureClaim{Alpha: 1 - p.CI}
 	var outcomes []Outcome
 	byWF := map[string][2]int{}
 	var capK, capN int
@@ -52,7 +52,7 @@ func claimD(st *Study) CaptureClaim {
 		k := int(math.Round(sum(ind)))
 		capK += k
 		capN += len(ind)
-		u := CaptureCell{Cell: c.Key, Captured: k, Judged: len(ind), Exact: ClopperPearson(k, len(ind), p.CI),
+		u := CaptureCell{Cell: c.Key, Captured: k, Judged: len(ind), Exact: ClopperPearson(k, len(ind), p.CI), P: math.NaN(), Detectable: math.NaN(),
 			Rate:  seedEstimate(ind, p.CI, 0, 1),
 			Pairs: sortedPairs(pairSet),
 			LenSP: seedEstimate(lenSP, p.CI, 0, math.Inf(1)),
@@ -62,10 +62,14 @@ func claimD(st *Study) CaptureClaim {
 			u.Outcome, u.Reason = NoData, FewCaptureRuns
 		case 2*k > len(ind):
 			u.Outcome, u.Reason = Holds, MostCaptured
-		case 2*k < len(ind):
+		case Rejects(BinomLE(k, len(ind), 0.5), 1-p.CI):
 			u.Outcome, u.Reason = Against, MostNotCaptured
 		default:
 			u.Outcome, u.Reason = Undecided, EvenCaptured
+		}
+		if len(ind) > 0 {
+			u.P = BinomLE(k, len(ind), 0.5)
+			u.Detectable = BinomDetectable(len(ind), 0.5, 1-p.CI)
 		}
 		w := byWF[c.Key.Workflow]
 		w[1]++
@@ -76,7 +80,7 @@ func claimD(st *Study) CaptureClaim {
 		cl.Cells = append(cl.Cells, u)
 		outcomes = append(outcomes, u.Outcome)
 	}
-	cl.Test = majority(outcomes)
+	cl.Test = majority(outcomes, 1-st.Params.CI)
 	switch {
 	case len(cl.Cells) == 0:
 		cl.Test.Reason = NoSharedCell

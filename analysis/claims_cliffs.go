@@ -29,7 +29,7 @@ func claimC(st *Study) CliffClaim {
 	for i, r := range prec.Runs {
 		outcomes[i] = r.Outcome
 	}
-	prec.Test = majority(outcomes)
+	prec.Test = majority(outcomes, 1-st.Params.CI)
 	switch {
 	case len(prec.Runs) == 0:
 		prec.Test.Reason = NoCliffRuns

@@ -36,16 +36,20 @@ import (
 //   - c, where: the rate of late cliffs in IP voting and orch-workers runs
 //     without an intervention is compared with IP eval-opt's and with SP's
 //     in voting and orch-workers (one-sided Fisher exact tests). Holds when
-//     both p-values are below alpha; against when the rate is at or below
-//     either; undecided otherwise; not testable when a group has no run.
+//     both p-values are below alpha; against when a one-sided Fisher exact
+//     test finds either other rate above it (p below alpha: the power rule
+//     of exact.go); undecided otherwise; not testable when a group has no
+//     run.
 //   - c, signature: in each IP run (no intervention) with a late cliff the
 //     amplification signature (detect.go: a role's sustained gradient
 //     amplification) must begin SignatureLead or more steps before the
 //     fall; in IP runs without a cliff it must be rare. Holds when a strict
 //     majority of cliff runs lead and at most RareShare of the runs without
-//     a cliff carry the signature; against when at most half lead, or at
-//     least half of the runs without a cliff carry it (a signature that
-//     does not tell the runs apart predicts nothing); undecided otherwise;
+//     a cliff carry the signature; against when a one-sided exact binomial
+//     test finds significantly fewer than half leading, or significantly
+//     more than RareShare of the runs without a cliff carrying it (a
+//     signature that does not tell the runs apart predicts nothing), each
+//     p below alpha; undecided otherwise;
 //     not testable with fewer than MinClaimSeeds cliff runs, or, when the
 //     cliffs lead, without a run that has none to measure rarity on.
 //   - c, I6: IP runs with the coherence regularizer against IP runs without
@@ -53,9 +57,9 @@ import (
 //     base model and n_votes: an intervention arm against the main matrix.
 //     Holds when the cliff rate is lower with I6 (one-sided Fisher exact,
 //     p below alpha), the signature's rate is lower, and the mean ceiling
-//     is at most CeilingCost lower; against
-//     when I6 removes the signature (its rate lower and at most RareShare)
-//     but not the cliffs (their rate not lower); undecided otherwise; not
+//     is at most CeilingCost lower; against when the cliff rate is higher
+//     with I6 (one-sided Fisher exact, p below alpha); undecided otherwise;
+//     not
 //     testable without I6 runs or without plain runs beside them, or when
 //     no plain run beside them has a late cliff (nothing to prevent).
 //   - c's verdict: refuted when the signature test or the I6 test is
@@ -70,17 +74,17 @@ import (
 //     mean ceiling's change. c's rules count cliffs only; where a study's
 //     late events are format collapses, this shows what the interventions
 //     changed.
-//   - d, SP over IP: runs are captured when a role's format collapses while
-//     its outputs converge on the dominant role's (detect.go; for IP, whose
-//     roles have their own adapters, the dominant role is that of the
-//     cell's SP runs). Holds when SP's rate exceeds IP's (one-sided Fisher
-//     exact, p below alpha); against when IP's rate is at or above SP's;
-//     undecided otherwise; not testable when either has no judged run.
+//   - d, SP over IP: runs are captured when a role is captured
+//     (CaptureDefinition; for IP, whose roles have their own adapters,
+//     against the dominant role of the cell's SP runs). Holds when SP's
+//     rate exceeds IP's (one-sided Fisher exact, p below alpha); against
+//     when IP's rate exceeds SP's by the same test; undecided otherwise;
+//     not testable when either has no judged run.
 //   - d, n_votes: SP voting runs of one task, one base model and one rate
 //     at the smallest and the largest n_votes (the gradient-mass arms).
 //     Holds when the larger count's capture rate exceeds the smaller's (p
-//     below alpha); against when it is at or below it; undecided
-//     otherwise; not testable with one count.
+//     below alpha); against when the smaller count's exceeds the larger's
+//     by the same test; undecided otherwise; not testable with one count.
 //   - d's verdict: refuted when SP over IP is against; otherwise not
 //     testable when a test is not testable; reproduced when both hold;
 //     inconclusive otherwise.
@@ -219,8 +223,17 @@ type LateTest struct {
 	Outcome Outcome
 	Reason  LateReason
 	Rates   []LateRate // the groups the test compares, in the order the rule names them
-	P       []float64  // the p-values the rule uses, in the order it names them
-	Diff    float64    // the I6 test: mean ceiling with I6 minus without (NaN otherwise)
+	P       []float64  // the p-values of the claim's direction, in the order the rule names them
+	// PAgainst are the one-sided p-values of the opposite direction, one
+	// per comparison of P: the test is against only when one is below
+	// alpha (the power rule, exact.go).
+	PAgainst []float64
+	// Detectable is, per comparison, the smallest difference of rates a
+	// one-sided exact test at alpha could detect against the claim with
+	// these numbers of runs (NaN: none could); set when the test is
+	// undecided.
+	Detectable []float64
+	Diff       float64 // the I6 test: mean ceiling with I6 minus without (NaN otherwise)
 }
 
 // LateRate is one group's count with its exact interval.
@@ -234,23 +247,22 @@ type LateReason int
 
 // Reasons of late tests.
 const (
-	LateNoReason     LateReason = iota
-	GateClosed                  // no trained run has a late event
-	NoGroup                     // a group the test compares has no run
-	NoLateControl               // a detector the test rests on has no positive control
-	Significant                 // the p-values are below alpha
-	AtOrBelow                   // the rate is at or below a group it must exceed
-	NotSignificant              // higher, but a p-value is not below alpha
-	NoLateCliff                 // no IP run (no intervention) has a late cliff
-	OneCliffRun                 // fewer than MinClaimSeeds IP runs have a late cliff
-	NoQuietRun                  // every IP run has a late cliff, so rarity cannot be measured
-	MostLead                    // a strict majority of cliff runs lead, and the signature is rare
-	FewLead                     // at most half of the cliff runs lead
-	CommonSignature             // the signature is in half or more of the runs without a cliff
-	Between                     // neither
-	SignatureOnly               // I6 removed the signature but not the cliffs
-	OneCount                    // one n_votes value only
-	NothingToPrevent            // no IP run without the intervention has a late cliff
+	LateNoReason        LateReason = iota
+	GateClosed                     // no trained run has a late event
+	NoGroup                        // a group the test compares has no run
+	NoLateControl                  // a detector the test rests on has no positive control
+	Significant                    // the p-values are below alpha
+	OppositeSignificant            // a one-sided exact test rejects the claim's direction at alpha
+	NotSignificant                 // no one-sided test rejects either direction at alpha
+	NoLateCliff                    // no IP run (no intervention) has a late cliff
+	OneCliffRun                    // fewer than MinClaimSeeds IP runs have a late cliff
+	NoQuietRun                     // every IP run has a late cliff, so rarity cannot be measured
+	MostLead                       // a strict majority of cliff runs lead, and the signature is rare
+	FewLead                        // significantly fewer than half of the cliff runs lead (one-sided binomial)
+	CommonSignature                // the signature is significantly more common than RareShare in the runs without a cliff
+	Between                        // neither
+	OneCount                       // one n_votes value only
+	NothingToPrevent               // no IP run without the intervention has a late cliff
 )
 
 // LateCliffClaim is claim c under the late rules.
@@ -415,8 +427,11 @@ func plainIP(wfs ...string) func(RunEvents) bool {
 
 func lateCliffHit(e RunEvents) bool { return e.Events.Cliff.Late }
 
-// exceeds is the one-sided comparison of rate a over each of bs: Holds
-// when every p-value is below alpha, Against when a is at or below any.
+// exceeds is the one-sided comparison of rate a over each of bs by
+// Fisher's exact test: Holds when every p-value of a over b is below
+// alpha; Against when, for some b, the p-value of b over a is (the power
+// rule: a point estimate at or below b is not enough); Undecided otherwise,
+// with the smallest difference detectable against the claim.
 func exceeds(a LateRate, alpha float64, bs ...LateRate) LateTest {
 	t := LateTest{Rates: append([]LateRate{a}, bs...), Diff: math.NaN()}
 	for _, r := range t.Rates {
@@ -425,17 +440,18 @@ func exceeds(a LateRate, alpha float64, bs ...LateRate) LateTest {
 			return t
 		}
 	}
-	sig := true
+	sig, against := true, false
 	for _, b := range bs {
-		p := FisherGreater(a.K, a.N, b.K, b.N)
+		p, q := FisherGreater(a.K, a.N, b.K, b.N), FisherGreater(b.K, b.N, a.K, a.N)
 		t.P = append(t.P, p)
-		if a.Value() <= b.Value()+1e-12 {
-			t.Outcome, t.Reason = Against, AtOrBelow
-		}
-		sig = sig && p < alpha
+		t.PAgainst = append(t.PAgainst, q)
+		t.Detectable = append(t.Detectable, FisherDetectable(b.N, a.N, alpha))
+		against = against || Rejects(q, alpha)
+		sig = sig && Rejects(p, alpha)
 	}
 	switch {
-	case t.Outcome == Against:
+	case against:
+		t.Outcome, t.Reason = Against, OppositeSignificant
 	case sig:
 		t.Outcome, t.Reason = Holds, Significant
 	default:
@@ -453,7 +469,7 @@ func lateClaimC(st *Study, g Gate, alpha float64) LateCliffClaim {
 		return x.Condition == study.SP && x.Plain() && slices.Contains(cliffWorkflows, x.Cell.Workflow)
 	}, lateCliffHit)
 	c.Where = exceeds(v, alpha, e, s)
-	c.Signature = signatureTest(g, ci)
+	c.Signature = signatureTest(g, ci, alpha)
 	c.I6 = interventionTest(g, I6, ci, alpha)
 	c.I1 = interventionTest(g, I1, ci, alpha)
 	for _, t := range []*LateTest{&c.Where, &c.Signature, &c.I6, &c.I1} {
@@ -467,8 +483,8 @@ func lateClaimC(st *Study, g Gate, alpha float64) LateCliffClaim {
 	if c.Signature.Outcome != Untestable && !st.controlled(AmplificationDetector) {
 		c.Signature.Outcome, c.Signature.Reason = Untestable, NoLateControl
 	}
-	i1Lower := len(c.I1.P) > 0 && c.I1.P[0] < alpha
-	i6Lower := len(c.I6.P) > 0 && c.I6.P[0] < alpha
+	i1Lower := len(c.I1.P) > 0 && Rejects(c.I1.P[0], alpha)
+	i6Lower := len(c.I6.P) > 0 && Rejects(c.I6.P[0], alpha)
 	c.DriftNotCoherence = g.Open && i1Lower && len(c.I6.Rates) > 0 && c.I6.Rates[0].N > 0 && !i6Lower
 	c.Verdict = combine(c.Signature.Outcome == Against || c.I6.Outcome == Against, c.Where, c.Signature, c.I6)
 	return c
@@ -493,8 +509,12 @@ func combine(refute bool, tests ...LateTest) Verdict {
 	return Inconclusive
 }
 
-// signatureTest is claim c's second test under the late rules.
-func signatureTest(g Gate, ci float64) LateTest {
+// signatureTest is claim c's second test under the late rules. By the
+// power rule it is against only when a one-sided exact binomial test
+// rejects the claim's direction: the cliff runs that lead significantly
+// fewer than half, or the runs without a cliff that carry the signature
+// significantly more than RareShare.
+func signatureTest(g Gate, ci, alpha float64) LateTest {
 	t := LateTest{Diff: math.NaN()}
 	in := plainIP(study.Workflows...)
 	lead := rateOf(g, "IP cliff runs whose signature leads", ci, func(e RunEvents) bool { return in(e) && lateCliffHit(e) },
@@ -505,15 +525,25 @@ func signatureTest(g Gate, ci float64) LateTest {
 	switch {
 	case lead.N == 0:
 		t.Outcome, t.Reason = Untestable, NoLateCliff
+		return t
 	case lead.N < MinClaimSeeds:
 		t.Outcome, t.Reason = Untestable, OneCliffRun
-	case 2*lead.K <= lead.N:
+		return t
+	}
+	t.P = []float64{BinomGE(lead.K, lead.N, 0.5)}
+	t.PAgainst = []float64{BinomLE(lead.K, lead.N, 0.5)}
+	t.Detectable = []float64{BinomDetectable(lead.N, 0.5, alpha)}
+	if quiet.N > 0 {
+		t.PAgainst = append(t.PAgainst, BinomGE(quiet.K, quiet.N, RareShare))
+	}
+	switch {
+	case Rejects(t.PAgainst[0], alpha):
 		t.Outcome, t.Reason = Against, FewLead
-	case quiet.N > 0 && 2*quiet.K >= quiet.N:
+	case quiet.N > 0 && Rejects(t.PAgainst[1], alpha):
 		t.Outcome, t.Reason = Against, CommonSignature
 	case quiet.N == 0:
 		t.Outcome, t.Reason = Untestable, NoQuietRun
-	case quiet.Value() <= RareShare+1e-12:
+	case 2*lead.K > lead.N && quiet.Value() <= RareShare+1e-12:
 		t.Outcome, t.Reason = Holds, MostLead
 	default:
 		t.Outcome, t.Reason = Undecided, Between
@@ -591,7 +621,7 @@ func (lc *LateClaims) CollapseDrift() []string {
 	lowered := func(iv, cond string) (yes, compared bool) {
 		for _, x := range lc.Interventions {
 			if x.Intervention == iv && x.Condition == cond {
-				return x.P < lc.Alpha, true
+				return Rejects(x.P, lc.Alpha), true
 			}
 		}
 		return false, false
@@ -676,15 +706,18 @@ func interventionTest(g Gate, iv string, ci, alpha float64) LateTest {
 	t.Diff = ceilingDiff(paired, iv)
 	p := FisherGreater(co.K, co.N, cw.K, cw.N)
 	t.P = []float64{p}
-	cliffsLower := p < alpha
+	t.PAgainst = []float64{FisherGreater(cw.K, cw.N, co.K, co.N)}
+	cliffsLower := Rejects(p, alpha)
 	sigLower := sw.Value() < so.Value()-1e-12
 	switch {
 	case cliffsLower && sigLower && t.Diff >= -CeilingCost-1e-12:
 		t.Outcome, t.Reason = Holds, Significant
-	case sigLower && sw.Value() <= RareShare+1e-12 && cw.Value() >= co.Value()-1e-12:
-		t.Outcome, t.Reason = Against, SignatureOnly
+	case Rejects(t.PAgainst[0], alpha):
+		// more cliffs with the intervention than without, significantly
+		t.Outcome, t.Reason = Against, OppositeSignificant
 	default:
 		t.Outcome, t.Reason = Undecided, Between
+		t.Detectable = []float64{FisherDetectable(cw.N, co.N, alpha)}
 	}
 	return t
 }

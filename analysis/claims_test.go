@@ -114,6 +114,14 @@ func unitsOf[U any](us []U, j func(U) Judgement) []judged {
 
 // resultOf picks claim id ("a".."d") out of the comparison.
 func resultOf(cl *Claims, id string) claimResult {
+	r := resultOfTests(cl, id)
+	for i := range r.tests {
+		r.tests[i].RefuteAt = 0 // pinned by TestMajority
+	}
+	return r
+}
+
+func resultOfTests(cl *Claims, id string) claimResult {
 	switch id {
 	case "a":
 		return claimResult{cl.Better.Verdict, []Test{cl.Better.Test},
@@ -184,35 +192,37 @@ func TestClaimVerdicts(t *testing.T) {
 			cells("base", 3, flat(0.2), voting, twoScales, nil),
 			cells("sp", 3, rise(0.2, 0.7), voting, twoScales, nil),
 			cells("ip", 3, rise(0.2, 0.6), voting, twoScales, nil)), nil,
-			claimResult{Reproduced, []Test{{Holds, Majority, Tally{Holds: 2}}}, [][]judged{repeat(2, Holds, AboveZero)}}},
-		{"a not reproduced: both end far below base", "a", join(
+			claimResult{Reproduced, []Test{{Holds, Majority, Tally{Holds: 2}, 0}}, [][]judged{repeat(2, Holds, AboveZero)}}},
+		// the power rule: 2 cells of 2 against give a one-sided binomial p
+		// of 0.25, too few to refute (TestMajority pins a refuting count)
+		{"a inconclusive: both end far below base in two cells", "a", join(
 			cells("base", 3, flat(0.7), voting, twoScales, nil),
 			cells("sp", 3, rise(0.7, 0.2), voting, twoScales, nil),
 			cells("ip", 3, rise(0.7, 0.25), voting, twoScales, nil)), nil,
-			claimResult{Refuted, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, BelowZero)}}},
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Against: 2}, 0}}, [][]judged{repeat(2, Against, BelowZero)}}},
 		{"a not testable: base has one seed", "a", join(
 			cells("base", 1, flat(0.2), voting, twoScales, nil),
 			cells("sp", 3, rise(0.2, 0.7), voting, twoScales, nil),
 			cells("ip", 3, rise(0.2, 0.6), voting, twoScales, nil)), nil,
-			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewSeeds)}}},
+			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{NoData: 2}, 0}}, [][]judged{repeat(2, NoData, FewSeeds)}}},
 		{"a inconclusive: no gain distinguishable from zero", "a", join(
 			cells("base", 3, flat(0.4), voting, twoScales, nil),
 			cells("sp", 3, flat(0.4), voting, twoScales, nil),
 			cells("ip", 3, flat(0.4), voting, twoScales, nil)), nil,
-			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Undecided: 2}}}, [][]judged{repeat(2, Undecided, ContainsZero)}}},
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Undecided: 2}, 0}}, [][]judged{repeat(2, Undecided, ContainsZero)}}},
 		{"a not testable: no multi-agent condition", "a",
 			cells("base", 3, flat(0.4), voting, twoScales, nil), nil,
-			claimResult{NotTestable, []Test{{Untestable, NoUnits, Tally{}}}, [][]judged{none}}},
+			claimResult{NotTestable, []Test{{Untestable, NoUnits, Tally{}, 0}}, [][]judged{none}}},
 
 		// b: IP's ceiling against SP's
 		{"b reproduced: IP peaks far above SP", "b", join(
 			cells("sp", 3, rise(0.3, 0.4), voting, twoScales, nil),
 			cells("ip", 3, rise(0.3, 0.8), voting, twoScales, nil)), nil,
-			claimResult{Reproduced, []Test{{Holds, Majority, Tally{Holds: 2}}}, [][]judged{repeat(2, Holds, AboveZero)}}},
-		{"b not reproduced: SP peaks far above IP", "b", join(
+			claimResult{Reproduced, []Test{{Holds, Majority, Tally{Holds: 2}, 0}}, [][]judged{repeat(2, Holds, AboveZero)}}},
+		{"b inconclusive: SP peaks far above IP in two cells", "b", join(
 			cells("sp", 3, rise(0.3, 0.8), voting, twoScales, nil),
 			cells("ip", 3, rise(0.3, 0.4), voting, twoScales, nil)), nil,
-			claimResult{Refuted, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, BelowZero)}}},
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Against: 2}, 0}}, [][]judged{repeat(2, Against, BelowZero)}}},
 		{"b inconclusive: one cell each way and one undecided", "b", join(
 			cells("sp", 3, rise(0.3, 0.4), voting, []string{"s"}, nil),
 			cells("ip", 3, rise(0.3, 0.8), voting, []string{"s"}, nil),
@@ -222,12 +232,12 @@ func TestClaimVerdicts(t *testing.T) {
 			cells("ip", 3, rise(0.3, 0.5), voting, []string{"l"}, nil)), nil,
 			// 1 holds, 1 against, 1 undecided of 3: neither a strict
 			// majority for nor half against (cells in scale order s, m, l)
-			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Holds: 1, Against: 1, Undecided: 1}}},
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Holds: 1, Against: 1, Undecided: 1}, 0}},
 				[][]judged{{{Holds, AboveZero}, {Against, BelowZero}, {Undecided, ContainsZero}}}}},
 		{"b not testable: SP has one seed", "b", join(
 			cells("sp", 1, rise(0.3, 0.4), voting, twoScales, nil),
 			cells("ip", 3, rise(0.3, 0.8), voting, twoScales, nil)), nil,
-			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewSeeds)}}},
+			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{NoData: 2}, 0}}, [][]judged{repeat(2, NoData, FewSeeds)}}},
 
 		// c: IP cliffs in voting and orch-workers, after amplification
 		{"c reproduced: cliffs in voting and orch-workers, amplified first", "c", join(
@@ -239,57 +249,64 @@ func TestClaimVerdicts(t *testing.T) {
 				return peak(0.3, 0.7, 0.2)(seed)
 			}, voting, []string{"m"}, amp),
 			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)), nil,
-			claimResult{Reproduced, []Test{{Holds, RateInterval, Tally{}}, {Holds, Majority, Tally{Holds: 8}}},
+			claimResult{Reproduced, []Test{{Holds, RateInterval, Tally{}, 0}, {Holds, Majority, Tally{Holds: 8}, 0}},
 				[][]judged{repeat(5, Counted, EntersRates), repeat(8, Holds, AmplifiedFirst)}}},
 		{"c not testable: a cosine schedule to zero leaves no late phase", "c", join(
 			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, []string{"s"}, func(a *arm) { a.Amplify, a.LR = true, analysistest.CosineLR(100) }),
 			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, []string{"s"}, func(a *arm) { a.LR = analysistest.CosineLR(100) })), nil,
-			claimResult{NotTestable, []Test{{Untestable, NoLatePhase, Tally{}}, {Holds, Majority, Tally{Holds: 3}}},
+			claimResult{NotTestable, []Test{{Untestable, NoLatePhase, Tally{}, 0}, {Holds, Majority, Tally{Holds: 3}, 0}},
 				[][]judged{repeat(2, Counted, EntersRates), repeat(3, Holds, AmplifiedFirst)}}},
 		{"c refuted: no IP run falls off a cliff", "c", join(
 			cells("ip", 3, rise(0.3, 0.7), []string{"voting", "orch-workers", "eval-opt"}, twoScales, amp)), nil,
-			claimResult{Refuted, []Test{{Against, NoCliffs, Tally{}}, {Untestable, NoCliffRuns, Tally{}}},
+			claimResult{Refuted, []Test{{Against, NoCliffs, Tally{}, 0}, {Untestable, NoCliffRuns, Tally{}, 0}},
 				[][]judged{repeat(6, Counted, EntersRates), none}}},
 		{"c not reproduced: cliffs without amplification", "c", join(
 			cells("ip", 3, peak(0.3, 0.7, 0.2), []string{"voting", "orch-workers"}, []string{"s"}, nil),
 			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)), nil,
 			// every cell's cliff rate is 0 or 1 without spread: the
 			// difference's interval has zero width
-			claimResult{Refuted, []Test{{Undecided, RateInterval, Tally{}}, {Against, HalfAgainst, Tally{Against: 6}}},
+			claimResult{Refuted, []Test{{Undecided, RateInterval, Tally{}, 0}, {Against, HalfAgainst, Tally{Against: 6}, 0}},
 				[][]judged{repeat(4, Counted, EntersRates), repeat(6, Against, NotAmplified)}}},
 		{"c not testable: IP has one seed per cell", "c", join(
 			cells("ip", 1, peak(0.3, 0.7, 0.2), []string{"voting", "orch-workers", "eval-opt"}, twoScales, amp)), nil,
-			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{}}, {Untestable, NoCliffRuns, Tally{}}},
+			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{}, 0}, {Untestable, NoCliffRuns, Tally{}, 0}},
 				[][]judged{repeat(6, NoData, FewSeeds), none}}},
 		{"c inconclusive: no other workflow to compare with", "c", join(
 			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, twoScales, amp)), nil,
-			claimResult{Inconclusive, []Test{{Undecided, NoOtherCell, Tally{}}, {Holds, Majority, Tally{Holds: 6}}},
+			claimResult{Inconclusive, []Test{{Undecided, NoOtherCell, Tally{}, 0}, {Holds, Majority, Tally{Holds: 6}, 0}},
 				[][]judged{repeat(2, Counted, EntersRates), repeat(6, Holds, AmplifiedFirst)}}},
 		{"c not testable: no IP run", "c",
 			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, nil), nil,
-			claimResult{NotTestable, []Test{{Undecided, NoCliffCell, Tally{}}, {Untestable, NoCliffRuns, Tally{}}}, [][]judged{none, none}}},
+			claimResult{NotTestable, []Test{{Undecided, NoCliffCell, Tally{}, 0}, {Untestable, NoCliffRuns, Tally{}, 0}}, [][]judged{none, none}}},
 
 		// d: role capture under SP
 		{"d reproduced: the aggregator is captured in every SP run", "d", join(
 			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured))), nil,
-			claimResult{Reproduced, []Test{{Holds, Majority, Tally{Holds: 2}}}, [][]judged{repeat(2, Holds, MostCaptured)}}},
-		{"d not reproduced: no SP run captured", "d", join(
+			claimResult{Reproduced, []Test{{Holds, Majority, Tally{Holds: 2}, 0}}, [][]judged{repeat(2, Holds, MostCaptured)}}},
+		// the power rule: 0 of 3 SP runs captured has a one-sided binomial
+		// p of 0.125, so the cell is undecided, not against
+		{"d inconclusive: no SP run captured, three seeds a cell", "d", join(
 			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.NotCaptured))), nil,
-			claimResult{Refuted, []Test{{Against, HalfAgainst, Tally{Against: 2}}}, [][]judged{repeat(2, Against, MostNotCaptured)}}},
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Undecided: 2}, 0}}, [][]judged{repeat(2, Undecided, EvenCaptured)}}},
+		// 0 of 6 (p 0.016) makes the cell against; one cell against of one
+		// cannot refute the claim (p 0.5)
+		{"d inconclusive: no SP run captured in one cell of six seeds", "d", join(
+			cells("sp", 6, rise(0.3, 0.5), voting, []string{"s"}, captureMod(analysistest.NotCaptured))), nil,
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Against: 1}, 0}}, [][]judged{{{Against, MostNotCaptured}}}}},
 		{"d inconclusive: one cell captured, one not, one without capture rows", "d", join(
 			cells("sp", 3, rise(0.3, 0.5), voting, []string{"s"}, captureMod(analysistest.Captured)),
 			cells("sp", 3, rise(0.3, 0.5), voting, []string{"m"}, captureMod(analysistest.NotCaptured)),
 			cells("sp", 3, rise(0.3, 0.5), voting, []string{"l"}, nil)), nil,
-			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Holds: 1, Against: 1, NoData: 1}}},
-				[][]judged{{{Holds, MostCaptured}, {Against, MostNotCaptured}, {NoData, FewCaptureRuns}}}}},
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Holds: 1, Undecided: 1, NoData: 1}, 0}},
+				[][]judged{{{Holds, MostCaptured}, {Undecided, EvenCaptured}, {NoData, FewCaptureRuns}}}}},
 		{"d not testable: SP has one seed", "d", join(
 			cells("sp", 1, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured))), nil,
-			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{NoData: 2}}}, [][]judged{repeat(2, NoData, FewCaptureRuns)}}},
+			claimResult{NotTestable, []Test{{Untestable, NoneJudged, Tally{NoData: 2}, 0}}, [][]judged{repeat(2, NoData, FewCaptureRuns)}}},
 		{"d inconclusive: as many SP runs captured as not", "d", nil, evenSplit(),
-			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Undecided: 1}}}, [][]judged{{{Undecided, EvenCaptured}}}}},
+			claimResult{Inconclusive, []Test{{Undecided, Split, Tally{Undecided: 1}, 0}}, [][]judged{{{Undecided, EvenCaptured}}}}},
 		{"d not testable: no shared policy", "d",
 			cells("ip", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured)), nil,
-			claimResult{NotTestable, []Test{{Untestable, NoSharedCell, Tally{}}}, [][]judged{none}}},
+			claimResult{NotTestable, []Test{{Untestable, NoSharedCell, Tally{}, 0}}, [][]judged{none}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -549,9 +566,12 @@ func TestMajority(t *testing.T) {
 		{0, 0, 0, 0, Untestable, NoUnits},
 		{0, 0, 0, 2, Untestable, NoneJudged}, // nothing judged: not testable
 		{2, 0, 0, 1, Holds, Majority},
-		{2, 0, 0, 2, Undecided, Split},     // 2 of 4 is not a strict majority
-		{1, 2, 1, 0, Against, HalfAgainst}, // half against
-		{1, 1, 0, 0, Against, HalfAgainst},
+		{2, 0, 0, 2, Undecided, Split}, // 2 of 4 is not a strict majority
+		{1, 2, 1, 0, Undecided, Split}, // half against: not significantly more than half
+		{1, 1, 0, 0, Undecided, Split},
+		{0, 6, 0, 0, Against, HalfAgainst}, // 6 of 6: one-sided binomial p 0.016
+		{0, 5, 0, 1, Undecided, Split},     // 5 of 6: p 0.11
+		{1, 9, 0, 0, Against, HalfAgainst}, // 9 of 10: p 0.011
 		{1, 1, 1, 0, Undecided, Split},
 		{0, 1, 1, 1, Undecided, Split},
 		{3, 2, 0, 0, Holds, Majority},
@@ -566,7 +586,7 @@ func TestMajority(t *testing.T) {
 				os = append(os, x.o)
 			}
 		}
-		ts := majority(os)
+		ts := majority(os, 0.05)
 		if ts.Outcome != tc.want || ts.Reason != tc.reason {
 			t.Errorf("holds %d against %d undecided %d no data %d: outcome %d reason %d, want %d %d", tc.h, tc.a, tc.u, tc.d, ts.Outcome, ts.Reason, tc.want, tc.reason)
 		}
@@ -575,7 +595,7 @@ func TestMajority(t *testing.T) {
 		}
 	}
 	// a cell counted into claim c's rates counts as without enough data
-	if ts := majority([]Outcome{Counted, Holds}); ts.Tally != (Tally{Holds: 1, NoData: 1}) {
+	if ts := majority([]Outcome{Counted, Holds}, 0.05); ts.Tally != (Tally{Holds: 1, NoData: 1}) {
 		t.Errorf("counted: tally %+v", ts.Tally)
 	}
 }
@@ -604,14 +624,14 @@ func TestClaimsWithoutControls(t *testing.T) {
 		{"c: cliffs in voting, amplified first, but no cliff control", join(
 			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, twoScales, amp),
 			cells("ip", 3, rise(0.3, 0.7), []string{"eval-opt"}, twoScales, nil)), CliffDetector, "c",
-			claimResult{NotTestable, []Test{{Untestable, NoControl, Tally{}}, {Holds, Majority, Tally{Holds: 6}}}, nil}},
+			claimResult{NotTestable, []Test{{Untestable, NoControl, Tally{}, 0}, {Holds, Majority, Tally{Holds: 6}, 0}}, nil}},
 		{"c: cliffs amplified first, but no amplification control", join(
 			cells("ip", 3, peak(0.3, 0.7, 0.2), voting, twoScales, amp),
 			cells("ip", 3, peak(0.3, 0.7, 0.2), []string{"eval-opt"}, twoScales, amp)), AmplificationDetector, "c",
-			claimResult{NotTestable, []Test{{Undecided, RateInterval, Tally{}}, {Untestable, NoControl, Tally{Holds: 12}}}, nil}},
+			claimResult{NotTestable, []Test{{Undecided, RateInterval, Tally{}, 0}, {Untestable, NoControl, Tally{Holds: 12}, 0}}, nil}},
 		{"d: every SP run captured, but no capture control", join(
 			cells("sp", 3, rise(0.3, 0.5), voting, twoScales, captureMod(analysistest.Captured))), CaptureDetector, "d",
-			claimResult{NotTestable, []Test{{Untestable, NoControl, Tally{Holds: 2}}}, nil}},
+			claimResult{NotTestable, []Test{{Untestable, NoControl, Tally{Holds: 2}, 0}}, nil}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -144,12 +144,19 @@ func TestLateClaimC(t *testing.T) {
 			where: Untestable, sig: Untestable, i6: Untestable, whereWhy: GateClosed, sigWhy: GateClosed, iw: GateClosed},
 		{name: "gate arm only: no eval-opt, no I6", evs: slices.Concat(repeatEv(2, ipCliffLead), repeatEv(2, ipQuiet), repeatEv(4, spQuiet)), verdict: NotTestable,
 			where: Untestable, sig: Holds, i6: Untestable, whereWhy: NoGroup, sigWhy: MostLead, iw: NoGroup},
-		{name: "cliffs without a leading signature refute", evs: slices.Concat(repeatEv(4, ipCliffLate), repeatEv(4, ipQuiet), repeatEv(4, spQuiet)), verdict: Refuted,
+		{name: "cliffs without a leading signature refute", evs: slices.Concat(repeatEv(6, ipCliffLate), repeatEv(4, ipQuiet), repeatEv(4, spQuiet)), verdict: Refuted,
 			where: Untestable, sig: Against, i6: Untestable, whereWhy: NoGroup, sigWhy: FewLead, iw: NoGroup},
+		// the power rule: 0 of 4 leading has a one-sided binomial p of 0.0625
+		{name: "too few cliff runs to refute", evs: slices.Concat(repeatEv(4, ipCliffLate), repeatEv(4, ipQuiet), repeatEv(4, spQuiet)), verdict: NotTestable,
+			where: Untestable, sig: Undecided, i6: Untestable, whereWhy: NoGroup, sigWhy: Between, iw: NoGroup},
 		{name: "reproduced", evs: slices.Concat(main, repeatEv(12, i6Quiet)), verdict: Reproduced,
 			where: Holds, sig: Holds, i6: Holds, whereWhy: Significant, sigWhy: MostLead, iw: Significant},
-		{name: "I6 removes the signature, not the cliffs", evs: slices.Concat(main, repeatEv(8, i6Cliff), repeatEv(4, i6Quiet)), verdict: Refuted,
-			where: Holds, sig: Holds, i6: Against, whereWhy: Significant, sigWhy: MostLead, iw: SignatureOnly},
+		// the power rule: as many cliffs with I6 as without (8/12) is not a
+		// test that rejects prevention; 12/12 against 8/12 is (p 0.047)
+		{name: "I6 removes the signature, not the cliffs: no test rejects prevention", evs: slices.Concat(main, repeatEv(8, i6Cliff), repeatEv(4, i6Quiet)), verdict: Inconclusive,
+			where: Holds, sig: Holds, i6: Undecided, whereWhy: Significant, sigWhy: MostLead, iw: Between},
+		{name: "more cliffs with I6 refute", evs: slices.Concat(main, repeatEv(12, i6Cliff)), verdict: Refuted,
+			where: Holds, sig: Holds, i6: Against, whereWhy: Significant, sigWhy: MostLead, iw: OppositeSignificant},
 		// arms: the intervention in an arm of its own is compared with the
 		// main matrix's runs of its rate; a lower-rate arm's SP cliffs and an
 		// arm's IP runs without a signature stay out of where and signature
@@ -207,17 +214,20 @@ func TestLateClaimD(t *testing.T) {
 		verdict  Verdict
 		over, nv Outcome
 	}{
-		{name: "IP at or above SP refutes", evs: slices.Concat(repeatEv(2, sp(true, 3)), repeatEv(6, sp(false, 3)), repeatEv(4, ip(true)), repeatEv(4, ip(false))),
+		{name: "IP significantly above SP refutes", evs: slices.Concat(repeatEv(12, sp(false, 3)), repeatEv(8, ip(true)), repeatEv(4, ip(false))),
 			verdict: Refuted, over: Against, nv: Untestable},
+		// the power rule: 2/8 against 4/8 rejects nothing (one-sided p 0.30)
+		{name: "IP above SP, not significantly", evs: slices.Concat(repeatEv(2, sp(true, 3)), repeatEv(6, sp(false, 3)), repeatEv(4, ip(true)), repeatEv(4, ip(false))),
+			verdict: NotTestable, over: Undecided, nv: Untestable},
 		{name: "SP above IP, one n_votes", evs: slices.Concat(repeatEv(10, sp(true, 3)), repeatEv(2, sp(false, 3)), repeatEv(12, ip(false))),
 			verdict: NotTestable, over: Holds, nv: Untestable},
 		{name: "reproduced", evs: slices.Concat(repeatEv(10, sp(true, 5)), repeatEv(2, sp(false, 2)), repeatEv(8, sp(false, 2)), repeatEv(12, ip(false))),
 			verdict: Reproduced, over: Holds, nv: Holds},
 		{name: "no rise with n_votes", evs: slices.Concat(repeatEv(6, sp(true, 5)), repeatEv(6, sp(true, 2)), repeatEv(12, ip(false))),
-			verdict: Inconclusive, over: Holds, nv: Against},
+			verdict: Inconclusive, over: Holds, nv: Undecided},
 		// arms: the n_votes arms' SP runs (SP only, another base model) stay
 		// out of SP over IP, which the main matrix decides
-		{name: "arms: gradient-mass arms out of SP over IP", evs: slices.Concat(repeatEv(2, sp(true, 3)), repeatEv(6, sp(false, 3)), repeatEv(4, ip(true)), repeatEv(4, ip(false)),
+		{name: "arms: gradient-mass arms out of SP over IP", evs: slices.Concat(repeatEv(12, sp(false, 3)), repeatEv(8, ip(true)), repeatEv(4, ip(false)),
 			repeatEv(12, inArm(sp(true, 5), "nv5", "")), repeatEv(12, inArm(sp(false, 2), "nv2", ""))),
 			verdict: Refuted, over: Against, nv: Holds},
 		{name: "arms: n_votes at two rates is no comparison", evs: slices.Concat(repeatEv(10, sp(true, 3)), repeatEv(2, sp(false, 3)), repeatEv(12, ip(false)),

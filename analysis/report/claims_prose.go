@@ -144,11 +144,20 @@ func gainUnitWhy(j analysis.Judgement, diff string) string {
 	return diff + ": " + gainWhy(j.Reason)
 }
 
+// binomPower says how far below one half a capture rate of n runs must
+// fall for the one-sided binomial test to reject half.
+func binomPower(n int, detectable float64) string {
+	if math.IsNaN(detectable) {
+		return fmt.Sprintf("with %d runs no count could reject half", n)
+	}
+	return fmt.Sprintf("with %d runs only a rate at least %.3f below one half could", n, detectable)
+}
+
 // majorityRule is the rule text of a majority test over units.
 func majorityRule(units string) string {
 	return fmt.Sprintf("The test holds when the %[1]s that hold are a strict majority of all %[1]s it applies to "+
-		"(those without enough data included); it is against when the %[1]s against are at least half of them, "+
-		"so that the claim could not hold in a strict majority even if every undecided %[2]s and every %[2]s without enough data held; "+
+		"(those without enough data included); by the power rule it is against only when a one-sided exact binomial test finds the %[1]s against significantly more than half of them (p below 1 − the interval level), "+
+		"so that a few %[1]s against, which undecided %[1]s and %[1]s without enough data could outweigh, refute nothing; "+
 		"it is not testable when no %[2]s was judged (none it applies to, or none with enough data); otherwise it is undecided.", units, strings.TrimSuffix(units, "s"))
 }
 
@@ -175,9 +184,17 @@ func majorityWhy(t analysis.Test, units string) string {
 	case analysis.Majority:
 		return fmt.Sprintf("It holds in %d of %d %s, a strict majority.", c.Holds, n, units)
 	case analysis.HalfAgainst:
-		return fmt.Sprintf("It is against in %d of %d %s, so it could not hold in a strict majority.", c.Against, n, units)
+		return fmt.Sprintf("It is against in %d of %d %s, significantly more than half (one-sided binomial).", c.Against, n, units)
 	}
-	return fmt.Sprintf("It holds in %d of %d %s and is against in %d; the %d undecided and %d without enough data could tip it either way.", c.Holds, n, units, c.Against, c.Undecided, c.NoData)
+	power := ""
+	switch {
+	case t.Reason != analysis.Split:
+	case t.RefuteAt == 0:
+		power = fmt.Sprintf(" With %d %s, no count against could refute it.", n, units)
+	default:
+		power = fmt.Sprintf(" To refute it, %d of the %d %s would have to be against (one-sided binomial).", t.RefuteAt, n, units)
+	}
+	return fmt.Sprintf("It holds in %d of %d %s and is against in %d; the %d undecided and %d without enough data could tip it either way.", c.Holds, n, units, c.Against, c.Undecided, c.NoData) + power
 }
 
 // majorityTest is the text of a majority test over cells or runs.
@@ -377,9 +394,9 @@ func captureText(c analysis.CaptureClaim) claimText {
 		case analysis.MostCaptured:
 			why = "a strict majority of SP runs captured"
 		case analysis.MostNotCaptured:
-			why = "a strict majority of SP runs not captured"
+			why = fmt.Sprintf("significantly fewer than half of the SP runs captured (one-sided binomial p %s)", pText(u.P))
 		default:
-			why = "as many SP runs captured as not"
+			why = fmt.Sprintf("not a strict majority of SP runs captured, and not significantly fewer than half (one-sided binomial p %s; %s)", pText(u.P), binomPower(u.Judged, u.Detectable))
 		}
 		pairs := make([]string, len(u.Pairs))
 		for k, p := range u.Pairs {
@@ -396,7 +413,7 @@ func captureText(c analysis.CaptureClaim) claimText {
 	}
 	t := majorityTest("role capture under SP",
 		"In each cell whose SP runs share one policy among two or more roles, an SP run counts as captured when one of its roles is captured by the role with the largest mean gradient share (*Definitions*: role capture, which requires the role's format to collapse, its outputs to move toward the dominant role's in n-grams and in length, and its outputs not to be degenerate). "+
-			"The cell holds when a strict majority of its SP runs were captured, is against when a strict majority were not, and is undecided on a tie; it has not enough data with fewer than two SP runs with capture comparisons. "+
+			"The cell holds when a strict majority of its SP runs were captured; by the power rule it is against only when a one-sided exact binomial test finds significantly fewer than half captured (p below 1 − the interval level), and is undecided otherwise; it has not enough data with fewer than two SP runs with capture comparisons. "+
 			"Beside it: the capture rate (fraction of SP runs captured, with a t interval over seeds, the seed part of the interval rule, since capture is not recomputed on resampled problems) "+
 			"and, as the paper's diagnostic, the aggregator's output length at the last validation over that at the first (mean over seeds, same interval) for SP and for IP.", "cells", c.Test, units)
 	parts := make([]string, len(c.ByWorkflow))

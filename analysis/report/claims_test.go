@@ -171,9 +171,11 @@ func TestClaimWords(t *testing.T) {
 	}{
 		{analysis.Test{Reason: analysis.NoUnits}, "No cliff runs to judge."},
 		{analysis.Test{Outcome: analysis.Holds, Reason: analysis.Majority, Tally: analysis.Tally{Holds: 2, NoData: 1}}, "It holds in 2 of 3 cliff runs, a strict majority."},
-		{analysis.Test{Outcome: analysis.Against, Reason: analysis.HalfAgainst, Tally: analysis.Tally{Holds: 1, Against: 1}}, "It is against in 1 of 2 cliff runs, so it could not hold in a strict majority."},
+		{analysis.Test{Outcome: analysis.Against, Reason: analysis.HalfAgainst, Tally: analysis.Tally{Holds: 1, Against: 9}}, "It is against in 9 of 10 cliff runs, significantly more than half (one-sided binomial)."},
 		{analysis.Test{Reason: analysis.Split, Tally: analysis.Tally{Holds: 1, Against: 1, Undecided: 1, NoData: 1}},
-			"It holds in 1 of 4 cliff runs and is against in 1; the 1 undecided and 1 without enough data could tip it either way."},
+			"It holds in 1 of 4 cliff runs and is against in 1; the 1 undecided and 1 without enough data could tip it either way. With 4 cliff runs, no count against could refute it."},
+		{analysis.Test{Reason: analysis.Split, Tally: analysis.Tally{Holds: 1, Against: 2, Undecided: 5}, RefuteAt: 7},
+			"It holds in 1 of 8 cliff runs and is against in 2; the 5 undecided and 0 without enough data could tip it either way. To refute it, 7 of the 8 cliff runs would have to be against (one-sided binomial)."},
 	} {
 		if got := majorityWhy(tc.test, "cliff runs"); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.test, got, tc.want)

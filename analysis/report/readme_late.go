@@ -30,10 +30,10 @@ func lateReasonWhy(t analysis.LateTest, alpha float64) string {
 		return "a detector the test rests on has no shown positive control"
 	case analysis.Significant:
 		return fmt.Sprintf("every p-value is below %.3g", alpha)
-	case analysis.AtOrBelow:
-		return "the first rate is at or below a rate it must exceed"
+	case analysis.OppositeSignificant:
+		return fmt.Sprintf("a one-sided exact test rejects the claim's direction: p below %.3g against it", alpha)
 	case analysis.NotSignificant:
-		return fmt.Sprintf("the first rate is higher, but a p-value is not below %.3g", alpha)
+		return fmt.Sprintf("no one-sided exact test rejects either direction at %.3g", alpha)
 	case analysis.NoLateCliff:
 		return "no IP run of the main matrix without an intervention has a late cliff"
 	case analysis.OneCliffRun:
@@ -43,11 +43,9 @@ func lateReasonWhy(t analysis.LateTest, alpha float64) string {
 	case analysis.MostLead:
 		return fmt.Sprintf("the signature leads in a strict majority of the cliff runs and is in at most %g of the runs without a cliff", analysis.RareShare)
 	case analysis.FewLead:
-		return fmt.Sprintf("the signature begins %d or more steps before the fall in at most half of the cliff runs", analysis.SignatureLead)
+		return fmt.Sprintf("the signature begins %d or more steps before the fall in significantly fewer than half of the cliff runs (one-sided binomial)", analysis.SignatureLead)
 	case analysis.CommonSignature:
-		return "the signature is in half or more of the IP runs without a cliff, so it does not tell the runs apart"
-	case analysis.SignatureOnly:
-		return "I6 removed the signature but not the cliffs"
+		return fmt.Sprintf("the signature is in significantly more than %g of the IP runs without a cliff (one-sided binomial), so it does not tell the runs apart", analysis.RareShare)
 	case analysis.NothingToPrevent:
 		return "no IP run without the intervention beside it has a late cliff, so there is nothing for it to prevent"
 	case analysis.OneCount:
@@ -73,7 +71,19 @@ func lateTestText(name, rule string, t analysis.LateTest, alpha float64) testTex
 		tt.countsLine = "no runs to compare"
 	}
 	for i, p := range t.P {
-		tt.evidence = append(tt.evidence, evidence{name: fmt.Sprintf("p-value %d (one-sided Fisher exact)", i+1), count: pText(p)})
+		tt.evidence = append(tt.evidence, evidence{name: fmt.Sprintf("p-value %d, the claim's direction (one-sided exact)", i+1), count: pText(p)})
+	}
+	for i, p := range t.PAgainst {
+		tt.evidence = append(tt.evidence, evidence{name: fmt.Sprintf("p-value %d, against the claim (one-sided exact)", i+1), count: pText(p)})
+	}
+	if t.Outcome == analysis.Undecided {
+		for i, d := range t.Detectable {
+			text := "none: no outcome at these numbers of runs reaches it"
+			if !math.IsNaN(d) {
+				text = fmt.Sprintf("%.3f", d)
+			}
+			tt.evidence = append(tt.evidence, evidence{name: fmt.Sprintf("comparison %d: the smallest difference of rates a one-sided exact test at %.3g could detect against the claim at these numbers of runs", i+1, alpha), count: text})
+		}
 	}
 	if !math.IsNaN(t.Diff) {
 		tt.evidence = append(tt.evidence, evidence{name: "mean ceiling with the intervention minus without", count: fmt.Sprintf("%+.3f", t.Diff)})
@@ -91,9 +101,9 @@ func pText(p float64) string {
 // lateCliffText is claim c under the late rules.
 func lateCliffText(lc *analysis.LateClaims) claimText {
 	c, a := lc.Cliffs, lc.Alpha
-	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP voting and orch-workers runs of the main matrix (no arm) without an intervention must exceed that of IP eval-opt runs and that of SP voting and orch-workers runs of the main matrix, each by a one-sided Fisher exact test below %.3g; the test is against when it is at or below either.", a), c.Where, a)
+	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP voting and orch-workers runs of the main matrix (no arm) without an intervention must exceed that of IP eval-opt runs and that of SP voting and orch-workers runs of the main matrix, each by a one-sided Fisher exact test below %.3g; by the power rule the test is against only when either of them exceeds it by the same test.", a), c.Where, a)
 	sig := lateTestText("signature", fmt.Sprintf("In each IP run of the main matrix (no arm, no intervention) with a late cliff, the amplification signature (a role's sustained gradient amplification, as in the short-run rule) must begin %d or more steps before the fall; in IP runs without a cliff it must be rare. "+
-		"Holds when a strict majority of cliff runs lead and at most %g of the runs without a cliff carry it; against when at most half lead or half or more of the runs without a cliff carry it; undecided between.", analysis.SignatureLead, analysis.RareShare), c.Signature, a)
+		"Holds when a strict majority of cliff runs lead and at most %[2]g of the runs without a cliff carry it; by the power rule against only when a one-sided exact binomial test (p below %[3]g) finds significantly fewer than half leading or significantly more than %[2]g of the runs without a cliff carrying it; undecided between.", analysis.SignatureLead, analysis.RareShare, a), c.Signature, a)
 	for _, e := range lc.Gate.Runs {
 		if e.Condition != study.IP || !e.Plain() || !e.Events.Cliff.Late {
 			continue
@@ -112,7 +122,7 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 			{name: "signature", count: first},
 		}})
 	}
-	i6 := lateTestText("I6", fmt.Sprintf("IP runs with the coherence regularizer against IP runs without one in the same cells (workflow, task and scale) at the same rate, base model and n_votes: holds when the late-cliff rate is lower with I6 (one-sided Fisher exact below %.3g), the signature's rate is lower and the mean ceiling at most %g lower; against when I6 removes the signature (rate lower and at most %g) but the cliff rate is not lower; not testable when no run without I6 beside them has a late cliff.", a, analysis.CeilingCost, analysis.RareShare), c.I6, a)
+	i6 := lateTestText("I6", fmt.Sprintf("IP runs with the coherence regularizer against IP runs without one in the same cells (workflow, task and scale) at the same rate, base model and n_votes: holds when the late-cliff rate is lower with I6 (one-sided Fisher exact below %.3g), the signature's rate is lower and the mean ceiling at most %g lower; by the power rule against only when the late-cliff rate is higher with I6 by the same test; not testable when no run without I6 beside them has a late cliff.", a, analysis.CeilingCost), c.I6, a)
 	ct := claimText{id: "c", statement: "IP's late accuracy cliffs concentrate in voting and orch-workers, are predicted by same-role gradient amplification, and the coherence regularizer (I6) prevents them (late-training rules).",
 		rule:    "The verdict is refuted when the signature test or the I6 test is against; otherwise not testable when a test is not testable; reproduced when all three hold; inconclusive otherwise.",
 		verdict: verdictWord(c.Verdict), tests: []testText{where, sig, i6}}
@@ -133,8 +143,8 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 // lateCaptureText is claim d under the late rules.
 func lateCaptureText(lc *analysis.LateClaims) claimText {
 	d, a := lc.Capture, lc.Alpha
-	over := lateTestText("SP over IP", fmt.Sprintf("Runs of the main matrix (no arm) without an intervention count as captured when a role is captured (*Definitions*: role capture; for IP, whose roles train their own adapters, against the dominant role of the cell's SP runs, so that IP's rate measures how often the detector fires without shared gradients). SP's rate must exceed IP's by a one-sided Fisher exact test below %.3g; the test is against when IP's rate is at or above SP's.", a), d.SPOverIP, a)
-	nv := lateTestText("n_votes", fmt.Sprintf("The capture rate of SP voting runs of one task, one base model and one rate must be higher at the largest n_votes than at the smallest (one-sided Fisher exact below %.3g); against when it is at or below.", a), d.NVotes, a)
+	over := lateTestText("SP over IP", fmt.Sprintf("Runs of the main matrix (no arm) without an intervention count as captured when a role is captured (*Definitions*: role capture; for IP, whose roles train their own adapters, against the dominant role of the cell's SP runs, so that IP's rate measures how often the detector fires without shared gradients). SP's rate must exceed IP's by a one-sided Fisher exact test below %.3g; by the power rule the test is against only when IP's rate exceeds SP's by the same test, and undecided otherwise.", a), d.SPOverIP, a)
+	nv := lateTestText("n_votes", fmt.Sprintf("The capture rate of SP voting runs of one task, one base model and one rate must be higher at the largest n_votes than at the smallest (one-sided Fisher exact below %.3g); against only when it is higher at the smallest by the same test.", a), d.NVotes, a)
 	ct := claimText{id: "d", statement: "Under SP a role is captured by the role with the most gradient mass, more often than under IP, and more often with more voters (late-training rules).",
 		rule:    "The verdict is refuted when SP over IP is against; otherwise not testable when a test is not testable; reproduced when both hold; inconclusive otherwise.",
 		verdict: verdictWord(d.Verdict), tests: []testText{over, nv}}
