@@ -119,6 +119,7 @@ const (
 	NoLatePhase  // claim c: fewer than half the IP runs judged have a late phase
 	NoCliffRuns  // claim c: no IP run judged fell off a cliff, so no run to test for amplification
 	NoSharedCell // claim d: no cell's SP policy is shared by two or more roles
+	NoValueCell  // claim d: every cell it applies to has a supervisor that adds no value at base
 	NoControl    // the detector the test rests on has no shown positive control (PositiveControls)
 
 	// A verdict of claim c.
@@ -271,6 +272,7 @@ type CaptureClaim struct {
 	Cells      []CaptureCell
 	ByWorkflow []WorkflowTally // the cells that hold per workflow, by name
 	Pooled     Rate            // SP runs captured of those with capture comparisons, over the cells, exact interval
+	Excluded   []CellKey       // cells left out: their supervisor adds no value at base (SupervisorRule)
 	Alpha      float64         // 1 - ci, the level of the cells' binomial tests
 }
 
@@ -339,14 +341,18 @@ type Headline struct {
 
 // Claims is the study compared with the paper's four claims.
 type Claims struct {
-	Better    BetterClaim  // claim a
-	Ceiling   CeilingClaim // claim b
-	Cliffs    CliffClaim   // claim c
-	Capture   CaptureClaim // claim d
-	Collapse  []CollapseGroup
-	Gains     []SARLGain // cells with SA-RL and SP or IP, in the study's cell order
-	Headlines []Headline
-	CI        float64
+	Better   BetterClaim  // claim a
+	Ceiling  CeilingClaim // claim b
+	Cliffs   CliffClaim   // claim c
+	Capture  CaptureClaim // claim d
+	Collapse []CollapseGroup
+	Gains    []SARLGain // cells with SA-RL and SP or IP, in the study's cell order
+	// Supervisors is the supervisor value at base of each cell with a
+	// supervisory role (supervisor.go); claims c and d leave out the cells
+	// whose supervisor adds none.
+	Supervisors []SupervisorValue
+	Headlines   []Headline
+	CI          float64
 	// Late is claims c and d under the late-training rules (claims_late.go),
 	// set when the study has a late phase (LateStudy); the report then
 	// judges c and d by them instead of by Cliffs and Capture.
@@ -376,12 +382,14 @@ func CompareClaims(st *Study) *Claims {
 	cl.Better = claimA(st)
 	cl.Ceiling = claimB(st)
 	cl.Cliffs = claimC(st)
-	cl.Capture = claimD(st)
+	cl.Supervisors = SupervisorValues(st)
+	valued := valuedCells(cl.Supervisors)
+	cl.Capture = claimD(st, valued)
 	cl.Collapse = CompareCollapse(st)
 	cl.Gains = sarlGains(st)
 	cl.Headlines = headlines(st, cl.Gains)
 	if LateStudy(st) {
-		cl.Late = CompareLate(st)
+		cl.Late = compareLate(st, valued)
 	}
 	return cl
 }

@@ -11,8 +11,9 @@ import (
 
 // Claim d: role capture under SP.
 
-// claimD: role capture under SP, cell by cell.
-func claimD(st *Study) CaptureClaim {
+// claimD: role capture under SP, cell by cell, in the cells whose
+// supervisor adds value at base (valued; a cell absent from it is kept).
+func claimD(st *Study, valued map[CellKey]bool) CaptureClaim {
 	p := st.Params
 	cl := CaptureClaim{Alpha: 1 - p.CI}
 	var outcomes []Outcome
@@ -43,6 +44,10 @@ func claimD(st *Study) CaptureClaim {
 		}
 		if !shared {
 			continue // no policy of two or more roles: the claim does not apply
+		}
+		if adds, ok := valued[c.Key]; ok && !adds {
+			cl.Excluded = append(cl.Excluded, c.Key)
+			continue
 		}
 		for _, r := range condRuns(st, c.Key, study.IP) {
 			if v, ok := aggregatorLength(r); ok {
@@ -82,6 +87,8 @@ func claimD(st *Study) CaptureClaim {
 	}
 	cl.Test = majority(outcomes, 1-st.Params.CI)
 	switch {
+	case len(cl.Cells) == 0 && len(cl.Excluded) > 0:
+		cl.Test.Reason = NoValueCell
 	case len(cl.Cells) == 0:
 		cl.Test.Reason = NoSharedCell
 	case cl.Test.Outcome != Untestable && !st.controlled(CaptureDetector):

@@ -263,6 +263,7 @@ const (
 	Between                        // neither
 	OneCount                       // one n_votes value only
 	NothingToPrevent               // no IP run without the intervention has a late cliff
+	NoSupervisorValue              // the test's runs are all in cells whose supervisor adds no value at base
 )
 
 // LateCliffClaim is claim c under the late rules.
@@ -291,6 +292,9 @@ type LateClaims struct {
 	Capture       LateCaptureClaim
 	Interventions []InterventionCollapse // what I1 and I6 did to format collapses, beside claim c
 	Alpha         float64
+	// Excluded are the cells whose runs claims c and d leave out: their
+	// supervisor adds no value at base (SupervisorRule).
+	Excluded []CellKey
 }
 
 // InterventionCollapse is what an intervention did to the lasting format
@@ -313,10 +317,48 @@ type InterventionCollapse struct {
 
 // CompareLate applies the late-training rules to the study.
 func CompareLate(st *Study) *LateClaims {
+	return compareLate(st, valuedCells(SupervisorValues(st)))
+}
+
+// compareLate applies the late rules; claims c and d take only the runs of
+// cells whose supervisor adds value at base (valued; a cell absent from it
+// has no supervisor to judge and is kept). A test that has runs without
+// that exclusion and none with it is not testable for want of supervisor
+// value (NoSupervisorValue).
+func compareLate(st *Study, valued map[CellKey]bool) *LateClaims {
 	lc := &LateClaims{Alpha: 1 - st.Params.CI}
 	lc.Gate = gateOf(st)
-	lc.Cliffs = lateClaimC(st, lc.Gate, lc.Alpha)
-	lc.Capture = lateClaimD(st, lc.Gate, lc.Alpha)
+	kept := lc.Gate
+	kept.Runs = nil
+	excluded := map[CellKey]bool{}
+	for _, e := range lc.Gate.Runs {
+		if adds, ok := valued[e.Cell]; ok && !adds {
+			excluded[e.Cell] = true
+			continue
+		}
+		kept.Runs = append(kept.Runs, e)
+	}
+	for _, c := range st.Cells {
+		if excluded[c.Key] {
+			lc.Excluded = append(lc.Excluded, c.Key)
+		}
+	}
+	lc.Cliffs = lateClaimC(st, kept, lc.Alpha)
+	lc.Capture = lateClaimD(st, kept, lc.Alpha)
+	if len(lc.Excluded) > 0 {
+		all := lateClaimC(st, lc.Gate, lc.Alpha)
+		allD := lateClaimD(st, lc.Gate, lc.Alpha)
+		for _, x := range []struct{ got, without *LateTest }{
+			{&lc.Cliffs.Where, &all.Where}, {&lc.Cliffs.Signature, &all.Signature}, {&lc.Cliffs.I6, &all.I6}, {&lc.Cliffs.I1, &all.I1},
+			{&lc.Capture.SPOverIP, &allD.SPOverIP}, {&lc.Capture.NVotes, &allD.NVotes},
+		} {
+			if x.got.Outcome == Untestable && x.without.Outcome != Untestable {
+				x.got.Reason = NoSupervisorValue
+			}
+		}
+		lc.Cliffs.Verdict = combine(lc.Cliffs.Signature.Outcome == Against || lc.Cliffs.I6.Outcome == Against, lc.Cliffs.Where, lc.Cliffs.Signature, lc.Cliffs.I6)
+		lc.Capture.Verdict = combine(lc.Capture.SPOverIP.Outcome == Against, lc.Capture.SPOverIP, lc.Capture.NVotes)
+	}
 	lc.Interventions = interventionCollapses(lc.Gate, st.Params.CI)
 	return lc
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/study"
 )
@@ -75,6 +76,22 @@ type WorkflowStep struct {
 
 	// Orchestrator (orch-workers).
 	Plans, Strategies, Workers int // orchestrator turns, strategies listed, worker turns
+
+	// The supervisor's pick against its candidates (supervisor.go): the
+	// aggregator among the generators' answers (voting), the synthesizer
+	// among the workers' (orch-workers), per episode with such a turn.
+	SupEpisodes     int
+	SupCorrect      int     // the supervisor's answer correct
+	FirstCorrect    int     // candidate 1 (generator0, worker0) correct
+	MajorityCorrect int     // the most common candidate answer correct (the first in candidate order on a tie)
+	OracleCorrect   int     // some candidate correct
+	RandomCorrect   float64 // expected correct picks of a uniformly random candidate
+	// SupDiff is, per validation problem, the summed supervisor-minus-
+	// candidate-1 correctness (-1, 0 or 1 an episode) and the episodes.
+	SupDiff map[string][2]int
+	// Capped counts, per role, the outputs that stopped at the token cap
+	// and all outputs.
+	Capped map[string][2]int
 }
 
 // LenientRate is the fraction of episodes answered correctly.
@@ -155,7 +172,7 @@ func addEpisode(w *WorkflowStep, roles map[string]*RoleStep, rows []*runlog.Samp
 	var final *runlog.SampleRow
 	allParsed := true
 	var lastGen *runlog.SampleRow
-	var candidates []*runlog.SampleRow
+	var candidates, workers []*runlog.SampleRow
 	for _, s := range rows {
 		switch s.Role {
 		case "final":
@@ -166,8 +183,24 @@ func addEpisode(w *WorkflowStep, roles map[string]*RoleStep, rows []*runlog.Samp
 			candidates = append(candidates, s)
 		case study.Worker:
 			w.Workers++
+			workers = append(workers, s)
 		}
 		w.Turns++
+		if w.Capped == nil {
+			w.Capped = map[string][2]int{}
+		}
+		c := w.Capped[s.Role]
+		if s.Finish == engine.FinishLength {
+			c[0]++
+		}
+		c[1]++
+		w.Capped[s.Role] = c
+		switch s.Role {
+		case study.Aggregator:
+			addPick(w, s, candidates)
+		case study.Synthesizer:
+			addPick(w, s, workers)
+		}
 		if !slices.Contains(SupervisoryRoles, s.Role) {
 			continue
 		}
@@ -230,6 +263,47 @@ func addEpisode(w *WorkflowStep, roles map[string]*RoleStep, rows []*runlog.Samp
 			w.Strict++
 		}
 	}
+}
+
+// addPick adds a supervisor's turn against its candidates (in candidate
+// order) to w's supervisor-value counts.
+func addPick(w *WorkflowStep, sup *runlog.SampleRow, cands []*runlog.SampleRow) {
+	if len(cands) == 0 {
+		return
+	}
+	w.SupEpisodes++
+	b01 := func(ok bool) int {
+		if ok {
+			return 1
+		}
+		return 0
+	}
+	w.SupCorrect += b01(sup.Correct)
+	w.FirstCorrect += b01(cands[0].Correct)
+	count := map[string]int{}
+	best := cands[0]
+	right := 0
+	for _, c := range cands {
+		right += b01(c.Correct)
+		a := strings.TrimSpace(c.Parsed)
+		if a == "" {
+			continue
+		}
+		count[a]++
+		if b := strings.TrimSpace(best.Parsed); b == "" || count[a] > count[b] {
+			best = c
+		}
+	}
+	w.MajorityCorrect += b01(best.Correct)
+	w.OracleCorrect += b01(right > 0)
+	w.RandomCorrect += float64(right) / float64(len(cands))
+	if w.SupDiff == nil {
+		w.SupDiff = map[string][2]int{}
+	}
+	d := w.SupDiff[sup.ProblemID]
+	d[0] += b01(sup.Correct) - b01(cands[0].Correct)
+	d[1]++
+	w.SupDiff[sup.ProblemID] = d
 }
 
 // fallbackOf names the fallback an unparsed supervisory turn took, from

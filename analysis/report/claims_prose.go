@@ -175,6 +175,8 @@ func majorityWhy(t analysis.Test, units string) string {
 	switch t.Reason {
 	case analysis.NoUnits, analysis.NoSharedCell:
 		return fmt.Sprintf("No %s to judge.", units)
+	case analysis.NoValueCell:
+		return fmt.Sprintf("Every one of the %s it applies to has a supervisor that adds no value at base, so it is not testable.", units)
 	case analysis.NoneJudged:
 		return fmt.Sprintf("None of the %d %s has enough data to be judged.", n, units)
 	case analysis.NoControl:
@@ -421,8 +423,8 @@ func captureText(c analysis.CaptureClaim) claimText {
 		parts[i] = fmt.Sprintf("%s %d of %d", w.Workflow, w.Holds, w.Cells)
 	}
 	return cellClaim("d", "Under SP, a role is captured by the role with the largest gradient mass: its format compliance falls while its outputs converge on the dominant role's (the aggregator's output length is the paper's diagnostic).", c.Verdict, t,
-		"No cell has SP runs whose policy is shared by two or more roles, so the claim cannot be judged.",
-		fmt.Sprintf(" Cells that hold, by workflow: %s. Over the cells, %d of %d SP runs were captured (exact interval %s).", strings.Join(parts, ", "), c.Pooled.K, c.Pooled.N, rateInterval(c.Pooled)))
+		captureEmpty(c),
+		fmt.Sprintf(" Cells that hold, by workflow: %s. Over the cells, %d of %d SP runs were captured (exact interval %s).", strings.Join(parts, ", "), c.Pooled.K, c.Pooled.N, rateInterval(c.Pooled))+excludedSentence(c.Excluded))
 }
 
 // paperWorkflowNames are the paper's names of the workflows of its
@@ -476,4 +478,12 @@ func shareText(v float64) string {
 		return "–"
 	}
 	return f3(v)
+}
+
+// captureEmpty is claim d's sentence when it judged no cell.
+func captureEmpty(c analysis.CaptureClaim) string {
+	if c.Test.Reason == analysis.NoValueCell {
+		return "Every cell whose SP runs share a policy among two or more roles has a supervisor that adds no value at base (*Supervisor value*), so a claim about one role capturing another is not testable here." + excludedSentence(c.Excluded)
+	}
+	return "No cell has SP runs whose policy is shared by two or more roles, so the claim cannot be judged."
 }

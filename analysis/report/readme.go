@@ -87,6 +87,9 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 			w("- %s\n", f)
 		}
 	}
+	for _, s := range premiseFindings(st, cl) {
+		w("- %s\n", s)
+	}
 	for _, s := range findings(st) {
 		w("- %s\n", s)
 	}
@@ -94,6 +97,7 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	w("\n")
 	writeMatrix(w, st)
 	writeClaims(w, st, cl)
+	writeSupervisors(w, st, cl)
 	if cl.Late != nil {
 		writeLate(w, cl.Late)
 	}

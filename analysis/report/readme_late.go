@@ -48,6 +48,8 @@ func lateReasonWhy(t analysis.LateTest, alpha float64) string {
 		return fmt.Sprintf("the signature is in significantly more than %g of the IP runs without a cliff (one-sided binomial), so it does not tell the runs apart", analysis.RareShare)
 	case analysis.NothingToPrevent:
 		return "no IP run without the intervention beside it has a late cliff, so there is nothing for it to prevent"
+	case analysis.NoSupervisorValue:
+		return "its runs are all in cells whose supervisor adds no value at base (*Supervisor value*), so the multi-agent mechanism it is about is absent there"
 	case analysis.OneCount:
 		return "the SP voting runs of one task, base model and rate have one n_votes value only (the gradient-mass arm not run)"
 	}
@@ -133,7 +135,7 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 	}{{"where", c.Where}, {"signature", c.Signature}, {"I6", c.I6}} {
 		parts = append(parts, fmt.Sprintf("%s %s (%s)", x.name, outcomeWord(x.t.Outcome), lateReasonWhy(x.t, a)))
 	}
-	ct.why = "Tests: " + strings.Join(parts, "; ") + "."
+	ct.why = "Tests: " + strings.Join(parts, "; ") + "." + excludedSentence(lc.Excluded)
 	if c.DriftNotCoherence {
 		ct.why += driftNotCoherence
 	}
@@ -152,6 +154,7 @@ func lateCaptureText(lc *analysis.LateClaims) claimText {
 	if d.NVotesFor != "" {
 		ct.why += fmt.Sprintf(" The n_votes comparison is %d against %d on %s.", d.NVotesHi, d.NVotesLo, d.NVotesFor)
 	}
+	ct.why += excludedSentence(lc.Excluded)
 	return ct
 }
 
@@ -333,4 +336,17 @@ func writeLateGroups(w md, lc *analysis.LateClaims) {
 		}
 	}
 	w("\n")
+}
+
+// excludedSentence names the cells claims c and d leave out for want of
+// supervisor value ("" when none).
+func excludedSentence(cells []analysis.CellKey) string {
+	if len(cells) == 0 {
+		return ""
+	}
+	names := make([]string, len(cells))
+	for i, c := range cells {
+		names[i] = c.String()
+	}
+	return fmt.Sprintf(" Left out, their supervisor adding no value at base (*Supervisor value*): %s.", strings.Join(names, ", "))
 }
