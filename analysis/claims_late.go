@@ -295,6 +295,11 @@ type LateClaims struct {
 	// Excluded are the cells whose runs claims c and d leave out: their
 	// supervisor adds no value at base (SupervisorRule).
 	Excluded []CellKey
+	// Ungated are claims c and d with every cell's runs, beside the gated
+	// verdicts when Excluded is not empty (nil otherwise): what the rules
+	// would read without the supervisor-value gate.
+	UngatedCliffs  *LateCliffClaim
+	UngatedCapture *LateCaptureClaim
 }
 
 // InterventionCollapse is what an intervention did to the lasting format
@@ -348,6 +353,7 @@ func compareLate(st *Study, valued map[CellKey]bool) *LateClaims {
 	if len(lc.Excluded) > 0 {
 		all := lateClaimC(st, lc.Gate, lc.Alpha)
 		allD := lateClaimD(st, lc.Gate, lc.Alpha)
+		lc.UngatedCliffs, lc.UngatedCapture = &all, &allD
 		for _, x := range []struct{ got, without *LateTest }{
 			{&lc.Cliffs.Where, &all.Where}, {&lc.Cliffs.Signature, &all.Signature}, {&lc.Cliffs.I6, &all.I6}, {&lc.Cliffs.I1, &all.I1},
 			{&lc.Capture.SPOverIP, &allD.SPOverIP}, {&lc.Capture.NVotes, &allD.NVotes},

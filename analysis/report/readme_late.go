@@ -136,6 +136,9 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 		parts = append(parts, fmt.Sprintf("%s %s (%s)", x.name, outcomeWord(x.t.Outcome), lateReasonWhy(x.t, a)))
 	}
 	ct.why = "Tests: " + strings.Join(parts, "; ") + "." + excludedSentence(lc.Excluded)
+	if u := lc.UngatedCliffs; u != nil {
+		ct.why += " With every cell (no supervisor-value gate) the rules would read: " + ungatedText("where", u.Where, a) + "; " + ungatedText("signature", u.Signature, a) + "; " + ungatedText("I6", u.I6, a) + "; verdict " + verdictWord(u.Verdict) + "."
+	}
 	if c.DriftNotCoherence {
 		ct.why += driftNotCoherence
 	}
@@ -155,6 +158,9 @@ func lateCaptureText(lc *analysis.LateClaims) claimText {
 		ct.why += fmt.Sprintf(" The n_votes comparison is %d against %d on %s.", d.NVotesHi, d.NVotesLo, d.NVotesFor)
 	}
 	ct.why += excludedSentence(lc.Excluded)
+	if u := lc.UngatedCapture; u != nil {
+		ct.why += " With every cell (no supervisor-value gate) the rules would read: " + ungatedText("SP over IP", u.SPOverIP, a) + "; " + ungatedText("n_votes", u.NVotes, a) + "; verdict " + verdictWord(u.Verdict) + "."
+	}
 	return ct
 }
 
@@ -349,4 +355,34 @@ func excludedSentence(cells []analysis.CellKey) string {
 		names[i] = c.String()
 	}
 	return fmt.Sprintf(" Left out, their supervisor adding no value at base (*Supervisor value*): %s.", strings.Join(names, ", "))
+}
+
+// ungatedText is one late test as it would read without the supervisor-
+// value gate: outcome, reason, counts, p-values and the smallest
+// detectable difference.
+func ungatedText(name string, t analysis.LateTest, alpha float64) string {
+	var counts []string
+	for _, r := range t.Rates {
+		counts = append(counts, fmt.Sprintf("%s %d/%d", r.Group, r.K, r.N))
+	}
+	s := fmt.Sprintf("%s %s (%s", name, outcomeWord(t.Outcome), lateReasonWhy(t, alpha))
+	if len(counts) > 0 {
+		s += "; " + strings.Join(counts, ", ")
+	}
+	for i := range t.P {
+		s += fmt.Sprintf("; p %s for the claim", pText(t.P[i]))
+		if i < len(t.PAgainst) {
+			s += fmt.Sprintf(", %s against it", pText(t.PAgainst[i]))
+		}
+	}
+	if t.Outcome == analysis.Undecided {
+		for _, d := range t.Detectable {
+			if math.IsNaN(d) {
+				s += "; no difference detectable at these numbers of runs"
+			} else {
+				s += fmt.Sprintf("; smallest difference detectable against it %.3f", d)
+			}
+		}
+	}
+	return s + ")"
 }

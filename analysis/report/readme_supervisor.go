@@ -164,11 +164,11 @@ func premiseFindings(st *analysis.Study, cl *analysis.Claims) []string {
 			parts = append(parts, s)
 		}
 		if len(parts) > 0 {
-			out = append(out, "Why claim c is not testable here: its premise is absent: "+strings.Join(parts, "; and ")+".")
+			out = append(out, "Why claim c is not testable here: beyond its tests' own reasons, its premise is absent: "+strings.Join(parts, "; and ")+".")
 		}
 	}
 	if c := analysis.CoherenceScalesOf(st); c.Runs > 0 && c.Steps > 0 {
-		out = append(out, fmt.Sprintf("The I6 arm is the paper's form of the coherence regularizer (each role's gradient scaled by 1 − λ·max(0, cos(g, g_ema)) before the optimizer) and was inert here: over %d role-steps of %d I6 runs the realised scale averaged %.3f (smallest %.3f; %d steps below 0.9) and the cosine to the gradient EMA %.3f, a near-constant factor that AdamW's per-parameter normalisation largely cancels.",
+		out = append(out, fmt.Sprintf("The I6 arm is the paper's form of the coherence regularizer (each role's gradient scaled by 1 − λ·max(0, cos(g, g_ema)) before the optimizer) and was close to inert here: over %d role-steps of %d I6 runs the realised scale averaged %.3f (smallest %.3f; %d steps below 0.9), the cosine to the gradient EMA averaging %.3f; a factor near 1 applied before AdamW, whose per-parameter normalisation largely cancels a scale shared by a step's gradient.",
 			c.Steps, c.Runs, c.MeanScale, c.MinScale, c.ScaledBelow09, c.MeanCos))
 	}
 	return out
