@@ -66,7 +66,9 @@ import (
 //     against; otherwise not testable when a test is not testable;
 //     reproduced when all three hold; inconclusive otherwise. When I1 runs
 //     lower the cliff rate (p below alpha) and I6 runs do not, DriftNotCoherence
-//     is set: the cause looks like drift from the base model.
+//     is set; the report says that alone does not tell drift from
+//     coherence (I1 anchors any departure from the base model, and an I6
+//     whose realised scale stays near 1 acts on neither).
 //   - Beside c (a finding, not a test): for I1 and I6 under IP and SP, the
 //     share of runs with a lasting role format collapse (any, and late)
 //     with the intervention against without one in the same recipes, with
@@ -329,7 +331,8 @@ func CompareLate(st *Study) *LateClaims {
 // cells whose supervisor adds value at base (valued; a cell absent from it
 // has no supervisor to judge and is kept). A test that has runs without
 // that exclusion and none with it is not testable for want of supervisor
-// value (NoSupervisorValue).
+// value (NoSupervisorValue), as is one left without a group to compare
+// that has its groups without the exclusion.
 func compareLate(st *Study, valued map[CellKey]bool) *LateClaims {
 	lc := &LateClaims{Alpha: 1 - st.Params.CI}
 	lc.Gate = gateOf(st)
@@ -358,7 +361,7 @@ func compareLate(st *Study, valued map[CellKey]bool) *LateClaims {
 			{&lc.Cliffs.Where, &all.Where}, {&lc.Cliffs.Signature, &all.Signature}, {&lc.Cliffs.I6, &all.I6}, {&lc.Cliffs.I1, &all.I1},
 			{&lc.Capture.SPOverIP, &allD.SPOverIP}, {&lc.Capture.NVotes, &allD.NVotes},
 		} {
-			if x.got.Outcome == Untestable && x.without.Outcome != Untestable {
+			if x.got.Outcome == Untestable && (x.without.Outcome != Untestable || (x.got.Reason == NoGroup && x.without.Reason != NoGroup)) {
 				x.got.Reason = NoSupervisorValue
 			}
 		}
@@ -656,10 +659,10 @@ func carries(iv string) func(RunEvents) bool {
 }
 
 // CollapseDrift lists the conditions under which I1 lowered the format-
-// collapse rate (p below alpha) and I6, compared in the same way, did not:
-// there the collapses look like drift from the base model, not gradient
-// coherence (claim c's reading of I1 against I6, DriftNotCoherence,
-// applied to collapses). Without a shown positive control of the late-event
+// collapse rate (p below alpha) and I6, compared in the same way, did not
+// (claim c's reading of I1 against I6, DriftNotCoherence, applied to
+// collapses; the report says why that alone does not tell drift from
+// coherence). Without a shown positive control of the late-event
 // detectors it names none: their counts are then descriptive only.
 func (lc *LateClaims) CollapseDrift() []string {
 	if !lc.Gate.CliffControlled {

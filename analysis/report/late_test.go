@@ -94,8 +94,8 @@ func TestReadmeLateRules(t *testing.T) {
 }
 
 // TestWriteInterventions: the section beside claim c lists each
-// intervention's collapse rates, and says the collapses look like drift
-// from the base model only where I1 lowered them and I6 did not; the
+// intervention's collapse rates, and says that I1 lowering them where I6
+// did not does not tell drift from coherence, only there; the
 // summary's line sums the conditions; without an intervention arm both
 // are empty.
 func TestWriteInterventions(t *testing.T) {
@@ -141,7 +141,8 @@ func TestWriteInterventions(t *testing.T) {
 			if !strings.Contains(f, tc.finding) {
 				t.Errorf("finding %q lacks %q", f, tc.finding)
 			}
-			if drift := strings.Contains(got, "drift from the base model") || strings.Contains(f, "drift from the base model"); drift == tc.notDrift {
+			const drift0 = "does not tell drift from gradient coherence"
+			if drift := strings.Contains(got, drift0) || strings.Contains(f, drift0); drift == tc.notDrift {
 				t.Errorf("drift sentence present %v, want %v", drift, !tc.notDrift)
 			}
 		})

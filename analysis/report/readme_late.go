@@ -58,7 +58,7 @@ func lateReasonWhy(t analysis.LateTest, alpha float64) string {
 
 // driftNotCoherence is the sentence claim c's rule adds when I1 lowered the
 // cliff rate and I6 did not (LateCliffClaim.DriftNotCoherence).
-const driftNotCoherence = " I1 (per-role KL) lowered the cliff rate and I6 did not: the cause looks like drift from the base model, not gradient coherence."
+const driftNotCoherence = " I1 (per-role KL) lowered the cliff rate and I6 did not; that alone does not tell drift from gradient coherence: I1 anchors every departure from the base model whatever its cause, and an I6 whose realised scale stays near 1 acts on neither."
 
 // lateTestText is one late test as the claims section prints it.
 func lateTestText(name, rule string, t analysis.LateTest, alpha float64) testText {
@@ -267,7 +267,7 @@ func collapseDriftSentence(lc *analysis.LateClaims, what string) string {
 	for i, c := range d {
 		up[i] = strings.ToUpper(c)
 	}
-	return fmt.Sprintf(" Under %s, I1 lowered %s and I6 did not: the collapses look like drift from the base model, not gradient coherence.", strings.Join(up, " and "), what)
+	return fmt.Sprintf(" Under %s, I1 lowered %s and I6 did not. That does not tell drift from gradient coherence: I1 anchors every departure from the base model whatever its cause, and the I6 arm's realised scale stayed near 1 (see the I6 finding).", strings.Join(up, " and "), what)
 }
 
 // writeInterventions writes what I1 and I6 did beside claim c: I1's cliff
