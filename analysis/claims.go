@@ -181,6 +181,7 @@ type BetterClaim struct {
 	Verdict Verdict
 	Test    Test
 	Cells   []BetterCell
+	NoBase  bool // the study has no base runs at all
 }
 
 // BetterCell is one cell of claim a.
@@ -496,10 +497,13 @@ func (c *CellResult) BetterMultiAgent() *CondSummary {
 
 // claimA: the better of SP and IP against base, on final accuracy.
 func claimA(st *Study) BetterClaim {
-	var cl BetterClaim
+	cl := BetterClaim{NoBase: true}
 	var outcomes []Outcome
 	for _, c := range st.Cells {
 		base, sp, ip := c.Cond(study.Base), c.Cond(study.SP), c.Cond(study.IP)
+		if base != nil {
+			cl.NoBase = false
+		}
 		best := c.BetterMultiAgent()
 		if base == nil || best == nil {
 			continue

@@ -247,8 +247,11 @@ func betterText(c analysis.BetterClaim) claimText {
 		"In each cell with base and SP or IP, the better multi-agent condition is the one with the higher final accuracy (mean over seeds; means within 1e-9 of each other are a tie, and SP is taken on a tie). "+
 			"The cell holds when the interval of its final accuracy minus base's lies above 0, is against when it lies below 0, and is undecided otherwise. "+
 			"Choosing the better condition on the same data favours the claim slightly.", "cells", c.Test, units)
-	return cellClaim("a", "Multi-agent RL (the better of SP and IP) beats the base workflow in most cells.", c.Verdict, t,
-		"No cell has base and a multi-agent condition (SP or IP), so the claim cannot be judged.", "")
+	empty := "No cell has base and a multi-agent condition (SP or IP), so the claim cannot be judged."
+	if c.NoBase {
+		empty = "This study has no base runs (its matrix has no base condition), so the claim cannot be judged here."
+	}
+	return cellClaim("a", "Multi-agent RL (the better of SP and IP) beats the base workflow in most cells.", c.Verdict, t, empty, "")
 }
 
 // ceilingText is claim b.

@@ -212,3 +212,22 @@ func TestClaimWords(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeNoBaseRuns: a study without base runs says so for claim a,
+// in its section and in the summary's table.
+func TestReadmeNoBaseRuns(t *testing.T) {
+	flat := func(int) []float64 { return []float64{0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4} }
+	st, err := analysis.Analyze(analysistest.Study(analysistest.Arm{Workflow: "voting", Cond: "sp", Task: "synth-math", Scale: "s", Seeds: 2, Curve: flat}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := readme(st, nil, fixtureOpts)
+	for _, want := range []string{
+		"**Verdict: not testable at this budget.** This study has no base runs (its matrix has no base condition), so the claim cannot be judged here.",
+		"| **not testable at this budget** | this study has no base runs (its matrix has no base condition) |",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("README lacks %q", want)
+		}
+	}
+}

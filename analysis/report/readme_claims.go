@@ -18,6 +18,9 @@ func writeClaimsTable(w md, cl *analysis.Claims) {
 		for _, t := range c.tests {
 			rests = append(rests, t.name+": "+countsText(t))
 		}
+		if c.id == "a" && cl.Better.NoBase {
+			rests = []string{"this study has no base runs (its matrix has no base condition)"}
+		}
 		w("| %s. %s | **%s** | %s |\n", c.id, cellEsc(c.statement), c.verdict, cellEsc(strings.Join(rests, "; ")))
 	}
 	w("\nEach verdict's rule, counts and per-cell evidence are under *The paper's claims* below the matrix.\n")
