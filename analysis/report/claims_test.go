@@ -231,3 +231,19 @@ func TestReadmeNoBaseRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestMainResults: the summary names the smallest p-value of the format-
+// collapse comparisons only when it is below alpha.
+func TestMainResults(t *testing.T) {
+	st := &analysis.Study{}
+	rate := func(k, n int) analysis.Rate { return analysis.ClopperPearson(k, n, 0.95) }
+	cl := &analysis.Claims{CI: 0.95, Collapse: []analysis.CollapseGroup{{Task: "synth-math", IP: rate(9, 9), SP: rate(2, 9), P: 1e-3}, {IP: rate(16, 18), SP: rate(4, 18), P: 6.6e-5}}}
+	got := strings.Join(mainResults(st, cl), " ")
+	if want := "Strongest exact test: a role's format collapsed in 16 of 18 IP runs against 4 of 18 SP runs in voting and orch-workers (all tasks; one-sided Fisher exact p = 6.6e-05)."; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	cl.Collapse = []analysis.CollapseGroup{{IP: rate(3, 6), SP: rate(1, 6), P: 0.27}}
+	if got := mainResults(st, cl); len(got) != 0 {
+		t.Errorf("a p-value above alpha is named: %q", got)
+	}
+}

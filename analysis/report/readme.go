@@ -79,6 +79,13 @@ func readme(st *analysis.Study, figs []Figure, opts Options) string {
 	if warn := fewSeedsWarning(st); warn != "" {
 		w("%s\n", warn)
 	}
+	if main := mainResults(st, cl); len(main) > 0 {
+		w("### Main results\n\n")
+		for _, s := range main {
+			w("- %s\n", s)
+		}
+		w("\n")
+	}
 	writeClaimsTable(w, cl)
 	w("\n### Findings\n\n")
 	if cl.Late != nil {
