@@ -27,7 +27,7 @@ func mainResults(st *analysis.Study, cl *analysis.Claims) []string {
 			n++
 		}
 		if n > 0 {
-			gains = append(gains, fmt.Sprintf("%s %+.3f (%d run views)", cond, s/float64(n), n))
+			gains = append(gains, fmt.Sprintf("%s %+.3f (%s)", cond, s/float64(n), plural(n, "run view")))
 		}
 	}
 	if len(gains) > 0 {
