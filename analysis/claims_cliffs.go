@@ -124,7 +124,7 @@ func (t *cliffTally) judge(conc *Concentration, ci float64) {
 	case judged > 0 && 2*conc.LateRuns < judged:
 		conc.Outcome, conc.Reason = Untestable, NoLatePhase
 	case judged > 0 && conc.CliffsV+conc.CliffsO == 0:
-		conc.Outcome, conc.Reason = Against, NoCliffs
+		conc.Outcome, conc.Reason = Undecided, NoCliffs // the power rule: no cliff is no test of where cliffs fall
 	case len(t.rateV) == 0:
 		conc.Outcome, conc.Reason = Undecided, NoCliffCell
 	case len(t.rateO) == 0:
