@@ -385,8 +385,8 @@ func TestPartialRunDeletedSegment(t *testing.T) {
 	must(t, os.Remove(p))
 	sts, err := Status(s, runs, vsp)
 	must(t, err)
-	if sts[0].State != "damaged" || !strings.Contains(sts[0].Error, p) {
-		t.Errorf("status: %s %q; want damaged naming %s", sts[0].State, sts[0].Error, p)
+	if sts[0].State != "damaged" || !strings.Contains(sts[0].Error, p) || !strings.Contains(sts[0].Error, "resume rolls back to the checkpoint of step 0") {
+		t.Errorf("status: %s %q; want damaged naming %s and the roll-back resume will make", sts[0].State, sts[0].Error, p)
 	}
 	wantRolledBack(t, s, runs, p)
 }
