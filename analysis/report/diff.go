@@ -384,7 +384,7 @@ func (d DiffResult) Markdown(labelA, labelB string) string {
 		}
 	}
 	if ident > 0 {
-		fmt.Fprintf(&b, "\n%d of %d cell conditions rest on byte-identical runs on both sides (same run IDs, config hashes and committed segments): their deltas are exactly 0, judged as one study rather than two independent ones.\n", ident, len(d.Cells))
+		fmt.Fprintf(&b, "\n%d of %d cell conditions rest on byte-identical runs on both sides (same run IDs and committed segments): their deltas are exactly 0, judged as one study rather than two independent ones.\n", ident, len(d.Cells))
 	}
 	few := 0
 	for _, c := range d.Cells {

@@ -20,8 +20,8 @@ import (
 )
 
 // BasisIdentical: the cell condition rests on the same runs on both sides,
-// byte for byte (same run IDs, config hashes and committed segments, by
-// their SHA-256), so B − A is exactly 0: the sides are one study, not two
+// byte for byte (same run IDs and committed segments, by their SHA-256),
+// so B − A is exactly 0: the sides are one study, not two
 // independent ones, and no interval is needed.
 const BasisIdentical = "identical runs"
 
@@ -49,10 +49,12 @@ type DiffRunsInfo struct {
 }
 
 // identicalRuns reports whether two manifests describe byte-identical run
-// logs: the same config hash and the same committed segments (path and
-// SHA-256). Manifests without an inventory are never identical.
+// logs: the same committed segments (path and SHA-256). The configs may
+// differ: a base run does not train, so its logs stay byte-identical when
+// only the training recipe (grpo.lr, say) changed. Manifests without an
+// inventory are never identical.
 func identicalRuns(a, b runlog.Manifest) bool {
-	if a.ConfigHash != b.ConfigHash || a.Inventory == nil || b.Inventory == nil || len(a.Inventory.Segments) == 0 ||
+	if a.Inventory == nil || b.Inventory == nil || len(a.Inventory.Segments) == 0 ||
 		len(a.Inventory.Segments) != len(b.Inventory.Segments) {
 		return false
 	}

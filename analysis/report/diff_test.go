@@ -275,7 +275,8 @@ func TestDiffLeadsWithConclusion(t *testing.T) {
 	}{
 		{"same config, two runs changed", diffManifests(fa, 0.002), diffManifests(fb, 0.002, changedRuns...), true,
 			"**Config**: no key differs between A's and B's runs", BasisDelta},
-		{"the rate changed", diffManifests(fa, 0.002), diffManifests(fb, 0.003, changedRuns...), false,
+		// the untouched runs' logs stay byte-identical (as a base run's do when only the rate changed)
+		{"the rate changed", diffManifests(fa, 0.002), diffManifests(fb, 0.003, changedRuns...), true,
 			"- `grpo.lr: 0.002 -> 0.003` (", BasisDelta},
 		{"no manifests", nil, nil, false, "**Config**: not compared: A has none", BasisDelta},
 	}

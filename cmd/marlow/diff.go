@@ -23,8 +23,9 @@ func newDiffCmd() *cobra.Command {
 		Use:   "diff A B",
 		Short: "Compare two experiment summaries: git revisions, report or run folders, archives, specs",
 		Long: "diff starts with its conclusion: the values that changed significantly, the cell conditions\n" +
-			"whose runs are byte-identical on both sides (same run IDs, config hashes and segment hashes:\n" +
-			"one study, so their deltas are exactly 0 rather than compared as independent), and the config\n" +
+			"whose runs are byte-identical on both sides (same run IDs and segment hashes, e.g. base runs\n" +
+			"when only the training recipe changed: one study, so their deltas are exactly 0 rather than\n" +
+			"compared as independent), and the config\n" +
 			"keys that differ between A's and B's runs of the same run ID (e.g. grpo.lr: 0.002 -> 0.003),\n" +
 			"read from the runs' manifests (a report folder's log archives, at a revision too).\n" +
 			"Then it compares, per cell and condition, every summary metric of A and B: the values, the\n" +
