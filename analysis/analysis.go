@@ -343,7 +343,7 @@ func MergeRuns(srcs ...string) ([]*runlog.Run, error) {
 	for _, src := range srcs {
 		rs, err := runlog.ReadRuns(src)
 		if err != nil {
-			return nil, fmt.Errorf("analysis: reading runs from %s: %w", src, err)
+			return nil, damagedRunsError(src, err)
 		}
 		if len(rs) == 0 {
 			return nil, fmt.Errorf("analysis: no runs found in %s", src)
@@ -362,4 +362,25 @@ func MergeRuns(srcs ...string) ([]*runlog.Run, error) {
 		}
 	}
 	return runs, nil
+}
+
+// damagedRunsError is the error of a source whose runs could not be read:
+// the reader stops at the first damaged file, so the source is checked as
+// `marlow check` checks it and every damaged file is listed, not only the
+// first (err stays wrapped, for errors.Is).
+func damagedRunsError(src string, err error) error {
+	probs := runlog.Check(src)
+	if len(probs) == 0 {
+		return fmt.Errorf("analysis: reading runs from %s: %w", src, err)
+	}
+	lines := make([]string, len(probs))
+	for i, p := range probs {
+		lines[i] = "    " + p.String()
+	}
+	word := "files"
+	if len(probs) == 1 {
+		word = "file"
+	}
+	return fmt.Errorf("analysis: reading runs from %s: %w\n%d damaged %s (as marlow check lists them; leave their runs out with --only, or run them again):\n%s",
+		src, err, len(probs), word, strings.Join(lines, "\n"))
 }

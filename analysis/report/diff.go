@@ -179,7 +179,15 @@ func (s DiffSide) String() string {
 type DiffCell struct {
 	Task, Workflow, Scale, Condition string
 	A, B                             DiffSide
+	// Runs is the number of runs the cell condition rests on when both
+	// sides have the same run IDs and their manifests were read (DiffRuns),
+	// IdenticalRuns how many of them are byte-identical on both sides.
+	Runs, IdenticalRuns int
 }
+
+// Identical reports whether every run of the cell condition is
+// byte-identical on both sides.
+func (c DiffCell) Identical() bool { return c.Runs > 0 && c.IdenticalRuns == c.Runs }
 
 // FewSeeds reports whether either side has fewer than analysis.MinSeeds seeds.
 func (c DiffCell) FewSeeds() bool {
@@ -192,6 +200,7 @@ type DiffResult struct {
 	Cells []DiffCell // in the order of Rows
 	OnlyA []string   // cell conditions only in A ("task/workflow/scale condition")
 	OnlyB []string
+	Runs  DiffRunsInfo // config keys and identical runs (DiffRuns); zero from Diff
 }
 
 func cellLabel(r SummaryRow) string {
@@ -312,13 +321,71 @@ func fmtVal(metric string, v float64, signed bool) string {
 	return f3(v)
 }
 
-// Markdown renders the comparison: one table per cell condition.
+// verdict is a row's significance column, and whether the row was judged
+// (it has an interval or rests on identical runs) and changed.
+func (r DiffRow) verdict() (text string, judged, changed bool) {
+	switch {
+	case r.Basis == BasisIdentical:
+		return "no (identical runs)", true, false
+	case r.Basis == BasisNone:
+		if isCount(r.Metric) {
+			return "", false, false
+		}
+		return "no interval", false, false
+	case r.Significant:
+		text, judged, changed = "**yes**", true, true
+	default:
+		text, judged = "no", true
+	}
+	if r.Basis == BasisA {
+		text += " (vs A's CI)"
+	}
+	return text, judged, changed
+}
+
+// maxListed is how many significant changes the conclusion lists.
+const maxListed = 20
+
+// Markdown renders the comparison: first its conclusion (what changed
+// significantly, which cell conditions rest on identical runs, and the
+// config keys that differ between the two sides' runs), then one table per
+// cell condition.
 func (d DiffResult) Markdown(labelA, labelB string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# marlow diff: A = %s, B = %s\n\n", labelA, labelB)
-	fmt.Fprintf(&b, "\"significant\": the %g%% interval of B − A (from both sides' standard errors, A and B taken as independent studies) has a positive width and excludes 0. "+
-		"For a summary written before standard errors were stored, B must lie outside A's interval, and only when that interval has a positive width. "+
-		"A zero-width interval never gives a verdict. Each cell says how many seeds and validation problems each side rests on.\n", DiffLevel*100)
+	fmt.Fprintf(&b, "# marlow diff: A = %s, B = %s\n\n## Conclusion\n\n", labelA, labelB)
+	changed, judged := 0, 0
+	var listed []string
+	for _, r := range d.Rows {
+		_, j, c := r.verdict()
+		if j {
+			judged++
+		}
+		if c {
+			changed++
+			if len(listed) < maxListed {
+				listed = append(listed, fmt.Sprintf("- %s / %s / %s — %s, %s: %s → %s (%s, %g%% CI [%s, %s])", r.Task, r.Workflow, r.Scale, r.Condition, r.Metric,
+					fmtVal(r.Metric, r.A, false), fmtVal(r.Metric, r.B, false), fmtVal(r.Metric, r.Delta, true), DiffLevel*100, fmtVal(r.Metric, r.DLo, true), fmtVal(r.Metric, r.DHi, true)))
+			}
+		}
+	}
+	switch {
+	case changed == 0:
+		fmt.Fprintf(&b, "**No significant change**: none of the %d compared values with an interval changed significantly (%d compared in all).\n", judged, len(d.Rows))
+	default:
+		fmt.Fprintf(&b, "**%d of %d compared values with an interval changed significantly** (%d compared in all):\n\n%s\n", changed, judged, len(d.Rows), strings.Join(listed, "\n"))
+		if changed > len(listed) {
+			fmt.Fprintf(&b, "- … and %d more in the tables below\n", changed-len(listed))
+		}
+	}
+	ident := 0
+	for _, c := range d.Cells {
+		if c.Identical() {
+			ident++
+		}
+	}
+	if ident > 0 {
+		fmt.Fprintf(&b, "\n%d of %d cell conditions rest on byte-identical runs on both sides (same run IDs and committed segments): their deltas are exactly 0, judged as one study rather than two independent ones.\n", ident, len(d.Cells))
+	}
 	few := 0
 	for _, c := range d.Cells {
 		if c.FewSeeds() {
@@ -328,8 +395,11 @@ func (d DiffResult) Markdown(labelA, labelB string) string {
 	if few > 0 {
 		fmt.Fprintf(&b, "\n**Warning**: %d of %d cell conditions rest on fewer than %d seeds on one side or both; with one seed an interval covers the validation problems but not the seed-to-seed spread (see the report's Definitions for its measured coverage).\n", few, len(d.Cells), analysis.MinSeeds)
 	}
+	b.WriteString(d.Runs.markdown())
+	fmt.Fprintf(&b, "\n## Reading the tables\n\n\"significant\": the %g%% interval of B − A (from both sides' standard errors, A and B taken as independent studies) has a positive width and excludes 0. "+
+		"For a summary written before standard errors were stored, B must lie outside A's interval, and only when that interval has a positive width. "+
+		"A zero-width interval never gives a verdict. A cell condition whose runs are byte-identical on both sides is one study: its delta is exactly 0. Each cell says how many seeds and validation problems each side rests on.\n", DiffLevel*100)
 	prev := ""
-	changed, judged := 0, 0
 	ci := 0
 	for _, r := range d.Rows {
 		head := fmt.Sprintf("%s / %s / %s — %s", r.Task, r.Workflow, r.Scale, r.Condition)
@@ -344,6 +414,9 @@ func (d DiffResult) Markdown(labelA, labelB string) string {
 				if c.FewSeeds() {
 					warn = fmt.Sprintf(" — **fewer than %d seeds**", analysis.MinSeeds)
 				}
+				if c.Runs > 0 {
+					warn += fmt.Sprintf("; %d of its %d runs byte-identical on both sides", c.IdenticalRuns, c.Runs)
+				}
 				fmt.Fprintf(&b, "A: %s; B: %s%s\n\n", c.A, c.B, warn)
 			}
 			fmt.Fprintf(&b, "| metric | A | A's CI | B | delta | %g%% CI of delta | significant |\n|---|---:|---|---:|---:|---|---|\n", DiffLevel*100)
@@ -357,24 +430,7 @@ func (d DiffResult) Markdown(labelA, labelB string) string {
 		if !math.IsNaN(r.DLo) && !math.IsNaN(r.DHi) {
 			dci = fmt.Sprintf("[%s, %s]", sf3(r.DLo), sf3(r.DHi))
 		}
-		verdict := ""
-		switch {
-		case r.Basis == BasisNone:
-			verdict = "no interval"
-			if isCount(r.Metric) {
-				verdict = ""
-			}
-		case r.Significant:
-			verdict = "**yes**"
-			changed++
-			judged++
-		default:
-			verdict = "no"
-			judged++
-		}
-		if r.Basis == BasisA && verdict != "" {
-			verdict += " (vs A's CI)"
-		}
+		verdict, _, _ := r.verdict()
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Metric, fmtVal(r.Metric, r.A, false), aci, fmtVal(r.Metric, r.B, false), fmtVal(r.Metric, r.Delta, true), dci, verdict)
 	}
 	if len(d.OnlyA) > 0 {
@@ -383,7 +439,30 @@ func (d DiffResult) Markdown(labelA, labelB string) string {
 	if len(d.OnlyB) > 0 {
 		fmt.Fprintf(&b, "\nOnly in B: %s\n", strings.Join(d.OnlyB, "; "))
 	}
-	fmt.Fprintf(&b, "\n%d of %d compared values with an interval changed significantly (%d compared in all).\n", changed, judged, len(d.Rows))
+	return b.String()
+}
+
+// markdown is the config part of the conclusion.
+func (r DiffRunsInfo) markdown() string {
+	if !r.Known {
+		why := r.Why
+		if why == "" {
+			why = "the runs' manifests were not read"
+		}
+		return fmt.Sprintf("\n**Config**: not compared: %s.\n", why)
+	}
+	where := fmt.Sprintf("%d runs with the same run ID on both sides", r.Matched)
+	if r.OnlyA > 0 || r.OnlyB > 0 {
+		where += fmt.Sprintf("; %d only in A, %d only in B", r.OnlyA, r.OnlyB)
+	}
+	if len(r.Changes) == 0 {
+		return fmt.Sprintf("\n**Config**: no key differs between A's and B's runs (%s; %d of them byte-identical).\n", where, r.Identical)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n**Config**: keys that differ between A's and B's runs (%s; %d of them byte-identical):\n\n", where, r.Identical)
+	for _, c := range r.Changes {
+		fmt.Fprintf(&b, "- `%s` (%d of %d runs)\n", c.Line, c.Runs, r.Matched)
+	}
 	return b.String()
 }
 
@@ -416,6 +495,23 @@ type jsonDiffCell struct {
 	BProblems int64  `json:"b_problems"`
 	BMethod   string `json:"b_ci_method"`
 	FewSeeds  bool   `json:"few_seeds"`
+	Runs      int    `json:"runs"`           // runs with the same IDs on both sides (0: not compared)
+	Identical int    `json:"identical_runs"` // of them byte-identical
+}
+
+type jsonConfigChange struct {
+	Change string `json:"change"` // "key: a -> b"
+	Runs   int    `json:"runs"`
+}
+
+type jsonDiffRuns struct {
+	Compared  bool               `json:"compared"`
+	Why       string             `json:"why,omitempty"`
+	Matched   int                `json:"matched"`
+	OnlyA     int                `json:"only_a"`
+	OnlyB     int                `json:"only_b"`
+	Identical int                `json:"identical"`
+	Changes   []jsonConfigChange `json:"config_changes"`
 }
 
 func jnum(v float64) *float64 {
@@ -435,10 +531,15 @@ func (d DiffResult) JSON(labelA, labelB string) ([]byte, error) {
 		Rows  []jsonDiffRow  `json:"rows"`
 		OnlyA []string       `json:"only_a"`
 		OnlyB []string       `json:"only_b"`
-	}{A: labelA, B: labelB, Level: DiffLevel, Cells: []jsonDiffCell{}, Rows: []jsonDiffRow{}, OnlyA: append([]string{}, d.OnlyA...), OnlyB: append([]string{}, d.OnlyB...)}
+		Runs  jsonDiffRuns   `json:"runs"`
+	}{A: labelA, B: labelB, Level: DiffLevel, Cells: []jsonDiffCell{}, Rows: []jsonDiffRow{}, OnlyA: append([]string{}, d.OnlyA...), OnlyB: append([]string{}, d.OnlyB...),
+		Runs: jsonDiffRuns{Compared: d.Runs.Known, Why: d.Runs.Why, Matched: d.Runs.Matched, OnlyA: d.Runs.OnlyA, OnlyB: d.Runs.OnlyB, Identical: d.Runs.Identical, Changes: []jsonConfigChange{}}}
+	for _, c := range d.Runs.Changes {
+		out.Runs.Changes = append(out.Runs.Changes, jsonConfigChange{c.Line, c.Runs})
+	}
 	for _, c := range d.Cells {
 		out.Cells = append(out.Cells, jsonDiffCell{c.Task, c.Workflow, c.Scale, c.Condition,
-			c.A.Seeds, c.A.Problems, c.A.Method, c.B.Seeds, c.B.Problems, c.B.Method, c.FewSeeds()})
+			c.A.Seeds, c.A.Problems, c.A.Method, c.B.Seeds, c.B.Problems, c.B.Method, c.FewSeeds(), c.Runs, c.IdenticalRuns})
 	}
 	for _, r := range d.Rows {
 		out.Rows = append(out.Rows, jsonDiffRow{r.Task, r.Workflow, r.Scale, r.Condition, r.Metric,

@@ -2,9 +2,11 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -224,6 +226,86 @@ func TestDiffVerdicts(t *testing.T) {
 			md := d.Markdown("A", "B")
 			if !strings.Contains(md, "A: 1 seed × 48 problems (interval: problems)") || !strings.Contains(md, "fewer than 3 seeds") {
 				t.Errorf("markdown does not say what each side rests on:\n%s", md)
+			}
+		})
+	}
+}
+
+// diffManifests are the manifests of runs with a config of the given rate
+// and one segment each, whose hash is the run's ID unless changed lists it.
+func diffManifests(runs []*runlog.Run, lr float64, changed ...string) []runlog.Manifest {
+	var out []runlog.Manifest
+	for _, r := range runs {
+		m := r.Manifest
+		m.Config = map[string]any{"grpo": map[string]any{"lr": lr, "steps": 120}}
+		m.ConfigHash = fmt.Sprintf("hash-lr%g", lr)
+		sha := "sha-" + m.RunID
+		if slices.Contains(changed, m.RunID) {
+			sha += "-changed"
+		}
+		m.Inventory = &runlog.Inventory{Segments: []runlog.SegmentEntry{{Path: "steps/000120.parquet", SHA256: sha}}}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestDiffLeadsWithConclusion: the diff's markdown starts with its
+// conclusion (what changed, with its interval), then the config keys that
+// differ between the sides' runs, before any table; cell conditions whose
+// runs are byte-identical on both sides are one study (delta exactly 0),
+// not two independent ones; without manifests it says why nothing was
+// compared.
+func TestDiffLeadsWithConclusion(t *testing.T) {
+	rowsOf := func(runs []*runlog.Run) []SummaryRow {
+		st, err := analysis.Analyze(runs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return SummaryRows(st)
+	}
+	fa, fb := analysistest.Fixture(), changedFixture()
+	a, b := rowsOf(fa), rowsOf(fb)
+	changedRuns := []string{"voting-ip-s-math-seed1", "voting-ip-s-math-seed2"}
+	tests := []struct {
+		name        string
+		ma, mb      []runlog.Manifest
+		identical   bool // the untouched cells rest on identical runs
+		wantConfig  string
+		wantBasisIP string
+	}{
+		{"same config, two runs changed", diffManifests(fa, 0.002), diffManifests(fb, 0.002, changedRuns...), true,
+			"**Config**: no key differs between A's and B's runs", BasisDelta},
+		// the untouched runs' logs stay byte-identical (as a base run's do when only the rate changed)
+		{"the rate changed", diffManifests(fa, 0.002), diffManifests(fb, 0.003, changedRuns...), true,
+			"- `grpo.lr: 0.002 -> 0.003` (", BasisDelta},
+		{"no manifests", nil, nil, false, "**Config**: not compared: A has none", BasisDelta},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := DiffRuns(a, b, tc.ma, tc.mb, "A has none")
+			checkDiff(t, d)
+			if r := findRow(t, d, "voting/synth-math/s", "ip", "final"); r.Basis != tc.wantBasisIP {
+				t.Errorf("changed cell: basis %q, want %q", r.Basis, tc.wantBasisIP)
+			}
+			same := findRow(t, d, "voting/synth-math/m", "ip", "final")
+			if got := same.Basis == BasisIdentical; got != tc.identical {
+				t.Errorf("untouched cell: basis %q; identical runs %v, want %v", same.Basis, got, tc.identical)
+			}
+			if tc.identical && (same.DLo != 0 || same.DHi != 0 || same.Significant) {
+				t.Errorf("identical runs: delta interval [%v, %v] significant %v, want exactly 0", same.DLo, same.DHi, same.Significant)
+			}
+			md := d.Markdown("A", "B")
+			concl, table := strings.Index(md, "## Conclusion"), strings.Index(md, "| metric |")
+			cfg, sig := strings.Index(md, tc.wantConfig), strings.Index(md, "- synth-math / voting / s — ip, final: ")
+			if concl < 0 || cfg < 0 || sig < 0 || !(concl < sig && sig < cfg && cfg < table) {
+				t.Errorf("conclusion at %d, significant change at %d, config (%q) at %d, first table at %d; want them in that order, before the tables:\n%s",
+					concl, sig, tc.wantConfig, cfg, table, md[:min(len(md), 3000)])
+			}
+			if tc.identical && !strings.Contains(md, "rest on byte-identical runs on both sides") {
+				t.Errorf("markdown does not say which cells rest on identical runs")
+			}
+			if js, err := d.JSON("A", "B"); err != nil || !strings.Contains(string(js), `"config_changes"`) {
+				t.Errorf("JSON lacks the config changes (%v)", err)
 			}
 		})
 	}

@@ -293,6 +293,60 @@ func addLine(p *plot.Plot, leg *legend, xy plotter.XYs, label string, clr color.
 	return nil
 }
 
+// pendingFigure is a cell's figure drawn but not yet rendered: the
+// figures of one kind for cells that differ only in their arm get one
+// shared axis range (shareAxes) before any is rendered.
+type pendingFigure struct {
+	f   Figure
+	p   *plot.Plot
+	leg *legend
+	key analysis.CellKey
+}
+
+// shareAxes gives the figures of one kind whose cells have the same
+// workflow, task and scale (a cell of the main matrix and its arms' cells)
+// one x- and y-range: the union of their fitted ranges, which holds every
+// figure's data with its margin. Paired arms then compare at a glance: a
+// dip to 0.79 on an axis from 0.78 does not look like a collapse to 0 on
+// its neighbour's axis from 0. The caption names the figures it shares
+// with.
+func shareAxes(pend []pendingFigure) {
+	type group struct{ kind, main string }
+	groups := map[group][]int{}
+	var order []group
+	for i, pf := range pend {
+		g := group{pf.f.Kind, pf.key.Main().String()}
+		if groups[g] == nil {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	for _, g := range order {
+		idx := groups[g]
+		if len(idx) < 2 {
+			continue
+		}
+		p0 := pend[idx[0]].p
+		xlo, xhi, ylo, yhi := p0.X.Min, p0.X.Max, p0.Y.Min, p0.Y.Max
+		for _, i := range idx[1:] {
+			p := pend[i].p
+			xlo, xhi = math.Min(xlo, p.X.Min), math.Max(xhi, p.X.Max)
+			ylo, yhi = math.Min(ylo, p.Y.Min), math.Max(yhi, p.Y.Max)
+		}
+		for _, i := range idx {
+			p := pend[i].p
+			p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = xlo, xhi, ylo, yhi
+			var others []string
+			for _, j := range idx {
+				if j != i {
+					others = append(others, pend[j].f.Cell)
+				}
+			}
+			pend[i].f.Caption += " Its axes are shared with the same figure of " + strings.Join(others, ", ") + " (the same workflow, task and scale), so that they compare at a glance."
+		}
+	}
+}
+
 // Figures renders every figure of a study, in a fixed order.
 func Figures(st *analysis.Study) ([]Figure, error) {
 	var figs []Figure
@@ -309,18 +363,22 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 	for _, r := range st.Runs {
 		byCell[r.Cell] = append(byCell[r.Cell], r)
 	}
+	var pend []pendingFigure
 	for _, cell := range st.Cells {
 		runs := byCell[cell.Key]
 		stem := fileStem(cell.Key)
 		ticks := stepTicks(evalSteps(runs))
-		if p, leg, err := accuracyFigure(cell, runs, st.Params.CI); err != nil {
-			return nil, err
-		} else if err := add(Figure{Name: "accuracy_" + stem, Cell: cell.Key.String(), Kind: kindAccuracy, Title: "Validation accuracy, " + cell.Key.String(),
-			Caption: fmt.Sprintf("Workflow accuracy on the validation split at each validation step (ticks), mean over seeds, with its %g%% interval as a band "+
-				"(the report's interval rule applied to each step's accuracy: problems resampled, plus the seed spread with two or more seeds); "+
-				"thin lines are single seeds when there are several. Base is the untrained model (horizontal line and band). The y-axis fits the data.", st.Params.CI*100)}, p, leg); err != nil {
+		later := func(f Figure, p *plot.Plot, leg *legend) {
+			pend = append(pend, pendingFigure{f: f, p: p, leg: leg, key: cell.Key})
+		}
+		p, leg, err := accuracyFigure(cell, runs, st.Params.CI)
+		if err != nil {
 			return nil, err
 		}
+		later(Figure{Name: "accuracy_" + stem, Cell: cell.Key.String(), Kind: kindAccuracy, Title: "Validation accuracy, " + cell.Key.String(),
+			Caption: fmt.Sprintf("Workflow accuracy on the validation split at each validation step (ticks): per condition the mean over seeds as a line and its %g%% interval as one band with edges in the condition's colour "+
+				"(the report's interval rule applied to each step's accuracy: problems resampled, plus the seed spread with two or more seeds); single seeds are not drawn. "+
+				"Base is the untrained model (horizontal line). The y-axis fits the data.", st.Params.CI*100)}, p, leg)
 		type stepFig struct {
 			name, kind, title, ylabel, caption string
 			value                              func(runlog.StepRow) float64
@@ -342,9 +400,7 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 				continue
 			}
 			p.X.Tick.Marker = ticks
-			if err := add(Figure{Name: sf.name + stem, Cell: cell.Key.String(), Kind: sf.kind, Title: sf.title + ", " + cell.Key.String(), Caption: fmt.Sprintf(sf.caption, window)}, p, leg); err != nil {
-				return nil, err
-			}
+			later(Figure{Name: sf.name + stem, Cell: cell.Key.String(), Kind: sf.kind, Title: sf.title + ", " + cell.Key.String(), Caption: fmt.Sprintf(sf.caption, window)}, p, leg)
 		}
 		type evalFig struct {
 			name, kind, title, ylabel, caption string
@@ -373,9 +429,13 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 			}
 			fitY(p, ef.lo, ef.hi, math.Max(ef.minSpan, ef.relSpan*p.Y.Max))
 			p.X.Tick.Marker = ticks
-			if err := add(Figure{Name: ef.name + stem, Cell: cell.Key.String(), Kind: ef.kind, Title: ef.title + ", " + cell.Key.String(), Caption: ef.caption}, p, leg); err != nil {
-				return nil, err
-			}
+			later(Figure{Name: ef.name + stem, Cell: cell.Key.String(), Kind: ef.kind, Title: ef.title + ", " + cell.Key.String(), Caption: ef.caption}, p, leg)
+		}
+	}
+	shareAxes(pend)
+	for _, pf := range pend {
+		if err := add(pf.f, pf.p, pf.leg); err != nil {
+			return nil, err
 		}
 	}
 	if p, leg, labels, n, err := ceilingFinalFigure(st); err != nil {
@@ -385,21 +445,27 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 		if err != nil {
 			return nil, fmt.Errorf("figure ceiling_final: %w", err)
 		}
-		caption := "Each point is one trained condition of one cell (mean over seeds); SP and IP of the same cell are joined. Points below the diagonal lost accuracy after their peak. Both axes share one range, fitted to the points. "
-		if labels.drawn == n {
-			caption += "Every point is labelled with its cell."
-		} else {
-			caption += fmt.Sprintf("Labelled: %d of the %d points, those with the largest drop (ceiling − final; at most %d) whose labels fit without covering another label or point; the matrix gives every cell.", labels.drawn, n, maxPointLabels)
-		}
+		caption := "Each point is one trained condition of one cell (mean over seeds); SP and IP of the same cell are joined. Points below the diagonal lost accuracy after their peak. Both axes share one range, fitted to the points. " +
+			labelsCaption(labels.drawn, n, "the largest drop (ceiling − final)")
 		figs = append(figs, Figure{Name: "ceiling_final", Kind: kindCeiling, Title: "Ceiling vs final accuracy", PNG: pb, SVG: sb, Caption: caption})
 	}
-	if p, leg, n, err := strictFigure(st); err != nil {
+	if p, leg, labels, n, err := strictFigure(st); err != nil {
 		return nil, err
 	} else if n > 0 {
-		if err := add(Figure{Name: "strict_lenient", Kind: kindStrict, Title: "Strict vs lenient final accuracy",
-			Caption: "Each point is one condition of one cell (final accuracy: the mean of the last 3 validations, mean over seeds): lenient accuracy grades the final answer as the workflow produced it, strict accuracy also counts an episode wrong when a supervisory output (aggregator, evaluator, orchestrator, synthesizer) did not parse. Points below the diagonal got answers right through a parse fallback."}, p, leg); err != nil {
+		pb, sb, err := render(p, leg)
+		if err != nil {
+			return nil, fmt.Errorf("figure strict_lenient: %w", err)
+		}
+		caption := "Each point is one condition of one cell (final accuracy: the mean of the last 3 validations, mean over seeds): lenient accuracy grades the final answer as the workflow produced it, strict accuracy also counts an episode wrong when a supervisory output (aggregator, evaluator, orchestrator, synthesizer) did not parse. Points below the diagonal got answers right through a parse fallback. " +
+			labelsCaption(labels.drawn, n, "the largest lenient − strict")
+		figs = append(figs, Figure{Name: "strict_lenient", Kind: kindStrict, Title: "Strict vs lenient final accuracy", PNG: pb, SVG: sb, Caption: caption})
+	}
+	if gc := gainCells(st); len(gc) == 1 {
+		f, err := gainsOneCellFigure(st, gc[0])
+		if err != nil {
 			return nil, err
 		}
+		return append(figs, f), nil
 	}
 	for _, cond := range []string{study.SARL, study.SP, study.IP} {
 		f, ok, err := gainsFigure(st, cond)
@@ -411,6 +477,15 @@ func Figures(st *analysis.Study) ([]Figure, error) {
 		}
 	}
 	return figs, nil
+}
+
+// labelsCaption says which points of a scatter figure pointLabels labelled:
+// every point, or how many of how many and which first (order).
+func labelsCaption(drawn, n int, order string) string {
+	if drawn == n {
+		return "Every point is labelled with its cell and condition."
+	}
+	return fmt.Sprintf("Labelled with cell and condition: %d of the %d points, those with %s first (at most %d) whose labels and leader lines fit without covering another label, leader line or point; the matrix gives every cell.", drawn, n, order, maxPointLabels)
 }
 
 // knownRoles fixes the colour of each workflow role across figures.
@@ -458,9 +533,9 @@ const (
 // the figure index.
 var figureKinds = []struct{ kind, about string }{
 	{kindCeiling, "each trained condition of each cell as a point (ceiling, final); below the diagonal it lost accuracy after its peak"},
-	{kindStrict, "each condition of each cell as a point (lenient, strict final accuracy); below the diagonal it got answers right through a parse fallback"},
-	{kindGains, "final accuracy minus base per cell as a heat map (blue gain, red loss), one per trained condition"},
-	{kindAccuracy, "the workflow's validation accuracy per condition over training, mean over seeds with its interval band"},
+	{kindStrict, "each condition of each cell as a point (lenient, strict final accuracy), the furthest below the diagonal labelled; below the diagonal it got answers right through a parse fallback"},
+	{kindGains, "final accuracy minus base per cell as a heat map (blue gain, red loss), one per trained condition; a study of one cell draws each condition's gain and interval on one axis instead"},
+	{kindAccuracy, "the workflow's validation accuracy per condition over training, mean over seeds with one interval band per condition"},
 	{kindGradNorm, "each role's gradient norm per step, raw and smoothed (log scale), SP and IP"},
 	{kindCosine, "mean cosine between the gradients of same-role agents per step, raw and smoothed"},
 	{kindRoleAcc, "the accuracy of each role's own answers at each validation"},

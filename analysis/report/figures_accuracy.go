@@ -24,9 +24,10 @@ func seedsLabel(n int) string {
 }
 
 // accuracyFigure draws a cell's validation accuracy: per condition the
-// mean over seeds at each validation with its interval as a band
-// (analysis.CurveIntervals), thin lines for the single seeds when there are
-// several, and base as a horizontal line with its band.
+// mean over seeds at each validation with its interval as one band
+// (analysis.CurveIntervals: the interval of the seed mean), and base as a
+// horizontal line. Single seeds are not drawn: with three conditions of
+// three seeds their lines hid the bands.
 func accuracyFigure(cell *analysis.CellResult, runs []*analysis.RunResult, ci float64) (*plot.Plot, *legend, error) {
 	p := newPlot("Validation accuracy, "+cell.Key.String(), "training step", "validation accuracy (fraction correct)")
 	leg := newLegend()
@@ -68,22 +69,8 @@ func accuracyFigure(cell *analysis.CellResult, runs []*analysis.RunResult, ci fl
 			xs[i], lo[i], hi[i] = float64(e.Step), e.Lo, e.Hi
 			mean[i] = plotter.XY{X: float64(e.Step), Y: e.Value}
 		}
-		if err := addBand(p, xs, lo, hi, clr); err != nil {
+		if err := addBand(p, xs, lo, hi, clr, condDash(c)); err != nil {
 			return nil, nil, err
-		}
-		if len(cr) > 1 {
-			for _, r := range cr {
-				xy := make(plotter.XYs, len(r.Curve))
-				for i, pt := range r.Curve {
-					xy[i] = plotter.XY{X: float64(pt.Step), Y: pt.Acc}
-				}
-				l, err := plotter.NewLine(xy)
-				if err != nil {
-					return nil, nil, fmt.Errorf("seed line %s: %w", r.RunID, err)
-				}
-				l.Color, l.Width = withAlpha(clr, 110), vg.Points(0.7)
-				p.Add(l)
-			}
 		}
 		if err := addLine(p, leg, mean, label, clr, condDash(c), vg.Points(2), true); err != nil {
 			return nil, nil, err
@@ -96,7 +83,7 @@ func accuracyFigure(cell *analysis.CellResult, runs []*analysis.RunResult, ci fl
 			return nil, nil, err
 		}
 		sw.Color, sw.LineStyle.Width = withAlpha(grey(90), 70), 0
-		leg.Add(fmt.Sprintf("band: %g%% interval", ci*100), sw)
+		leg.Add(fmt.Sprintf("band: %g%% interval of the seed mean", ci*100), sw)
 	}
 	p.X.Min, p.X.Max = xmin, xmax
 	p.X.Tick.Marker = stepTicks(steps)
@@ -140,7 +127,7 @@ func ceilingFinalFigure(st *analysis.Study) (*plot.Plot, *legend, *pointLabels, 
 			}
 			pt := plotter.XY{X: cs.Ceiling.Value, Y: cs.Final.Value}
 			pts[cs.Condition] = append(pts[cs.Condition], pt)
-			labels.cands = append(labels.cands, labelCand{pt: pt, text: c.Key.String(), clr: condColor(cs.Condition), drop: cs.Ceiling.Value - cs.Final.Value})
+			labels.cands = append(labels.cands, labelCand{pt: pt, text: c.Key.String() + " " + cs.Condition, clr: condColor(cs.Condition), drop: cs.Ceiling.Value - cs.Final.Value})
 			lo = math.Min(lo, math.Min(cs.Ceiling.Value, cs.Final.Value))
 			hi = math.Max(hi, math.Max(cs.Ceiling.Value, cs.Final.Value))
 			n++
@@ -189,16 +176,57 @@ type labelCand struct {
 // pointLabels labels points without collisions: in the order of cands, up
 // to limit labels, each at the first of a fixed list of positions around
 // its point (first towards the empty upper left of the diagonal, then
-// further out with a leader line) where it stays inside the frame and
-// overlaps no label already placed and no other point. A point with no
-// free position is left unlabelled. drawn counts the labels of the last
-// drawing and placed holds their boxes; the placement depends only on the
-// points and the canvas size.
+// further out with a leader line) where it stays inside the frame, overlaps
+// no label already placed and no other point, crosses no leader line
+// already drawn, and where its own leader line crosses no label, leader
+// line or other point. A point with no free position is left unlabelled.
+// drawn counts the labels of the last drawing, placed holds their boxes
+// and leaders their leader lines; the placement depends only on the points
+// and the canvas size.
 type pointLabels struct {
-	cands  []labelCand
-	limit  int
-	drawn  int
-	placed []vg.Rectangle
+	cands   []labelCand
+	limit   int
+	drawn   int
+	placed  []vg.Rectangle
+	leaders [][2]vg.Point
+}
+
+// cross reports whether the segments ab and cd intersect (touching
+// counts).
+func cross(a, b, c, d vg.Point) bool {
+	orient := func(p, q, r vg.Point) float64 {
+		v := float64((q.X-p.X)*(r.Y-p.Y) - (q.Y-p.Y)*(r.X-p.X))
+		switch {
+		case v > 1e-9:
+			return 1
+		case v < -1e-9:
+			return -1
+		}
+		return 0
+	}
+	on := func(p, q, r vg.Point) bool { // r on the segment pq, given collinear
+		return min(p.X, q.X) <= r.X && r.X <= max(p.X, q.X) && min(p.Y, q.Y) <= r.Y && r.Y <= max(p.Y, q.Y)
+	}
+	o1, o2, o3, o4 := orient(a, b, c), orient(a, b, d), orient(c, d, a), orient(c, d, b)
+	if o1 != o2 && o3 != o4 {
+		return true
+	}
+	return o1 == 0 && on(a, b, c) || o2 == 0 && on(a, b, d) || o3 == 0 && on(c, d, a) || o4 == 0 && on(c, d, b)
+}
+
+// segmentHitsRect reports whether the segment ab enters the rectangle r.
+func segmentHitsRect(a, b vg.Point, r vg.Rectangle) bool {
+	inside := func(p vg.Point) bool { return p.X > r.Min.X && p.X < r.Max.X && p.Y > r.Min.Y && p.Y < r.Max.Y }
+	if inside(a) || inside(b) {
+		return true
+	}
+	c := [4]vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}}
+	for i := range c {
+		if cross(a, b, c[i], c[(i+1)%4]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Plot implements plot.Plotter.
@@ -215,8 +243,12 @@ func (l *pointLabels) Plot(c draw.Canvas, plt *plot.Plot) {
 		dx, dy float64
 		align  draw.XAlignment
 	}
-	dirs := []dir{{-0.7, 0.7, draw.XRight}, {0, 1, draw.XCenter}, {-1, 0, draw.XRight}, {0.7, -0.7, draw.XLeft}, {1, 0, draw.XLeft}, {0, -1, draw.XCenter}}
+	dirs := []dir{{-0.7, 0.7, draw.XRight}, {0, 1, draw.XCenter}, {-1, 0, draw.XRight}, {0.7, -0.7, draw.XLeft}, {1, 0, draw.XLeft}, {0, -1, draw.XCenter}, {0.7, 0.7, draw.XLeft}}
 	var placed []vg.Rectangle
+	var leaders [][2]vg.Point
+	markBox := func(m vg.Point) vg.Rectangle {
+		return vg.Rectangle{Min: vg.Point{X: m.X - markR, Y: m.Y - markR}, Max: vg.Point{X: m.X + markR, Y: m.Y + markR}}
+	}
 	overlaps := func(r vg.Rectangle) bool {
 		if r.Min.X < c.Min.X || r.Max.X > c.Max.X || r.Min.Y < c.Min.Y || r.Max.Y > c.Max.Y {
 			return true
@@ -231,17 +263,42 @@ func (l *pointLabels) Plot(c draw.Canvas, plt *plot.Plot) {
 				return true
 			}
 		}
+		for _, ld := range leaders {
+			if segmentHitsRect(ld[0], ld[1], r) {
+				return true
+			}
+		}
+		return false
+	}
+	// leaderBlocked: the leader from its own point's marker to the label
+	// would cross a label, a leader or another point
+	leaderBlocked := func(own int, from, to vg.Point) bool {
+		for _, q := range placed {
+			if segmentHitsRect(from, to, q) {
+				return true
+			}
+		}
+		for _, ld := range leaders {
+			if cross(from, to, ld[0], ld[1]) {
+				return true
+			}
+		}
+		for j, m := range marks {
+			if j != own && m != marks[own] && segmentHitsRect(from, to, markBox(m)) {
+				return true
+			}
+		}
 		return false
 	}
 	l.drawn = 0
-	defer func() { l.placed = placed }()
+	defer func() { l.placed, l.leaders = placed, leaders }()
 	for i, cd := range l.cands {
 		if l.drawn == l.limit {
 			break
 		}
 		w, h := sty.Width(cd.text), sty.Height(cd.text)
 	search:
-		for _, dist := range []vg.Length{8, 20, 34, 50} {
+		for _, dist := range []vg.Length{8, 20, 34, 50, 70, 95} {
 			for _, d := range dirs {
 				a := vg.Point{X: marks[i].X + vg.Length(d.dx)*dist, Y: marks[i].Y + vg.Length(d.dy)*dist}
 				x0 := a.X + vg.Length(d.align)*w // XRight is -1, XCenter -0.5, XLeft 0
@@ -250,9 +307,13 @@ func (l *pointLabels) Plot(c draw.Canvas, plt *plot.Plot) {
 					continue
 				}
 				if dist > 8 {
-					lead := draw.LineStyle{Color: withAlpha(cd.clr, 160), Width: vg.Points(0.5)}
 					from := vg.Point{X: marks[i].X + vg.Length(d.dx)*markR, Y: marks[i].Y + vg.Length(d.dy)*markR}
+					if leaderBlocked(i, from, a) {
+						continue
+					}
+					lead := draw.LineStyle{Color: withAlpha(cd.clr, 160), Width: vg.Points(0.5)}
 					c.StrokeLine2(lead, from.X, from.Y, a.X, a.Y)
+					leaders = append(leaders, [2]vg.Point{from, a})
 				}
 				ts := sty
 				ts.Color, ts.XAlign, ts.YAlign = cd.clr, d.align, draw.YCenter

@@ -104,8 +104,11 @@ func withAlpha(c color.Color, a uint8) color.Color {
 }
 
 // addBand draws a translucent band between lo and hi over xs (NaN bounds
-// leave gaps: a band is drawn for each run of defined points).
-func addBand(p *plot.Plot, xs, lo, hi []float64, clr color.Color) error {
+// leave gaps: a band is drawn for each run of defined points), with its
+// upper and lower edges as thin lines in clr and the given dash, so that
+// where the bands of several conditions overlap each keeps its colour
+// (translucent fills alone blend to grey).
+func addBand(p *plot.Plot, xs, lo, hi []float64, clr color.Color, dash []vg.Length) error {
 	flush := func(i, j int) error {
 		if j-i < 1 {
 			return nil
@@ -130,8 +133,20 @@ func addBand(p *plot.Plot, xs, lo, hi []float64, clr color.Color) error {
 		if err != nil {
 			return err
 		}
-		pg.Color, pg.LineStyle.Width = withAlpha(clr, 32), 0
+		pg.Color, pg.LineStyle.Width = withAlpha(clr, 14), 0
 		p.Add(pg)
+		for _, edge := range [][]float64{lo, hi} {
+			xy := make(plotter.XYs, 0, j-i)
+			for k := i; k < j; k++ {
+				xy = append(xy, plotter.XY{X: xs[k], Y: edge[k]})
+			}
+			l, err := plotter.NewLine(xy)
+			if err != nil {
+				return err
+			}
+			l.Color, l.Width, l.Dashes = withAlpha(clr, 170), vg.Points(0.6), dash
+			p.Add(l)
+		}
 		return nil
 	}
 	start := 0

@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"sort"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -14,11 +15,15 @@ import (
 // lenient final accuracy (x) and strict final accuracy (y), both the mean of
 // the last 3 validations: points below
 // the diagonal got right answers through a supervisory output that did not
-// parse. n is the number of points.
-func strictFigure(st *analysis.Study) (*plot.Plot, *legend, int, error) {
+// parse. Points are labelled with their cell (arm included) and condition
+// as pointLabels places them, the furthest below the diagonal first; the
+// returned labels say, after drawing, how many were. n is the number of
+// points.
+func strictFigure(st *analysis.Study) (*plot.Plot, *legend, *pointLabels, int, error) {
 	p := newPlot("Strict vs lenient final accuracy", "lenient: final answer as graded", "strict: every supervisory output parsed")
 	leg := newLegend()
 	pts := map[string]plotter.XYs{}
+	labels := &pointLabels{limit: maxPointLabels}
 	var conds []string
 	hi := 0.0
 	n := 0
@@ -31,20 +36,28 @@ func strictFigure(st *analysis.Study) (*plot.Plot, *legend, int, error) {
 			if pts[cs.Condition] == nil {
 				conds = append(conds, cs.Condition)
 			}
-			pts[cs.Condition] = append(pts[cs.Condition], plotter.XY{X: x, Y: y})
+			pt := plotter.XY{X: x, Y: y}
+			pts[cs.Condition] = append(pts[cs.Condition], pt)
+			labels.cands = append(labels.cands, labelCand{pt: pt, text: c.Key.String() + " " + cs.Condition, clr: condColor(cs.Condition), drop: x - y})
 			hi = math.Max(hi, x)
 			n++
 		}
 	}
 	if n == 0 {
-		return p, leg, 0, nil
+		return p, leg, labels, 0, nil
 	}
-	// the same range on both axes from 0, so the identity line is the diagonal
+	// the furthest below the diagonal first; the sort is stable, so ties keep the cells' order
+	sort.SliceStable(labels.cands, func(i, j int) bool { return labels.cands[i].drop > labels.cands[j].drop })
+	// the same range on both axes, from a margin below 0 (so that points at
+	// 0 and their labels are drawn inside the frame), so the identity line
+	// is the diagonal
 	hi = math.Min(1, math.Max(hi, 0.05)*(1+yMargin))
-	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, hi, 0, hi
-	diag, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: hi, Y: hi}})
+	lo := -yMargin * hi
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = lo, hi, lo, hi
+	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{0, 1}, niceTicks{0, 1}
+	diag, err := plotter.NewLine(plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}})
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, nil, 0, err
 	}
 	diag.Color, diag.Dashes = grey(160), []vg.Length{vg.Points(3), vg.Points(3)}
 	p.Add(diag)
@@ -53,11 +66,12 @@ func strictFigure(st *analysis.Study) (*plot.Plot, *legend, int, error) {
 	for i, c := range conds {
 		s, err := plotter.NewScatter(pts[c])
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, nil, nil, 0, err
 		}
 		s.Color, s.Radius, s.Shape = condColor(c), vg.Points(4), condShape(i)
 		p.Add(s)
 		leg.Add(c, s)
 	}
-	return p, leg, n, nil
+	p.Add(labels)
+	return p, leg, labels, n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,24 +120,46 @@ func TestFiguresFitData(t *testing.T) {
 	if !ok {
 		t.Fatal("no ceiling_final figure")
 	}
-	// the labels drawn are those the caption counts, and the largest drop is among them
-	_, _, labels, n, err := ceilingFinalFigure(st)
+	// the labels drawn are those the caption counts, and the largest drop
+	// (ceiling) or the furthest below the diagonal (strict) is among them
+	sf, ok := names["strict_lenient"]
+	if !ok {
+		t.Fatal("no strict_lenient figure")
+	}
+	_, _, cl, cn, err := ceilingFinalFigure(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	drawn := 0
-	for _, cell := range st.Cells {
-		drawn += strings.Count(string(cf.SVG), ">"+cell.Key.String()+"<")
+	_, _, sl, sn, err := strictFigure(st)
+	if err != nil {
+		t.Fatal(err)
 	}
-	want := fmt.Sprintf("Labelled: %d of the %d points", drawn, n)
-	if drawn == n {
-		want = "Every point is labelled with its cell."
-	}
-	if drawn == 0 || !strings.Contains(cf.Caption, want) {
-		t.Errorf("ceiling_final draws %d labels; caption %q lacks %q", drawn, cf.Caption, want)
-	}
-	if top := labels.cands[0].text; !strings.Contains(string(cf.SVG), ">"+top+"<") {
-		t.Errorf("ceiling_final does not label %s, the largest drop", top)
+	for _, tc := range []struct {
+		f      Figure
+		labels *pointLabels
+		n      int
+	}{{cf, cl, cn}, {sf, sl, sn}} {
+		drawn := 0
+		seen := map[string]bool{}
+		for _, cd := range tc.labels.cands {
+			if !seen[cd.text] {
+				seen[cd.text] = true
+				drawn += strings.Count(string(tc.f.SVG), ">"+cd.text+"<")
+			}
+			if !strings.Contains(cd.text, " ") {
+				t.Errorf("%s: label %q does not name cell and condition", tc.f.Name, cd.text)
+			}
+		}
+		want := fmt.Sprintf("Labelled with cell and condition: %d of the %d points", drawn, tc.n)
+		if drawn == tc.n {
+			want = "Every point is labelled with its cell and condition."
+		}
+		if drawn == 0 || !strings.Contains(tc.f.Caption, want) {
+			t.Errorf("%s draws %d labels; caption %q lacks %q", tc.f.Name, drawn, tc.f.Caption, want)
+		}
+		if top := tc.labels.cands[0].text; !strings.Contains(string(tc.f.SVG), ">"+top+"<") {
+			t.Errorf("%s does not label %s, the first in its order", tc.f.Name, top)
+		}
 	}
 }
 
@@ -295,6 +318,20 @@ func TestPointLabelsDoNotCollide(t *testing.T) {
 			}
 		}
 	}
+	// no leader line crosses a label (other than its own, which it ends on) or another leader
+	for i, ld := range l.leaders {
+		for _, q := range l.placed {
+			inner := vg.Rectangle{Min: vg.Point{X: q.Min.X + 1.5, Y: q.Min.Y + 1.5}, Max: vg.Point{X: q.Max.X - 1.5, Y: q.Max.Y - 1.5}}
+			if segmentHitsRect(ld[0], ld[1], inner) {
+				t.Errorf("leader %v crosses label %v", ld, q)
+			}
+		}
+		for _, o := range l.leaders[:i] {
+			if cross(ld[0], ld[1], o[0], o[1]) {
+				t.Errorf("leaders %v and %v cross", ld, o)
+			}
+		}
+	}
 	// the largest drop, alone below the diagonal, is labelled first and next to its point
 	far := l.cands[0]
 	if r, x, y := l.placed[0], tx(far.pt.X), ty(far.pt.Y); math.Abs(float64((r.Min.X+r.Max.X)/2-x)) > 150 || math.Abs(float64((r.Min.Y+r.Max.Y)/2-y)) > 60 {
@@ -323,5 +360,100 @@ func TestLegendLayout(t *testing.T) {
 	}
 	if c, h := (*legend)(nil).layout(figW); c != nil || h != 0 {
 		t.Errorf("nil legend: %v, %v", c, h)
+	}
+}
+
+// TestSegmentGeometry: the tests the labels' placement relies on.
+func TestSegmentGeometry(t *testing.T) {
+	pt := func(x, y vg.Length) vg.Point { return vg.Point{X: x, Y: y} }
+	r := vg.Rectangle{Min: pt(10, 10), Max: pt(20, 20)}
+	for _, tc := range []struct {
+		name       string
+		a, b       vg.Point
+		cross, hit bool // crosses the segment (0,0)-(30,30); enters r
+	}{
+		{"through the box", pt(0, 15), pt(30, 15), true, true},
+		{"ends inside", pt(15, 15), pt(15, 40), true, true},
+		{"beside", pt(0, 25), pt(5, 30), false, false},
+		{"parallel", pt(20, 0), pt(30, 10), false, false},
+		{"above the box", pt(0, 25), pt(30, 25), true, false},
+	} {
+		if got := cross(tc.a, tc.b, pt(0, 0), pt(30, 30)); got != tc.cross {
+			t.Errorf("%s: cross %v, want %v", tc.name, got, tc.cross)
+		}
+		if got := segmentHitsRect(tc.a, tc.b, r); got != tc.hit {
+			t.Errorf("%s: enters the box %v, want %v", tc.name, got, tc.hit)
+		}
+	}
+}
+
+// TestShareAxes: the figures of one kind of a cell and its arms' cells get
+// one range holding each one's, and say so; another scale's keeps its own.
+func TestShareAxes(t *testing.T) {
+	mk := func(kind string, k analysis.CellKey, ylo, yhi float64) pendingFigure {
+		p := plot.New()
+		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 100, ylo, yhi
+		return pendingFigure{f: Figure{Kind: kind, Cell: k.String()}, p: p, key: k}
+	}
+	main := analysis.CellKey{Workflow: "voting", Task: "synth-code", Scale: "s"}
+	arm := main
+	arm.Arm = "i1"
+	other := main
+	other.Scale = "m"
+	pend := []pendingFigure{
+		mk(kindFormat, main, -0.05, 1.05),
+		mk(kindFormat, arm, 0.78, 1.01),
+		mk(kindLength, arm, 10, 20),
+		mk(kindFormat, other, 0.9, 1.0),
+	}
+	shareAxes(pend)
+	for i, want := range [][2]float64{{-0.05, 1.05}, {-0.05, 1.05}, {10, 20}, {0.9, 1.0}} {
+		if got := [2]float64{pend[i].p.Y.Min, pend[i].p.Y.Max}; got != want {
+			t.Errorf("figure %d (%s %s): y-range %v, want %v", i, pend[i].f.Kind, pend[i].f.Cell, got, want)
+		}
+	}
+	if !strings.Contains(pend[1].f.Caption, "shared with the same figure of "+main.String()) || !strings.Contains(pend[0].f.Caption, arm.String()) {
+		t.Errorf("captions do not name the shared figures: %q, %q", pend[0].f.Caption, pend[1].f.Caption)
+	}
+	if pend[2].f.Caption != "" || pend[3].f.Caption != "" {
+		t.Errorf("unshared figures' captions changed: %q, %q", pend[2].f.Caption, pend[3].f.Caption)
+	}
+}
+
+// TestGainsOneCell: a study whose main matrix has one cell draws one gains
+// figure with each trained condition on one axis, no 1x1 heat maps; a
+// study of several cells draws a heat map per condition.
+func TestGainsOneCell(t *testing.T) {
+	st := fixtureStudy(t)
+	cells := gainCells(st)
+	if len(cells) < 2 {
+		t.Fatalf("the fixture has %d cells with gains; the test needs several", len(cells))
+	}
+	gainFigs := func(st *analysis.Study) []string {
+		figs, err := Figures(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range figs {
+			if f.Kind == kindGains {
+				out = append(out, f.Name)
+			}
+		}
+		return out
+	}
+	if got := gainFigs(st); len(got) < 2 || slices.Contains(got, "gains_final") {
+		t.Errorf("several cells: gains figures %v, want one heat map per trained condition", got)
+	}
+	one := *st
+	one.Cells = []*analysis.CellResult{cells[0]}
+	one.Runs = nil
+	for _, r := range st.Runs {
+		if r.Cell == cells[0].Key {
+			one.Runs = append(one.Runs, r)
+		}
+	}
+	if got := gainFigs(&one); !slices.Equal(got, []string{"gains_final"}) {
+		t.Errorf("one cell: gains figures %v, want [gains_final]", got)
 	}
 }

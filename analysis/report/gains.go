@@ -8,11 +8,13 @@ import (
 	"strconv"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // gainGrid is a heat map of gains drawn as labelled cells: rows are
@@ -253,4 +255,97 @@ func drawGainBar(c draw.Canvas, scale float64, lbl text.Style) {
 	name := lbl
 	name.XAlign, name.YAlign = draw.XLeft, draw.YBottom
 	c.FillText(name, vg.Point{X: x0, Y: c.Max.Y + vg.Points(8)}, "gain")
+}
+
+// gainCells returns the cells of the main matrix with a gain over base for
+// some trained condition, in the study's order.
+func gainCells(st *analysis.Study) []*analysis.CellResult {
+	var out []*analysis.CellResult
+	for _, c := range st.Cells {
+		if c.Key.Arm != "" {
+			continue
+		}
+		for _, cond := range []string{study.SARL, study.SP, study.IP} {
+			if cs := c.Cond(cond); cs != nil && !math.IsNaN(cs.GainBaseFinal.Value) {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// gainsOneCellFigure draws the gains of a study whose main matrix has one
+// cell with gains (the demo): a heat map of one cell per condition says
+// less than one axis with each trained condition's gain and its interval
+// beside the others, so this replaces the heat maps.
+func gainsOneCellFigure(st *analysis.Study, cell *analysis.CellResult) (Figure, error) {
+	title := "Gain over base, final accuracy, " + cell.Key.String()
+	p := newPlot(title, "condition", "final accuracy − base accuracy")
+	var names []string
+	lo, hi := 0.0, 0.0
+	for _, cond := range []string{study.SARL, study.SP, study.IP} {
+		cs := cell.Cond(cond)
+		if cs == nil || math.IsNaN(cs.GainBaseFinal.Value) {
+			continue
+		}
+		e := cs.GainBaseFinal
+		x := float64(len(names))
+		names = append(names, cond)
+		clr := condColor(cond)
+		if e.HasCI() {
+			bar, err := plotter.NewLine(plotter.XYs{{X: x, Y: e.Lo}, {X: x, Y: e.Hi}})
+			if err != nil {
+				return Figure{}, err
+			}
+			bar.Color, bar.Width = clr, vg.Points(2)
+			p.Add(bar)
+			for _, y := range []float64{e.Lo, e.Hi} {
+				tick, err := plotter.NewLine(plotter.XYs{{X: x - 0.08, Y: y}, {X: x + 0.08, Y: y}})
+				if err != nil {
+					return Figure{}, err
+				}
+				tick.Color, tick.Width = clr, vg.Points(2)
+				p.Add(tick)
+			}
+			lo, hi = math.Min(lo, e.Lo), math.Max(hi, e.Hi)
+		}
+		pt, err := plotter.NewScatter(plotter.XYs{{X: x, Y: e.Value}})
+		if err != nil {
+			return Figure{}, err
+		}
+		pt.Color, pt.Radius, pt.Shape = clr, vg.Points(5), draw.CircleGlyph{}
+		p.Add(pt)
+		val := fmt.Sprintf("%+.3f", e.Value)
+		if e.HasCI() {
+			val += fmt.Sprintf(" [%+.3f, %+.3f]", e.Lo, e.Hi)
+		}
+		lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: []plotter.XY{{X: x + 0.1, Y: e.Value}}, Labels: []string{val}})
+		if err != nil {
+			return Figure{}, err
+		}
+		for i := range lbl.TextStyle {
+			lbl.TextStyle[i].Color, lbl.TextStyle[i].YAlign = clr, draw.YCenter
+		}
+		p.Add(lbl)
+		lo, hi = math.Min(lo, e.Value), math.Max(hi, e.Value)
+	}
+	zero, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: 0}, {X: float64(len(names)) - 0.5, Y: 0}})
+	if err != nil {
+		return Figure{}, err
+	}
+	zero.Color, zero.Dashes = grey(120), []vg.Length{vg.Points(3), vg.Points(3)}
+	p.Add(zero)
+	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(names))-0.5
+	m := yMargin * math.Max(hi-lo, 0.05)
+	p.Y.Min, p.Y.Max = lo-m, hi+m
+	p.Y.Tick.Marker = niceTicks{lo: -1, hi: 1}
+	pb, sb, err := render(p, nil)
+	if err != nil {
+		return Figure{}, fmt.Errorf("figure gains_final: %w", err)
+	}
+	caption := fmt.Sprintf("Final accuracy of each trained condition minus base accuracy in %s, the study's one cell of the main matrix (mean over seeds), with its %g%% interval as a bar; the dashed line is no change. "+
+		"One cell gives one number per condition, so they share one axis instead of a heat map each.", cell.Key, st.Params.CI*100)
+	return Figure{Name: "gains_final", Kind: kindGains, Title: title, PNG: pb, SVG: sb, Caption: caption}, nil
 }

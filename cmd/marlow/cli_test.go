@@ -224,7 +224,9 @@ func TestVersionStamp(t *testing.T) {
 }
 
 // diff reads summary.parquet paths, never calls a path a revision, and
-// warns when the two sides are different experiments.
+// warns when the two sides are different experiments; its conclusion comes
+// first, pairs byte-identical runs and compares the runs' configs where it
+// has their manifests, and says why not where it has none.
 func TestDiffSidesCLI(t *testing.T) {
 	_, runsRoot, runsDir, archive := sources(t)
 	rep := filepath.Join(t.TempDir(), "rep")
@@ -251,11 +253,13 @@ func TestDiffSidesCLI(t *testing.T) {
 		name     string
 		args     []string
 		warn     bool
+		want     string
 		wantErr  string
 		errNotIn string
 	}{
-		{name: "summary files", args: []string{summary, summary}},
-		{name: "archive vs summary", args: []string{archive, summary}},
+		{name: "summary files", args: []string{summary, summary}, want: "**Config**: not compared: A (" + summary + ") is a summary without log archives"},
+		{name: "archive vs summary", args: []string{archive, summary}, want: "**Config**: not compared: B ("},
+		{name: "archive vs itself", args: []string{archive, archive}, want: "rest on byte-identical runs on both sides"},
 		{name: "different experiments", args: []string{summary, other}, warn: true},
 		{name: "missing parquet", args: []string{filepath.Join(rep, "nope", "summary.parquet"), summary}, wantErr: "no such file or folder", errNotIn: `revision "`},
 	}
@@ -271,8 +275,11 @@ func TestDiffSidesCLI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(stdout, "# marlow diff") {
-				t.Errorf("no diff printed:\n%.500s", stdout)
+			if !strings.HasPrefix(stdout, "# marlow diff") || !strings.Contains(stdout, "\n## Conclusion\n") {
+				t.Errorf("no diff with its conclusion first printed:\n%.500s", stdout)
+			}
+			if i := strings.Index(stdout, tc.want); i < 0 || i > strings.Index(stdout, "| metric |") {
+				t.Errorf("the conclusion lacks %q:\n%.1500s", tc.want, stdout)
 			}
 			warned := strings.Contains(stderr, "A is experiment fixture and B is experiment other")
 			if warned != tc.warn {

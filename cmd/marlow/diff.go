@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/marlowlab/marlow/analysis/report"
+	"github.com/marlowlab/marlow/harness/runlog"
+	"github.com/marlowlab/marlow/harness/runner"
 )
 
 func newDiffCmd() *cobra.Command {
@@ -20,7 +22,13 @@ func newDiffCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "diff A B",
 		Short: "Compare two experiment summaries: git revisions, report or run folders, archives, specs",
-		Long: "diff compares, per cell and condition, every summary metric of A and B: the values, the\n" +
+		Long: "diff starts with its conclusion: the values that changed significantly, the cell conditions\n" +
+			"whose runs are byte-identical on both sides (same run IDs and segment hashes, e.g. base runs\n" +
+			"when only the training recipe changed: one study, so their deltas are exactly 0 rather than\n" +
+			"compared as independent), and the config\n" +
+			"keys that differ between A's and B's runs of the same run ID (e.g. grpo.lr: 0.002 -> 0.003),\n" +
+			"read from the runs' manifests (a report folder's log archives, at a revision too).\n" +
+			"Then it compares, per cell and condition, every summary metric of A and B: the values, the\n" +
 			"delta with its 95% interval (from both sides' standard errors), whether that interval excludes\n" +
 			"zero (never from a zero-width interval), and how many seeds and problems each side rests on,\n" +
 			"with a warning below 3 seeds. Each side is a path or a git revision. A path is a report\n" +
@@ -39,7 +47,14 @@ func newDiffCmd() *cobra.Command {
 			if ea, eb := sides[0].experiments(), sides[1].experiments(); ea != eb {
 				fmt.Fprintf(cmd.ErrOrStderr(), "marlow: warning: A is experiment %s and B is experiment %s; their cells are compared where they share a task, workflow, scale and condition\n", ea, eb)
 			}
-			d := report.Diff(sides[0].rows, sides[1].rows)
+			why := ""
+			for i, s := range sides {
+				if s.manifests == nil {
+					why = fmt.Sprintf("%s (%s) %s", "AB"[i:i+1], s.arg, s.noRuns)
+					break
+				}
+			}
+			d := report.DiffRuns(sides[0].rows, sides[1].rows, sides[0].manifests, sides[1].manifests, why)
 			if asJSON {
 				data, err := d.JSON(args[0], args[1])
 				if err != nil {
@@ -59,11 +74,15 @@ func newDiffCmd() *cobra.Command {
 	return cmd
 }
 
-// diffSide is one side of a diff: its argument and summary rows.
+// diffSide is one side of a diff: its argument, summary rows and the
+// manifests of its runs (nil when they could not be read, and noRuns says
+// why).
 type diffSide struct {
-	arg  string
-	rows []report.SummaryRow
-	rev  bool // read at a git revision
+	arg       string
+	rows      []report.SummaryRow
+	rev       bool // read at a git revision
+	manifests []runlog.Manifest
+	noRuns    string
 }
 
 // experiments names the experiments of a side's rows, comma-separated.
@@ -98,6 +117,7 @@ func loadDiffSides(sides *[2]diffSide, repo, experiment, runsDir, only string) e
 			return fmt.Errorf("diff: %w", err)
 		}
 		s.rows = rows
+		s.manifests, s.noRuns = pathManifests(s.arg, runsDir, only)
 	}
 	for i := range sides {
 		s := &sides[i]
@@ -113,6 +133,15 @@ func loadDiffSides(sides *[2]diffSide, repo, experiment, runsDir, only string) e
 			return fmt.Errorf("diff: %w", err)
 		}
 		s.rows = rows
+		ms, ok, err := report.ManifestsAt(repo, s.arg, used)
+		switch {
+		case err != nil:
+			s.noRuns = "has log archives whose manifests could not be read: " + err.Error()
+		case !ok:
+			s.noRuns = fmt.Sprintf("holds no log archive in reports/%s/", used)
+		default:
+			s.manifests = ms
+		}
 		if experiment == "" {
 			experiment = used
 		}
@@ -156,4 +185,55 @@ func loadSummaryPath(arg, runsDir, only string) ([]report.SummaryRow, error) {
 		return nil, fmt.Errorf("%s is neither a report folder (no summary.parquet) nor readable runs: %w", arg, err)
 	}
 	return report.SummaryRows(study), nil
+}
+
+// pathManifests reads the manifests of a path side's runs: the log
+// archives beside a summary (a report folder), or the runs analysed (with
+// --only applied). Without them it returns why, for diff's conclusion.
+func pathManifests(arg, runsDir, only string) ([]runlog.Manifest, string) {
+	st, err := os.Stat(arg)
+	if err != nil {
+		return nil, err.Error()
+	}
+	dir := ""
+	switch {
+	case !st.IsDir() && strings.HasSuffix(arg, ".parquet"):
+		dir = filepath.Dir(arg)
+	case st.IsDir():
+		if _, err := os.Stat(filepath.Join(arg, "summary.parquet")); err == nil {
+			dir = arg
+		}
+	}
+	if dir != "" {
+		ms, ok, err := report.ArchiveManifests(dir)
+		switch {
+		case err != nil:
+			return nil, "has log archives whose manifests could not be read: " + err.Error()
+		case !ok:
+			return nil, "is a summary without log archives beside it (a report folder keeps them as *.tar.zst)"
+		}
+		return ms, ""
+	}
+	src, _, err := runner.Source(arg, runsDir)
+	if err != nil {
+		return nil, err.Error()
+	}
+	keep, err := runner.RunFilter(only)
+	if err != nil {
+		return nil, err.Error()
+	}
+	found, err := runlog.Manifests(src)
+	if err != nil {
+		return nil, err.Error()
+	}
+	ms := []runlog.Manifest{}
+	for _, f := range found {
+		if f.Err != nil {
+			return nil, "has a run whose manifest could not be read: " + f.Err.Error()
+		}
+		if keep == nil || keep(f.Manifest.RunID) {
+			ms = append(ms, f.Manifest)
+		}
+	}
+	return ms, ""
 }

@@ -85,3 +85,29 @@ func TestCheckDeletedSegment(t *testing.T) {
 		t.Errorf("report over a deleted segment: err %v; want one naming %s", err, seg)
 	}
 }
+
+// TestReportAndAnalyzeListEveryDamagedFile truncates a segment in each of
+// two runs: report and analyze stop, as before, but name both files, as
+// check does, not only the first they read.
+func TestReportAndAnalyzeListEveryDamagedFile(t *testing.T) {
+	runs := filepath.Join(t.TempDir(), "fixture")
+	copyTree(t, fixtureRuns(t), runs)
+	var segs []string
+	for _, id := range []string{"voting-ip-s-math-seed1", "voting-sp-s-math-seed2"} {
+		seg := firstParquet(t, filepath.Join(runs, id))
+		if err := os.Truncate(seg, 40); err != nil {
+			t.Fatal(err)
+		}
+		segs = append(segs, seg)
+	}
+	stdout, _, err := execCLI(t, "check", runs)
+	if codeOf(err) != 1 || !strings.Contains(stdout, segs[0]) || !strings.Contains(stdout, segs[1]) {
+		t.Fatalf("check: exit %d, output:\n%s\nwant both %v named", codeOf(err), stdout, segs)
+	}
+	for _, args := range [][]string{{"report", runs, "--out", filepath.Join(t.TempDir(), "rep")}, {"analyze", runs}} {
+		_, _, err := execCLI(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "2 damaged files") || !strings.Contains(err.Error(), segs[0]) || !strings.Contains(err.Error(), segs[1]) {
+			t.Errorf("%s over two truncated segments: err %v; want both %v listed", args[0], err, segs)
+		}
+	}
+}

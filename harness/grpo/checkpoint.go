@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/marlowlab/marlow/harness/internal/atomicfile"
@@ -22,14 +23,15 @@ import (
 // adapters and optimizer states) and state.json (State). It is written as
 // step-<k>.tmp, fsynced and renamed into place; only then is the run log
 // committed at step k; only after that are older checkpoint folders
-// removed. So at every instant the checkpoint of the log's last committed
-// step exists:
+// removed, all but the newest one before k (prune). So at every instant
+// the checkpoint of the log's last committed step exists:
 //
 //   - crash before the rename: a .tmp folder is left; resume deletes it;
 //   - crash between the rename and the log commit: the log still says k' < k
 //     and step-<k'> still exists; resume loads it and deletes step-<k>;
 //   - crash after the commit: step-<k> is the log's step; older folders
-//     are deleted on the next checkpoint or on resume.
+//     but the one before it are deleted on the next checkpoint or on
+//     resume.
 //
 // The loop keeps no random state besides the engine's: every draw is keyed
 // by (seed, purpose, step, ...), and the data cursor is a function of the
@@ -117,11 +119,24 @@ func (t *Trainer) checkpoint(ctx context.Context, step int64) error {
 }
 
 // prune removes every checkpoint folder and temporary under dir except the
-// one of keep.
+// one of keep and the newest one before it: the run keeps its last two
+// checkpoints, so that a segment damaged after the older one (a truncated
+// write, a bad disk block) costs the steps since it, not the whole run
+// (the runner rolls the log back to it; see CheckpointSteps). Folders
+// after keep (a crash between a checkpoint's rename and its log commit)
+// are removed.
 func prune(dir string, keep int64) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("prune checkpoints: %w", err)
+	}
+	prev := int64(-1)
+	for _, e := range ents {
+		if m := ckptName.FindStringSubmatch(e.Name()); m != nil && m[2] == "" {
+			if n, _ := strconv.ParseInt(m[1], 10, 64); n < keep && n > prev {
+				prev = n
+			}
+		}
 	}
 	for _, e := range ents {
 		m := ckptName.FindStringSubmatch(e.Name())
@@ -129,7 +144,7 @@ func prune(dir string, keep int64) error {
 			continue
 		}
 		n, _ := strconv.ParseInt(m[1], 10, 64)
-		if n == keep && m[2] == "" {
+		if (n == keep || n == prev) && m[2] == "" {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
@@ -137,6 +152,28 @@ func prune(dir string, keep int64) error {
 		}
 	}
 	return nil
+}
+
+// CheckpointSteps lists the steps of the complete checkpoint folders under
+// dir (temporaries left out), in increasing order; none when dir does not
+// exist.
+func CheckpointSteps(dir string) ([]int64, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	var out []int64
+	for _, e := range ents {
+		if m := ckptName.FindStringSubmatch(e.Name()); m != nil && m[2] == "" && e.IsDir() {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // restore loads the checkpoint of step into the engine and returns its state.

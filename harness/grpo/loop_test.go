@@ -208,9 +208,9 @@ func TestLoopRows(t *testing.T) {
 			if len(progress) != 4 || progress[0].Step != 0 || progress[3].Step != 3 || progress[3].Steps != 3 || math.IsNaN(progress[3].ValAcc) {
 				t.Errorf("progress %+v", progress)
 			}
-			// only the last checkpoint is kept.
+			// the last two checkpoints are kept.
 			ents, _ := os.ReadDir(filepath.Join(dir, "ckpt"))
-			if len(ents) != 1 || ents[0].Name() != "step-00000003" {
+			if len(ents) != 2 || ents[0].Name() != "step-00000002" || ents[1].Name() != "step-00000003" {
 				t.Errorf("checkpoint folder holds %v", ents)
 			}
 		})

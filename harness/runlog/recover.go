@@ -211,3 +211,41 @@ func (w *Writer) Rewind(step int64) error {
 	w.seen = seen
 	return nil
 }
+
+// SegmentStep is the commit step of a segment file name ("000020.parquet"
+// is 20); ok is false for any other name.
+func SegmentStep(name string) (step int64, ok bool) { return segmentStep(name) }
+
+// RollBack discards the commits of a closed run folder after step, a step
+// the run committed at whose checkpoint folder ckptOf(step) exists (a
+// checkpoint is written only at a commit, so its step is a commit
+// boundary). Unlike Rewind it reads no segment of a later commit: those
+// are removed unread, so a damaged one (truncated, altered) is no
+// obstacle. The manifest is rewritten first, naming step and listing the
+// segments up to step and the files of that checkpoint, so a crash during
+// RollBack leaves the rolled-back state for the next Open to finish.
+func RollBack(dir string, step int64, ckptOf func(step int64) string) error {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return fmt.Errorf("roll back run %s: %w", dir, err)
+	}
+	if step < 0 || step >= m.LastStep {
+		return fmt.Errorf("roll back run %s to step %d: outside 0..%d", dir, step, m.LastStep-1)
+	}
+	if st, err := os.Stat(ckptOf(step)); err != nil || !st.IsDir() {
+		return fmt.Errorf("roll back run %s to step %d: no checkpoint folder %s", dir, step, ckptOf(step))
+	}
+	w := &Writer{dir: dir, m: m, ckpt: ckptOf}
+	m.LastStep = step
+	m.Updated = now().Format(time.RFC3339)
+	if err := w.rewindInventory(&m, step); err != nil {
+		return fmt.Errorf("roll back run %s: %w", dir, err)
+	}
+	if err := writeManifest(dir, m); err != nil {
+		return fmt.Errorf("roll back run %s: %w", dir, err)
+	}
+	if _, err := recoverRun(dir, step); err != nil {
+		return fmt.Errorf("roll back run %s: %w", dir, err)
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -53,8 +54,12 @@ func (x *executor) execute(ctx context.Context, j job, devs []engine.Device) Out
 	if o, done := x.recheck(j, lock); done {
 		return o
 	}
-	if err := checkLog(j.dir); err != nil {
+	note, err := checkLog(j.dir)
+	if err != nil {
 		return fail(fmt.Errorf("run %s: %w", r.ID, err))
+	}
+	if note != "" {
+		x.rep.Note("run %s: %s", r.ID, note)
 	}
 
 	// Resolve what the manifest records before opening the log; a failure
@@ -149,28 +154,88 @@ func oomHint(scale string, last int64) string {
 var ErrCorruptLog = errors.New("run log is damaged; refusing to resume")
 
 // checkLog verifies the committed log of a run that has one, so that resume
-// never builds on damaged segments. A new run has nothing to check.
-func checkLog(dir string) error {
+// never builds on damaged segments. A new run has nothing to check. When
+// the damage is only in committed segments (or the files of the latest
+// checkpoint) and a kept checkpoint precedes all of it, the log is rolled
+// back to that checkpoint (rollBack) and note says so; otherwise the run is
+// refused with every problem listed.
+func checkLog(dir string) (note string, err error) {
 	m, err := runlog.ReadManifest(dir)
 	if errors.Is(err, runlog.ErrMissingManifest) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrCorruptLog, err)
+		return "", fmt.Errorf("%w: %w", ErrCorruptLog, err)
 	}
 	if m.LastStep < 0 {
-		return nil
+		return "", nil
 	}
 	probs := runlog.CheckWith(dir, runlog.CheckOptions{ConfigHash: spec.StoredConfigHash})
 	if len(probs) == 0 {
-		return nil
+		return "", nil
 	}
 	lines := make([]string, len(probs))
 	for i, p := range probs {
 		lines[i] = p.String()
 	}
-	return fmt.Errorf("%w: %w (%d %s; rerun it with --redo, or move the folder away, to start over):\n    %s",
-		ErrCorruptLog, probs[0].Err, len(probs), plural(len(probs), "problem", "problems"), strings.Join(lines, "\n    "))
+	listed := strings.Join(lines, "\n    ")
+	k, why := rollBackStep(dir, m, probs)
+	if why == "" {
+		ckptDir := filepath.Join(dir, "ckpt")
+		if err := runlog.RollBack(dir, k, func(step int64) string { return grpo.CheckpointPath(ckptDir, step) }); err != nil {
+			why = err.Error()
+		} else if again := runlog.CheckWith(dir, runlog.CheckOptions{ConfigHash: spec.StoredConfigHash}); len(again) > 0 {
+			why = fmt.Sprintf("after rolling back to step %d the log still has %d %s, the first %v", k, len(again), plural(len(again), "problem", "problems"), again[0])
+		} else {
+			return fmt.Sprintf("%d damaged %s:\n    %s\nrolled back to the checkpoint of step %d, the newest kept one before the damage; steps %d to %d run again",
+				len(probs), plural(len(probs), "file", "files"), listed, k, k+1, m.LastStep), nil
+		}
+	}
+	return "", fmt.Errorf("%w: %w (%d %s; %s; rerun it with --redo, or move the folder away, to start over):\n    %s",
+		ErrCorruptLog, probs[0].Err, len(probs), plural(len(probs), "problem", "problems"), why, listed)
+}
+
+// rollBackStep is the checkpoint step a damaged run log can be rolled
+// back to: the newest kept checkpoint before the earliest damaged step,
+// where every problem is a committed segment of the tables (damaged at its
+// commit step) or a file of the checkpoint of the last committed step
+// (damaged at that step). why says why there is none ("" when there is).
+func rollBackStep(dir string, m runlog.Manifest, probs []runlog.Problem) (step int64, why string) {
+	first := m.LastStep
+	for _, p := range probs {
+		rel, err := filepath.Rel(dir, p.Path)
+		if err != nil {
+			return 0, fmt.Sprintf("no roll-back: %s is outside the run folder", p.Path)
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		latest := filepath.Base(grpo.CheckpointPath("", m.LastStep))
+		switch {
+		case len(parts) == 2 && slices.Contains(runlog.Tables, parts[0]):
+			s, ok := runlog.SegmentStep(parts[1])
+			if !ok || s > m.LastStep {
+				return 0, fmt.Sprintf("no roll-back: %s is not a committed segment", rel)
+			}
+			first = min(first, s)
+		case len(parts) >= 3 && parts[0] == "ckpt" && parts[1] == latest:
+			// the latest checkpoint: roll back before it
+		default:
+			return 0, fmt.Sprintf("no roll-back: %s is neither a committed segment nor a file of the latest checkpoint", rel)
+		}
+	}
+	steps, err := grpo.CheckpointSteps(filepath.Join(dir, "ckpt"))
+	if err != nil {
+		return 0, "no roll-back: " + err.Error()
+	}
+	best := int64(-1)
+	for _, s := range steps {
+		if s < first && s > best {
+			best = s
+		}
+	}
+	if best < 0 {
+		return 0, fmt.Sprintf("no roll-back: no kept checkpoint precedes the damage at step %d (kept: %v)", first, steps)
+	}
+	return best, ""
 }
 
 // train builds the task and runs the GRPO loop from step last.

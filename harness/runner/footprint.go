@@ -46,14 +46,15 @@ const (
 )
 
 // Footprint is the estimated disk use of one run when it has finished:
-// what its folder holds (manifest, committed segments, the one checkpoint
-// kept) plus its lock file. The log estimate errs on the large side.
+// what its folder holds (manifest, committed segments, the last two
+// checkpoints, kept so that resume can roll back past one damaged segment)
+// plus its lock file. The log estimate errs on the large side.
 type Footprint struct {
 	Commits         int   // commits of the run log (checkpoints)
 	Segments        int   // committed Parquet segments
 	Files           int   // files in the run folder, plus the lock file
 	LogBytes        int64 // Parquet segments
-	CheckpointBytes int64 // the checkpoint kept (-1 when the model's shape is unknown)
+	CheckpointBytes int64 // the checkpoints kept (-1 when the model's shape is unknown)
 }
 
 // Bytes is the whole estimate (checkpoint counted as 0 when unknown).
@@ -138,10 +139,12 @@ func EstimateFootprint(r spec.Run) Footprint {
 		trained, _ := grpo.Adapters(r.Condition, r.Workflow)
 		emaFiles, emas = len(trained), len(roles)
 	}
-	f.Files = 2 + f.Segments + ckptFixedFiles + ckptFilesPerAdapter*len(adapters) + emaFiles
+	// a run keeps its last two checkpoints (one when it committed once)
+	kept := min(2, max(f.Commits, 1))
+	f.Files = 2 + f.Segments + kept*(ckptFixedFiles+ckptFilesPerAdapter*len(adapters)+emaFiles)
 	f.CheckpointBytes = -1
 	if params, ok := loraParams(rc.Model, rc.GRPO.Lora.Rank); ok {
-		f.CheckpointBytes = int64(len(adapters))*params*loraBytesPerParam + int64(emas)*params*emaBytesPerParam
+		f.CheckpointBytes = int64(kept) * (int64(len(adapters))*params*loraBytesPerParam + int64(emas)*params*emaBytesPerParam)
 	}
 	return f
 }

@@ -94,8 +94,10 @@ func TestDamagedDoneRunNotSkipped(t *testing.T) {
 }
 
 // TestResumeRefusesAlteredCheckpoint alters the checkpoint of a partial run
-// in place (still valid JSON of the same size): resume must fail naming
-// the file, not finish with different results.
+// in place (still valid JSON of the same size): resume must not load it
+// and finish with different results; it rolls back to the checkpoint
+// before it, naming the file, and finishes with an uninterrupted run's
+// rows.
 func TestResumeRefusesAlteredCheckpoint(t *testing.T) {
 	s := writeSpec(t, "0.5")
 	runs := t.TempDir()
@@ -113,13 +115,28 @@ func TestResumeRefusesAlteredCheckpoint(t *testing.T) {
 	}
 	b[i] = '0' + (b[i]-'0')%9 + 1
 	must(t, os.WriteFile(p, b, 0o644))
-	sum, err := Run(context.Background(), s, fakeOptions(runs))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantRolledBack(t, s, runs, p)
+}
+
+// wantRolledBack resumes the runs of s under runs: vsp must be rolled back
+// to the checkpoint of step 0, with a note naming the damaged file p, and
+// finish with the rows of an uninterrupted run.
+func wantRolledBack(t *testing.T, s *spec.Spec, runs, p string) {
+	t.Helper()
+	notes := &noteLog{}
+	opt := fakeOptions(runs)
+	opt.Reporter = notes
+	sum, err := Run(context.Background(), s, opt)
+	must(t, err)
 	o := outcomeOf(t, sum, vsp)
-	if o.State != StateFailed || !errors.Is(o.Err, runlog.ErrFileHash) || !strings.Contains(o.Err.Error(), p) {
-		t.Fatalf("%s: state %s, err %v; want failed with a hash mismatch naming %s", vsp, o.State, o.Err, p)
+	if note := notes.String(); o.State != StateDone || !strings.Contains(note, p) || !strings.Contains(note, "rolled back to the checkpoint of step 0") {
+		t.Fatalf("%s: state %s (%v), notes:\n%s\nwant done after a roll-back to step 0 naming %s", vsp, o.State, o.Err, note, p)
+	}
+	ref := t.TempDir()
+	_, err = Run(context.Background(), s, fakeOptions(ref))
+	must(t, err)
+	if rowsText(t, filepath.Join(runs, "fk", vsp)) != rowsText(t, filepath.Join(ref, "fk", vsp)) {
+		t.Errorf("%s: rows after the roll-back differ from an uninterrupted run", vsp)
 	}
 }
 
@@ -354,8 +371,9 @@ func TestVerifyAndRedo(t *testing.T) {
 }
 
 // TestPartialRunDeletedSegment deletes a committed segment of an
-// interrupted run: status calls it damaged and resume refuses it, naming
-// the file, instead of finishing "done" with the hole kept.
+// interrupted run: status calls it damaged, and resume, instead of
+// finishing "done" with the hole kept, rolls back to the checkpoint before
+// the hole, naming the file.
 func TestPartialRunDeletedSegment(t *testing.T) {
 	s := writeSpec(t, "0.5")
 	runs := t.TempDir()
@@ -367,13 +385,8 @@ func TestPartialRunDeletedSegment(t *testing.T) {
 	must(t, os.Remove(p))
 	sts, err := Status(s, runs, vsp)
 	must(t, err)
-	if sts[0].State != "damaged" || !strings.Contains(sts[0].Error, p) {
-		t.Errorf("status: %s %q; want damaged naming %s", sts[0].State, sts[0].Error, p)
+	if sts[0].State != "damaged" || !strings.Contains(sts[0].Error, p) || !strings.Contains(sts[0].Error, "resume rolls back to the checkpoint of step 0") {
+		t.Errorf("status: %s %q; want damaged naming %s and the roll-back resume will make", sts[0].State, sts[0].Error, p)
 	}
-	sum, err := Run(context.Background(), s, fakeOptions(runs))
-	must(t, err)
-	o := outcomeOf(t, sum, vsp)
-	if o.State != StateFailed || !errors.Is(o.Err, runlog.ErrMissingFile) || !strings.Contains(o.Err.Error(), p) {
-		t.Errorf("resume: %s (%v); want failed with a missing file naming %s", o.State, o.Err, p)
-	}
+	wantRolledBack(t, s, runs, p)
 }

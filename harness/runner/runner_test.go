@@ -1,10 +1,13 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -148,36 +151,56 @@ func TestInterruptResumeGivesSameRows(t *testing.T) {
 	}
 }
 
+// TestCorruptCheckpointOrLogFailsNamed damages a run interrupted at step
+// 2 (checkpoints of steps 0 and 2 kept): damage after the checkpoint of
+// step 0 rolls the log back to it, saying so, and the resumed run's rows
+// equal an uninterrupted run's; damage no kept checkpoint precedes (the
+// manifest, step 0's segment, both checkpoints) fails the run, named.
 func TestCorruptCheckpointOrLogFailsNamed(t *testing.T) {
 	const id = "voting-sp-s-synth-math-seed1"
+	truncate := func(t *testing.T, p string) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, p, string(b[:len(b)/2]))
+	}
 	cases := []struct {
 		name    string
 		corrupt func(t *testing.T, dir string)
-		want    error
+		want    error // nil: rolled back to step 0 and finished
 	}{
 		{"checkpoint state", func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(grpo.CheckpointPath(filepath.Join(dir, "ckpt"), 2), "state.json"), "{not json")
-		}, runlog.ErrFileSize}, // caught by the manifest's inventory before the loop reads it
+		}, nil},
 		{"checkpoint missing", func(t *testing.T, dir string) {
 			if err := os.RemoveAll(grpo.CheckpointPath(filepath.Join(dir, "ckpt"), 2)); err != nil {
 				t.Fatal(err)
 			}
-		}, runlog.ErrMissingFile},
+		}, nil},
 		{"steps segment truncated", func(t *testing.T, dir string) {
-			p := filepath.Join(dir, "steps", "000002.parquet")
-			b, err := os.ReadFile(p)
-			if err != nil {
+			truncate(t, filepath.Join(dir, "steps", "000002.parquet"))
+		}, nil},
+		{"both checkpoints damaged", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(grpo.CheckpointPath(filepath.Join(dir, "ckpt"), 2), "state.json"), "{not json")
+			if err := os.RemoveAll(grpo.CheckpointPath(filepath.Join(dir, "ckpt"), 0)); err != nil {
 				t.Fatal(err)
 			}
-			writeFile(t, p, string(b[:len(b)/2]))
+		}, runlog.ErrFileSize},
+		{"step 0's segment truncated", func(t *testing.T, dir string) {
+			truncate(t, filepath.Join(dir, "evals", "000000.parquet"))
 		}, runlog.ErrTruncated},
 		{"manifest", func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, runlog.ManifestFile), `{"run_id": `)
 		}, runlog.ErrBadManifest},
 	}
+	s := writeSpec(t, "0.5")
+	ref := t.TempDir()
+	if _, err := Run(context.Background(), s, fakeOptions(ref)); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := writeSpec(t, "0.5")
 			runs := t.TempDir()
 			opt, ctx := interruptAt(fakeOptions(runs), id, 2)
 			if _, err := Run(ctx, s, opt); err != nil {
@@ -187,8 +210,14 @@ func TestCorruptCheckpointOrLogFailsNamed(t *testing.T) {
 			if m, err := runlog.ReadManifest(dir); err != nil || m.LastStep != 2 || m.Status != runlog.StatusInterrupted {
 				t.Fatalf("setup: status %s last step %d, err %v; want interrupted at step 2", m.Status, m.LastStep, err)
 			}
+			if got, err := grpo.CheckpointSteps(filepath.Join(dir, "ckpt")); err != nil || !slices.Equal(got, []int64{0, 2}) {
+				t.Fatalf("kept checkpoints %v (%v), want [0 2]", got, err)
+			}
 			c.corrupt(t, dir)
-			sum, err := Run(context.Background(), s, fakeOptions(runs))
+			notes := &noteLog{}
+			opt = fakeOptions(runs)
+			opt.Reporter = notes
+			sum, err := Run(context.Background(), s, opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,11 +229,120 @@ func TestCorruptCheckpointOrLogFailsNamed(t *testing.T) {
 					t.Errorf("%s: %s (%v); other runs must continue", x.ID, x.State, x.Err)
 				}
 			}
-			if o.State != StateFailed || !errors.Is(o.Err, c.want) {
-				t.Fatalf("%s: state %s, err %v; want failed with %v", id, o.State, o.Err, c.want)
+			if c.want != nil {
+				if o.State != StateFailed || !errors.Is(o.Err, c.want) {
+					t.Fatalf("%s: state %s, err %v; want failed with %v", id, o.State, o.Err, c.want)
+				}
+				if c.want != runlog.ErrBadManifest && !strings.Contains(o.Err.Error(), "no roll-back") {
+					t.Errorf("the refusal does not say why there is no roll-back: %v", o.Err)
+				}
+				return
+			}
+			if o.State != StateDone {
+				t.Fatalf("%s: state %s, err %v; want done after rolling back", id, o.State, o.Err)
+			}
+			if note := notes.String(); !strings.Contains(note, "run "+id+": ") || !strings.Contains(note, "rolled back to the checkpoint of step 0") {
+				t.Errorf("no note of the roll-back:\n%s", note)
+			}
+			if rowsText(t, dir) != rowsText(t, filepath.Join(ref, "fk", id)) {
+				t.Errorf("rows after the roll-back differ from an uninterrupted run")
 			}
 		})
 	}
+}
+
+// TestResumeRollsBackPastDamagedSegment: a run interrupted after step 3
+// (checkpoints at 0, 2 and 3; the last two kept) whose segment after its
+// second checkpoint (steps/000003) is truncated resumes from the checkpoint
+// of step 2, saying so, and its logs are byte-identical with an
+// uninterrupted run's, segment by segment (timing/ holds wall-clock
+// seconds and is the one table that never is; runlog/SCHEMA.md).
+func TestResumeRollsBackPastDamagedSegment(t *testing.T) {
+	const id = "voting-ip-s-synth-math-seed1"
+	s := writeSpec(t, "0.5")
+	ref, runs := t.TempDir(), t.TempDir()
+	if _, err := Run(context.Background(), s, fakeOptions(ref)); err != nil {
+		t.Fatal(err)
+	}
+	iopt, ctx := interruptAt(fakeOptions(runs), id, 3)
+	if _, err := Run(ctx, s, iopt); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(runs, "fk", id)
+	if m, err := runlog.ReadManifest(dir); err != nil || m.LastStep != 3 || m.Status != runlog.StatusInterrupted {
+		t.Fatalf("setup: status %s last step %d, err %v; want interrupted at step 3", m.Status, m.LastStep, err)
+	}
+	if got, err := grpo.CheckpointSteps(filepath.Join(dir, "ckpt")); err != nil || !slices.Equal(got, []int64{2, 3}) {
+		t.Fatalf("kept checkpoints %v (%v), want [2 3]", got, err)
+	}
+	p := filepath.Join(dir, "steps", "000003.parquet")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, p, string(b[:len(b)-len(b)/3]))
+	notes := &noteLog{}
+	opt := fakeOptions(runs)
+	opt.Reporter = notes
+	sum, err := Run(context.Background(), s, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range sum.Outcomes {
+		if o.State != StateDone && o.State != StateSkipped || o.ID == id && o.State != StateDone {
+			t.Errorf("%s: %s (%v)", o.ID, o.State, o.Err)
+		}
+	}
+	note := notes.String()
+	for _, w := range []string{"run " + id + ": 1 damaged file:", "steps/000003.parquet", "rolled back to the checkpoint of step 2, the newest kept one before the damage; steps 3 to 3 run again"} {
+		if !strings.Contains(note, w) {
+			t.Errorf("the note lacks %q:\n%s", w, note)
+		}
+	}
+	refDir := filepath.Join(ref, "fk", id)
+	for _, tb := range runlog.Tables {
+		if tb == runlog.TableTiming {
+			continue
+		}
+		want, err := filepath.Glob(filepath.Join(refDir, tb, "*.parquet"))
+		if err != nil || len(want) == 0 && tb == runlog.TableSteps {
+			t.Fatalf("%s: reference segments %v (%v)", tb, want, err)
+		}
+		got, _ := filepath.Glob(filepath.Join(dir, tb, "*.parquet"))
+		if len(got) != len(want) {
+			t.Errorf("%s: %d segments, want %d", tb, len(got), len(want))
+			continue
+		}
+		for i, w := range want {
+			a, errA := os.ReadFile(got[i])
+			b, errB := os.ReadFile(w)
+			if errA != nil || errB != nil || filepath.Base(got[i]) != filepath.Base(w) || !bytes.Equal(a, b) {
+				t.Errorf("%s differs from the uninterrupted run's %s (%v %v)", got[i], w, errA, errB)
+			}
+		}
+	}
+	if probs := runlog.CheckWith(dir, runlog.CheckOptions{ConfigHash: spec.StoredConfigHash}); len(probs) > 0 {
+		t.Errorf("the resumed run's log has problems: %v", probs)
+	}
+}
+
+// noteLog is a Reporter that keeps the notes.
+type noteLog struct {
+	nopReporter
+	mu    sync.Mutex
+	lines []string
+}
+
+func (n *noteLog) Note(format string, args ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.lines = append(n.lines, fmt.Sprintf(format, args...))
+}
+
+func (n *noteLog) String() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return strings.Join(n.lines, "\n")
 }
 
 func writeFile(t *testing.T, p, s string) {

@@ -97,6 +97,9 @@ func Status(s *spec.Spec, runsDir, only string) ([]RunStatus, error) {
 				if probs := runlog.VerifyRun(dir, verifyOptions(false)); len(probs) > 0 {
 					st.State = StateDamaged
 					st.Error = fmt.Sprintf("%d %s, first %s", len(probs), plural(len(probs), "problem", "problems"), probs[0])
+					if k, why := rollBackStep(dir, m, probs); why == "" && m.Status != runlog.StatusDone {
+						st.Error += fmt.Sprintf("; resume rolls back to the checkpoint of step %d", k)
+					}
 				}
 			}
 		}
