@@ -131,8 +131,9 @@ func TestEngineCheckBF16(t *testing.T) {
 }
 
 // TestEngineCheckQwen3Widths runs the check in fp32 on the CPU on 2-layer
-// checkpoints of the published Qwen3-0.6B, 1.7B and 4B widths (random
-// weights, the real tokenizer): it passes, both forms of the coherence
+// checkpoints of the published Qwen3-0.6B and 4B widths, the narrowest and
+// the widest (random weights, the real tokenizer; 1.7B lies between and
+// costs as much again): it passes, both forms of the coherence
 // regularizer act on the constructed gradient history (factors about
 // 1 - lambda), and the step form's update is its factor times the plain
 // step's. At the first width the check runs again with the torch server's
@@ -163,7 +164,7 @@ func TestEngineCheckQwen3Widths(t *testing.T) {
 		t.Log("\n" + b.String())
 		return rep
 	}
-	for i, size := range []string{"0.6B", "1.7B", "4B"} {
+	for i, size := range []string{"0.6B", "4B"} {
 		t.Run(size, func(t *testing.T) {
 			cfg, err := model.Qwen3Published(size, 2)
 			if err != nil {
