@@ -84,11 +84,10 @@ type Report struct {
 	TorchToNative  float64 // max |Δ log-prob|: torch's saved checkpoint loaded by native
 	// The coherence regularizer (CoherenceOptions) and the measuring-only
 	// EMA (MonitorOptions, every scale exactly 1 in both engines), over the
-	// steps after the one that fills the EMAs: the largest |Δ| of a role's
-	// cosine to its EMA and of its scale, the largest relative Δ of the
-	// total gradient norm, the role-steps compared (both passes), and the
-	// smallest scale native applied with the regularizer (below 1, or the
-	// check exercised nothing).
+	// steps after the one that fills the EMAs, and the steps from the
+	// constructed gradient history in both forms: the largest |Δ| of a
+	// role's cosine to its EMA and of its scale, the largest relative Δ of
+	// the total gradient norm, and the role-steps compared.
 	CoherenceCos     float64
 	CoherenceScale   float64
 	CoherenceGradRel float64
