@@ -106,8 +106,10 @@ type TrainOptions struct {
 	// 1 - Lambda max(0, cos(g, m)) (the first gradient is not scaled).
 	// With Lambda 0 it only measures (CoherenceMonitor): every scale is 1
 	// and the gradients, and so the step, are bit for bit those of a nil
-	// Coherence. The EMAs are adapter state: Save writes them and Load
-	// restores them.
+	// Coherence. With Form CoherenceStep the role gradients are summed
+	// unscaled and the optimizer's step is multiplied instead
+	// (CoherenceStepFactor). The EMAs are adapter state: Save writes them
+	// and Load restores them.
 	Coherence *Coherence
 }
 
@@ -116,6 +118,41 @@ type TrainOptions struct {
 type Coherence struct {
 	Lambda   float64 // strength in [0, 1]: an aligned gradient is scaled by 1 - Lambda; 0 only measures
 	EMADecay float64 // decay of the per-role gradient EMA in [0, 1); 0 keeps only the last gradient
+	// Form is where the factors act: empty for the paper's form (so that a
+	// config without the field encodes, and hashes, as before it existed):
+	// each role's gradient is multiplied by its factor before the roles'
+	// gradients are summed, clipped and handed to AdamW, which divides by
+	// the gradient's running RMS and so normalises most of a factor that
+	// changes little from step to step away; or CoherenceStep.
+	Form string `json:",omitempty"`
+}
+
+// CoherenceStep is the coherence regularizer's form that acts on the
+// update: the roles' gradients are summed unscaled (AdamW's moments are
+// those of the unregularised run) and the optimizer's step, weight decay
+// included, is multiplied by CoherenceStepFactor, which AdamW cannot undo:
+// a one-role adapter moves by exactly its role's factor times the
+// unregularised step.
+const CoherenceStep = study.CoherenceStep
+
+// CoherenceStepFactor is the factor the CoherenceStep form multiplies an
+// adapter's optimizer step by: its roles' factors (CoherenceScale) weighted
+// by their shares of the squared gradient norm (RoleStats.GradShare),
+// sum_r share_r scale_r, summed in role order. With one role it is that
+// role's factor; it is 1 when no share is defined (a zero gradient).
+func CoherenceStepFactor(roles []RoleStats) float64 {
+	f, w := 0.0, 0.0
+	for _, rs := range roles {
+		if math.IsNaN(rs.GradShare) || math.IsNaN(rs.CoherenceScale) {
+			continue
+		}
+		f += rs.GradShare * rs.CoherenceScale
+		w += rs.GradShare
+	}
+	if !(w > 0) {
+		return 1
+	}
+	return f
 }
 
 // DefaultCoherenceEMADecay is the EMA decay of the coherence regularizer
@@ -137,6 +174,9 @@ func (c Coherence) Validate() error {
 	}
 	if !(c.EMADecay >= 0 && c.EMADecay < 1) {
 		return fmt.Errorf("coherence ema_decay %v is out of range (want 0 <= ema_decay < 1)", c.EMADecay)
+	}
+	if c.Form != "" && c.Form != CoherenceStep {
+		return fmt.Errorf("coherence form %q is unknown (want empty, the paper's form on the gradient, or %q)", c.Form, CoherenceStep)
 	}
 	return nil
 }
@@ -202,9 +242,12 @@ type RoleStats struct {
 	ClipFrac     float64 // fraction of tokens whose ratio was clipped
 	KL           float64 // mean k3 estimate of KL(current || base)
 	// CoherenceCos is the cosine between the role's gradient and its EMA
-	// (TrainOptions.Coherence), CoherenceScale the factor its gradient was
-	// multiplied by (1 with Lambda 0); both NaN without a Coherence and
-	// for "*", and the cosine NaN (scale 1) at the role's first step.
+	// (TrainOptions.Coherence), CoherenceScale the role's factor
+	// 1 - Lambda max(0, cos) (1 with Lambda 0), which the paper's form
+	// multiplies its gradient by; both NaN without a Coherence, and the
+	// cosine NaN (scale 1) at the role's first step. For "*" the cosine is
+	// NaN and the scale is the factor the CoherenceStep form multiplied
+	// the optimizer's step by (CoherenceStepFactor), NaN in the other forms.
 	CoherenceCos   float64
 	CoherenceScale float64
 }

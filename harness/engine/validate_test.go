@@ -128,3 +128,35 @@ func TestValidateAdapter(t *testing.T) {
 	}
 	wantErr(t, "name", ValidateAdapter("a/b", ok), `adapter name "a/b" must be usable as a folder name`)
 }
+
+// TestCoherenceStepFactor: the step form's factor is the roles' factors
+// weighted by their gradient shares; one role gives its own factor, and
+// no defined share gives 1. Validate knows the step form and no other.
+func TestCoherenceStepFactor(t *testing.T) {
+	role := func(share, scale float64) RoleStats { return RoleStats{GradShare: share, CoherenceScale: scale} }
+	nan := math.NaN()
+	cases := []struct {
+		name  string
+		roles []RoleStats
+		want  float64
+	}{
+		{"one role", []RoleStats{role(1, 0.6)}, 0.6},
+		{"two roles", []RoleStats{role(0.25, 0.5), role(0.75, 1)}, 0.875},
+		{"a zero gradient", []RoleStats{role(nan, 1), role(nan, 1)}, 1},
+		{"no roles", nil, 1},
+	}
+	for _, c := range cases {
+		if got := CoherenceStepFactor(c.roles); math.Abs(got-c.want) > 1e-15 {
+			t.Errorf("%s: step factor %v, want %v", c.name, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		form string
+		ok   bool
+	}{{"", true}, {CoherenceStep, true}, {"gradient", false}, {"update", false}} {
+		err := Coherence{Lambda: 0.5, EMADecay: 0.9, Form: c.form}.Validate()
+		if (err == nil) != c.ok {
+			t.Errorf("form %q: error %v, want ok %v", c.form, err, c.ok)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/datasets/synthmath"
+	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/engine/native"
 	"github.com/marlowlab/marlow/harness/model"
 	"github.com/marlowlab/marlow/harness/runlog"
@@ -190,5 +191,61 @@ func TestNativeEngineResumeKeepsGradientEMA(t *testing.T) {
 	runNative(t, open, c)
 	if rowsText(t, c) != rowsText(t, a) {
 		t.Error("a resumed native run wrote different rows from an uninterrupted one")
+	}
+}
+
+// TestNativeStepFormLogsStepFactor: with I6's step form the `*` row of
+// each trained step and policy carries the step factor the optimizer's
+// step was multiplied by, the policy's role factors weighted by their
+// gradient shares (engine.CoherenceStepFactor); in the paper's form it is
+// null.
+func TestNativeStepFormLogsStepFactor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("native engine loop in -short mode")
+	}
+	for _, form := range []string{"", engine.CoherenceStep} {
+		cfg := recipeConfig()
+		cfg.RunID, cfg.Seed, cfg.Condition, cfg.Workflow = "native-voting-sp-"+form, 7, study.SP, study.Voting
+		cfg.NVotes = 2
+		cfg.Rollouts, cfg.ProblemsPerStep, cfg.Steps = 4, 2, 3
+		cfg.LR = 1e-3
+		cfg.Schedule.Total = 3
+		cfg.DefaultMaxNewTokens = 12
+		cfg.EvalEvery, cfg.SaveEvery, cfg.ValSize, cfg.SamplesPerStep = 0, 0, 2, 0
+		cfg.Adapter.Rank, cfg.Adapter.Alpha = 2, 4
+		cfg.Coherence = &engine.Coherence{Lambda: 0.5, EMADecay: 0.5, Form: form}
+		dir := t.TempDir()
+		runNative(t, nativeLoop(t, cfg), dir)
+		r, err := runlog.ReadRun(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type key struct {
+			step   int64
+			policy string
+		}
+		want := map[key]float64{}
+		for _, s := range r.Steps {
+			if s.Role != "*" && !math.IsNaN(s.GradShare) {
+				want[key{s.Step, s.Policy}] += s.GradShare * s.CoherenceScale
+			}
+		}
+		checked := 0
+		for _, s := range r.Steps {
+			w, ok := want[key{s.Step, s.Policy}]
+			if s.Role != "*" || !ok {
+				continue
+			}
+			checked++
+			if form == "" && !math.IsNaN(s.CoherenceScale) {
+				t.Errorf("paper's form, step %d: the * row's coherence_scale is %v, want null", s.Step, s.CoherenceScale)
+			}
+			if form == engine.CoherenceStep && !(math.Abs(s.CoherenceScale-w) < 1e-12) {
+				t.Errorf("step form, step %d policy %s: the * row's coherence_scale is %v, want the share-weighted role factors %v", s.Step, s.Policy, s.CoherenceScale, w)
+			}
+		}
+		if checked == 0 {
+			t.Fatalf("form %q: no trained * row; the test shows nothing", form)
+		}
 	}
 }

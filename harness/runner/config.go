@@ -65,7 +65,7 @@ func TrainerConfig(rc spec.RunConfig) grpo.Config {
 	c.Adapter = engine.AdapterConfig{Rank: g.Lora.Rank, Alpha: g.Lora.Alpha, Targets: append([]string(nil), g.Lora.Targets...)}
 	c.SamplesPerStep = g.SamplesPerStep
 	if g.Coherence != nil {
-		c.Coherence = &engine.Coherence{Lambda: g.Coherence.Lambda, EMADecay: g.Coherence.EMADecay}
+		c.Coherence = &engine.Coherence{Lambda: g.Coherence.Lambda, EMADecay: g.Coherence.EMADecay, Form: g.Coherence.Form}
 	}
 
 	c.EvalEvery = rc.Eval.Every

@@ -18,6 +18,7 @@ import (
 	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/grpo"
 	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/spec"
 )
@@ -419,5 +420,41 @@ func TestCoherenceDefaultDecay(t *testing.T) {
 	}
 	if c := engine.CoherenceMonitor(); c.Lambda != 0 || c.EMADecay != engine.DefaultCoherenceEMADecay || c.Validate() != nil {
 		t.Errorf("monitor %+v: want lambda 0 and the default decay, valid", c)
+	}
+}
+
+// TestCoherenceStepForm: grpo.coherence.form step reaches the trainer's
+// config and its train options, and changes the config hash; without the
+// key the trainer's coherence has no form (the paper's form), so the
+// configs of runs planned before the key existed hash as they did.
+func TestCoherenceStepForm(t *testing.T) {
+	trainer := func(text string) grpo.Config {
+		t.Helper()
+		runs, err := spec.Plan(loadText(t, "coh.yaml", text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return TrainerConfig(runs[0].Config)
+	}
+	paper := trainer(knobSpec)
+	step := trainer(strings.Replace(knobSpec, "coherence: {lambda: 0.5, ema_decay: 0.8}", "coherence: {lambda: 0.5, ema_decay: 0.8, form: step}", 1))
+	if paper.Coherence == nil || paper.Coherence.Form != "" {
+		t.Fatalf("paper's form: coherence %+v, want no form", paper.Coherence)
+	}
+	if step.Coherence == nil || *step.Coherence != (engine.Coherence{Lambda: 0.5, EMADecay: 0.8, Form: engine.CoherenceStep}) {
+		t.Fatalf("step form: coherence %+v", step.Coherence)
+	}
+	if err := step.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if paper.Hash() == step.Hash() {
+		t.Error("the step form's config hashes as the paper's form's")
+	}
+	b, err := json.Marshal(paper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "Form") {
+		t.Errorf("the paper's form encodes a form: %s", b)
 	}
 }

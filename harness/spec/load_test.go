@@ -153,6 +153,7 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "coherence without lambda", old: "  steps: 20\n", new: "  steps: 20\n  coherence: {ema_decay: 0.8}\n", want: "grpo.coherence.lambda: must be in (0, 1] (an aligned gradient is scaled by 1 - lambda; set it, there is no default), got 0", at: "coherence"},
 		{name: "coherence lambda too big", old: "  steps: 20\n", new: "  steps: 20\n  coherence:\n    lambda: 1.5\n", want: "grpo.coherence.lambda: must be in (0, 1]", at: "lambda"},
 		{name: "coherence ema decay of 1", old: "  steps: 20\n", new: "  steps: 20\n  coherence: {lambda: 0.5, ema_decay: 1}\n", want: "grpo.coherence.ema_decay: must be in [0, 1)", at: "coherence"},
+		{name: "coherence unknown form", old: "  steps: 20\n", new: "  steps: 20\n  coherence: {lambda: 0.5, form: gradient}\n", want: `grpo.coherence.form: must be step (the factors multiply the optimizer's step) or absent (the paper's form: they multiply each role's gradient), got "gradient"`, at: "coherence"},
 		{name: "coherence unknown key", old: "  steps: 20\n", new: "  steps: 20\n  coherence: {lambda: 0.5, window: 10}\n", want: `grpo.coherence.window: unknown key "window"`, at: "window"},
 		{whole: baseSpec + "---\nexperiment: u\n", name: "two documents", want: "more than one YAML document", at: "---"},
 	}

@@ -235,10 +235,16 @@ type GRPO struct {
 
 // Coherence are the settings of the coherence regularizer: each role's
 // gradient is scaled by 1 - lambda max(0, cos(g, EMA of the role's past
-// gradients)) before the roles' gradients are summed (engine.Coherence).
+// gradients)) before the roles' gradients are summed (engine.Coherence);
+// with form step the same factors multiply the optimizer's step instead
+// (engine.CoherenceStep).
 type Coherence struct {
 	Lambda   float64 `yaml:"lambda" json:"lambda"`       // in (0, 1]; no default, the key is required
 	EMADecay float64 `yaml:"ema_decay" json:"ema_decay"` // in [0, 1); default 0.9 (a window of about 10 steps)
+	// Form is empty (absent: the paper's form, on the gradient) or "step"
+	// (engine.CoherenceStep); absent, the resolved config and its hash are
+	// as before the key existed.
+	Form string `yaml:"form" json:"form,omitempty"`
 }
 
 func (c *Coherence) setDefaults() { *c = Coherence{EMADecay: 0.9} }

@@ -14,6 +14,7 @@ import (
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/datasets/dapo"
 	"github.com/marlowlab/marlow/datasets/deepcoder"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 func validateMatrix(s *Spec, c checker) {
@@ -348,6 +349,9 @@ func validateGRPO(g GRPO, c checker, roles []string) {
 		}
 		if !(g.Coherence.EMADecay >= 0 && g.Coherence.EMADecay < 1) {
 			c.errf("coherence.ema_decay", "must be in [0, 1) (the EMA keeps ema_decay of its past each step), got %g", g.Coherence.EMADecay)
+		}
+		if f := g.Coherence.Form; f != "" && f != study.CoherenceStep {
+			c.errf("coherence.form", "must be %s (the factors multiply the optimizer's step) or absent (the paper's form: they multiply each role's gradient), got %q", study.CoherenceStep, f)
 		}
 	}
 }

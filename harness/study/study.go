@@ -58,6 +58,12 @@ const (
 	SeqMeanTokenSum  = "seq-mean-token-sum"
 )
 
+// CoherenceStep is the coherence regularizer's form that multiplies the
+// optimizer's step by the roles' factors, the spec's grpo.coherence.form
+// (engine.CoherenceStep says what it does); the paper's form, on each
+// role's gradient, is the absent form.
+const CoherenceStep = "step"
+
 // LossAggs lists the loss aggregation modes.
 var LossAggs = []string{TokenMean, SeqMeanTokenMean, SeqMeanTokenSum}
 

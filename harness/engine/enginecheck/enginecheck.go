@@ -5,7 +5,10 @@
 // coherence regularizer on, one step that fills the gradient EMAs and two
 // that are scaled against them (the second after each engine loaded the
 // other's checkpoint, EMAs included), and the same three steps with the
-// measuring-only EMA every run keeps (lambda 0). The native engine is thereby also
+// measuring-only EMA every run keeps (lambda 0); and, on a constructed
+// gradient history where both forms of the regularizer must act (each
+// role's EMA set to its own gradient, history.go), one step in each form.
+// The native engine is thereby also
 // checked against transformers' own Qwen3. Last, the torch engine samples
 // completions and rescores them as training does (the rollout agreement,
 // rollout.go), the check that judges bfloat16: in bfloat16 or float16 the
@@ -81,16 +84,21 @@ type Report struct {
 	TorchToNative  float64 // max |Δ log-prob|: torch's saved checkpoint loaded by native
 	// The coherence regularizer (CoherenceOptions) and the measuring-only
 	// EMA (MonitorOptions, every scale exactly 1 in both engines), over the
-	// steps after the one that fills the EMAs: the largest |Δ| of a role's
-	// cosine to its EMA and of its scale, the largest relative Δ of the
-	// total gradient norm, the role-steps compared (both passes), and the
-	// smallest scale native applied with the regularizer (below 1, or the
-	// check exercised nothing).
-	CoherenceCos      float64
-	CoherenceScale    float64
-	CoherenceGradRel  float64
-	CoherenceRoles    int
+	// steps after the one that fills the EMAs, and the steps from the
+	// constructed gradient history in both forms: the largest |Δ| of a
+	// role's cosine to its EMA and of its scale, the largest relative Δ of
+	// the total gradient norm, and the role-steps compared.
+	CoherenceCos     float64
+	CoherenceScale   float64
+	CoherenceGradRel float64
+	CoherenceRoles   int
+	// On the constructed gradient history (history.go), where every role's
+	// cosine to its EMA is about 1: the smallest role factor native applied
+	// in the paper's form and the step factor of the step form (both about
+	// 1 - lambda, or the check exercised nothing), and the step form's
+	// update against the plain step's (History).
 	CoherenceMinScale float64
+	History           History
 	Rollout           Rollout // the rollout agreement
 	LogProbTol        float64
 	StepTol           float64
@@ -134,6 +142,7 @@ func (r Report) Failures() []string {
 	if r.CoherenceRoles == 0 || !(r.CoherenceMinScale < 1) {
 		out = append(out, fmt.Sprintf("coherence regularizer: %d role-steps compared, smallest scale %.3g: the check scaled no gradient", r.CoherenceRoles, r.CoherenceMinScale))
 	}
+	out = append(out, r.History.failures(r.FP32(), r.StepTol)...)
 	if !r.FP32() {
 		return out
 	}
@@ -202,6 +211,7 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  coherence, max |Δ cosine to the EMA|:       %.3g over %d role-steps, regularizer and measuring-only (smallest scale %.4g)\n", r.CoherenceCos, r.CoherenceRoles, r.CoherenceMinScale)
 	fmt.Fprintf(w, "  coherence, max |Δ scale|:                   %.3g\n", r.CoherenceScale)
 	fmt.Fprintf(w, "  coherence, relative Δ total grad norm:      %.3g\n", r.CoherenceGradRel)
+	r.History.print(w, r.StepTol)
 	r.Rollout.print(w, r.FP32(), r.LogProbTol, r.RolloutShare, r.RolloutP99)
 }
 
@@ -253,10 +263,19 @@ func TrainOptions() engine.TrainOptions {
 		KLCoef: map[string]float64{"evaluator": 0.05}}
 }
 
-// CoherenceOptions are TrainOptions with the coherence regularizer on.
+// CoherenceOptions are TrainOptions with the coherence regularizer on, in
+// the paper's form.
 func CoherenceOptions() engine.TrainOptions {
 	o := TrainOptions()
 	o.Coherence = &engine.Coherence{Lambda: 0.5, EMADecay: 0.5}
+	return o
+}
+
+// StepCoherenceOptions are CoherenceOptions in the form that acts on the
+// optimizer's step (engine.CoherenceStep).
+func StepCoherenceOptions() engine.TrainOptions {
+	o := CoherenceOptions()
+	o.Coherence.Form = engine.CoherenceStep
 	return o
 }
 
@@ -469,6 +488,9 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	if err := compareCoherence(ctx, ne, te, turns, seeded, work, &r); err != nil {
 		return r, fmt.Errorf("coherence regularizer: %w", err)
 	}
+	if err := compareHistory(ctx, ne, te, cfg, turns, seeded, work, &r); err != nil {
+		return r, fmt.Errorf("coherence regularizer on a constructed gradient history: %w", err)
+	}
 	// Step 0 of the seeded adapter again, for the rollout agreement.
 	if err := te.Load(ctx, seeded); err != nil {
 		return r, err
@@ -482,7 +504,6 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 // compareCoherence runs coherencePass with CoherenceOptions and then with
 // MonitorOptions.
 func compareCoherence(ctx context.Context, ne *native.Engine, te *torch.Engine, turns []engine.Turn, seeded, work string, r *Report) error {
-	r.CoherenceMinScale = math.Inf(1)
 	if err := coherencePass(ctx, ne, te, turns, seeded, work, CoherenceOptions(), r); err != nil {
 		return err
 	}
@@ -497,7 +518,10 @@ func compareCoherence(ctx context.Context, ne *native.Engine, te *torch.Engine, 
 // undefined, scale 1 in both), the second is scaled against it (or, with
 // lambda 0, only measured: every scale exactly 1 in both), and the third is
 // taken after each engine loaded the other's checkpoint (EMAs included). It
-// records the differences of the last two in r.
+// records the differences of the last two in r. Whether a factor below 1
+// was applied depends on the checkpoint's gradients (at random weights the
+// second step's gradient may point away from the first's); the
+// constructed history (compareHistory) is where the regularizer must act.
 func coherencePass(ctx context.Context, ne *native.Engine, te *torch.Engine, turns []engine.Turn, seeded, work string, opt engine.TrainOptions, r *Report) error {
 	if err := ne.Load(ctx, seeded); err != nil {
 		return err
@@ -552,9 +576,6 @@ func coherencePass(ctx context.Context, ne *native.Engine, te *torch.Engine, tur
 			r.CoherenceRoles++
 			r.CoherenceCos = math.Max(r.CoherenceCos, absDiff(tr.CoherenceCos, nr.CoherenceCos))
 			r.CoherenceScale = math.Max(r.CoherenceScale, absDiff(tr.CoherenceScale, nr.CoherenceScale))
-			if !monitor {
-				r.CoherenceMinScale = math.Min(r.CoherenceMinScale, nr.CoherenceScale)
-			}
 		}
 		if step > 1 {
 			r.CoherenceGradRel = math.Max(r.CoherenceGradRel, rel(ts.Total.GradNorm, ns.Total.GradNorm))

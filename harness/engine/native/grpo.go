@@ -34,8 +34,11 @@ type grpoTurn struct {
 // sum of its agents' (in agent-name order) and the total the sum of the
 // roles' (in role order). With opt.Coherence each role's gradient is
 // compared with the EMA of its past gradients and, when Lambda > 0, first
-// scaled against it (coherenceScales). The total is clipped to GradClip and
-// applied with AdamW.
+// scaled against it (coherenceScales) or, in the engine.CoherenceStep form,
+// left as it is while the optimizer's step is multiplied by
+// engine.CoherenceStepFactor (the learning rate of this step, weight decay
+// included, times the factor; AdamW's moments see the unscaled gradient).
+// The total is clipped to GradClip and applied with AdamW.
 func (e *Engine) TrainStep(ctx context.Context, name string, turns []engine.Turn, opt engine.TrainOptions) (engine.StepStats, error) {
 	st, _, err := e.grpoStep(ctx, name, turns, opt, true)
 	return st, err
@@ -87,12 +90,28 @@ func (e *Engine) grpoStep(ctx context.Context, name string, turns []engine.Turn,
 	toks, sel, dlogits := e.grpoForward(ad, b, opt)
 	gg := e.grpoBackward(ad, b, sel, dlogits)
 	var cos, scale []float64
+	onStep := opt.Coherence != nil && opt.Coherence.Form == engine.CoherenceStep
 	if opt.Coherence != nil {
-		cos, scale = coherenceScales(ad.ema, gg, opt.Coherence.Lambda)
+		lambda := opt.Coherence.Lambda
+		if onStep {
+			// The role gradients are summed unscaled: the factors act on
+			// the step (below).
+			cos, scale = coherenceScales(ad.ema, gg, 0)
+			for r := range scale {
+				scale[r] = engine.CoherenceScale(lambda, cos[r])
+			}
+		} else {
+			cos, scale = coherenceScales(ad.ema, gg, lambda)
+		}
 	}
 	st.Total, st.Roles = grpoStats(b, toks, opt, gg)
 	for r := range cos {
 		st.Roles[r].CoherenceCos, st.Roles[r].CoherenceScale = cos[r], scale[r]
+	}
+	lr := opt.LR
+	if onStep {
+		st.Total.CoherenceScale = engine.CoherenceStepFactor(st.Roles)
+		lr *= st.Total.CoherenceScale
 	}
 	st.GradNormPre = st.Total.GradNorm
 	total := gg.total
@@ -109,7 +128,7 @@ func (e *Engine) grpoStep(ctx context.Context, name string, turns []engine.Turn,
 			total[i] *= s
 		}
 	}
-	ad.opt.update(ad.Data, total, opt.LR, opt.Beta1, opt.Beta2, opt.Eps, opt.WeightDecay)
+	ad.opt.update(ad.Data, total, lr, opt.Beta1, opt.Beta2, opt.Eps, opt.WeightDecay)
 	return st, gg, nil
 }
 

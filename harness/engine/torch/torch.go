@@ -461,10 +461,12 @@ type wireOptions struct {
 }
 
 // wireCoherence are the settings of the per-role gradient EMA and the
-// coherence regularizer (lambda 0: measured only; absent: no EMA).
+// coherence regularizer (lambda 0: measured only; absent: no EMA); form is
+// engine.Coherence.Form (absent: the paper's form on the gradient).
 type wireCoherence struct {
 	Lambda   float64 `json:"lambda"`
 	EMADecay float64 `json:"ema_decay"`
+	Form     string  `json:"form,omitempty"`
 }
 
 type wireStats struct {
@@ -538,7 +540,7 @@ func (e *Engine) TrainStep(ctx context.Context, name string, turns []engine.Turn
 	wo := wireOptions{ClipLow: opt.ClipLow, ClipHigh: opt.ClipHigh, LossAgg: opt.LossAgg, Temperature: opt.Temperature,
 		LR: opt.LR, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WeightDecay: opt.WeightDecay, GradClip: opt.GradClip, KLCoef: opt.KLCoef}
 	if c := opt.Coherence; c != nil {
-		wo.Coherence = &wireCoherence{Lambda: c.Lambda, EMADecay: c.EMADecay}
+		wo.Coherence = &wireCoherence{Lambda: c.Lambda, EMADecay: c.EMADecay, Form: c.Form}
 	}
 	var res struct {
 		Total       *wireStats  `json:"total"`

@@ -72,15 +72,26 @@ class Coherence:
     (engine.Coherence): the EMA m of each role's past gradients,
     m <- ema_decay m + (1 - ema_decay) g, and each role's cosine to it;
     with lam > 0 each role's gradient g is scaled by 1 - lam max(0, cos(g, m)),
-    with lam 0 (the measuring-only EMA every run keeps) it is left as it is."""
+    with lam 0 (the measuring-only EMA every run keeps) it is left as it is.
+    In the "step" form (engine.CoherenceStep) the role gradients are summed
+    unscaled and the optimizer's step is multiplied by coherence_step_factor
+    instead; form "" is the paper's form on the gradient."""
 
     lam: float
     ema_decay: float
+    form: str = ""
 
     @staticmethod
     def parse(o: Args) -> Coherence:
         """The coherence object of a train_step's options."""
-        c = Coherence(lam=o.need_float("lambda"), ema_decay=o.need_float("ema_decay"))
+        form = o.get("form") or ""
+        if form not in ("", COHERENCE_STEP):
+            raise Fault(
+                "bad_request",
+                "%s: coherence form %r is unknown (want absent, the paper's form on the gradient, or %r)"
+                % (o.where, form, COHERENCE_STEP),
+            )
+        c = Coherence(lam=o.need_float("lambda"), ema_decay=o.need_float("ema_decay"), form=form)
         if not (0 <= c.lam <= 1):
             raise Fault(
                 "bad_request", "%s: coherence lambda %r is out of range (want 0 <= lambda <= 1)" % (o.where, c.lam)
@@ -91,6 +102,10 @@ class Coherence:
                 "%s: coherence ema_decay %r is out of range (want 0 <= ema_decay < 1)" % (o.where, c.ema_decay),
             )
         return c
+
+
+COHERENCE_STEP = "step"
+"""engine.CoherenceStep: the coherence regularizer's factors act on the optimizer's step."""
 
 
 def coherence_scale(lam: float, cos: float) -> float:
@@ -124,6 +139,19 @@ def coherence_scales(
     for r in range(len(roles)):
         total += float(np.float32(scale[r])) * role_grads[r]
     return cos, scale, total
+
+
+def coherence_step_factor(roles: Sequence[RoleStats]) -> float:
+    """engine.CoherenceStepFactor: the roles' factors weighted by their shares
+    of the squared gradient norm, summed in role order; 1 when no share is
+    defined (a zero gradient)."""
+    f, w = 0.0, 0.0
+    for rs in roles:
+        if math.isnan(rs.grad_share) or math.isnan(rs.coherence_scale):
+            continue
+        f += rs.grad_share * rs.coherence_scale
+        w += rs.grad_share
+    return f if w > 0 else 1.0
 
 
 def update_ema(
@@ -283,9 +311,12 @@ def step_stats(
     return tot, out
 
 
-def adamw(ad: Adapter, g: torch.Tensor, o: TrainOptions) -> None:
-    """native adamState.update: float64 arithmetic, moments stored in float32."""
+def adamw(ad: Adapter, g: torch.Tensor, o: TrainOptions, step_factor: float = 1.0) -> None:
+    """native adamState.update: float64 arithmetic, moments stored in float32;
+    the step (weight decay included) taken at lr times step_factor."""
     b1, b2, lr, eps, wd = o.beta1, o.beta2, o.lr, o.eps, o.weight_decay
+    if step_factor != 1.0:
+        lr *= step_factor
     m0, v0 = ad.moments()
     ad.step += 1
     bc1 = 1 - math.pow(b1, ad.step)
@@ -331,17 +362,28 @@ def train_step(model: Model, adapters: Adapters, args: Args, progress: Callable[
         total += rg
     cos: list[float] = []
     scale: list[float] = []
+    on_step = o.coherence is not None and o.coherence.form == COHERENCE_STEP
     if o.coherence is not None:
-        cos, scale, total = coherence_scales(ad.ema, g.roles, role_grads, o.coherence.lam, total)
+        lam = o.coherence.lam
+        if on_step:
+            # The role gradients are summed unscaled: the factors act on the step.
+            cos, scale, total = coherence_scales(ad.ema, g.roles, role_grads, 0.0, total)
+            scale = [coherence_scale(lam, c) for c in cos]
+        else:
+            cos, scale, total = coherence_scales(ad.ema, g.roles, role_grads, lam, total)
     tot, roles = step_stats(turns, g, agent_grads, role_grads, total)
     for r, rs in enumerate(roles[: len(cos)]):
         rs.coherence_cos, rs.coherence_scale = cos[r], scale[r]
+    factor = 1.0
+    if on_step:
+        factor = coherence_step_factor(roles)
+        tot.coherence_scale = factor
     pre = tot.grad_norm
     with torch.no_grad():
         grad = total
         if o.grad_clip > 0 and pre > o.grad_clip:
             grad = total * float(np.float32(o.grad_clip / pre))
-        adamw(ad, grad, o)
+        adamw(ad, grad, o, factor)
         if o.coherence is not None:
             update_ema(ad.ema, g.roles, role_grads, o.coherence.ema_decay)
     return {"total": asdict(tot), "roles": [asdict(r) for r in roles], "skipped": skipped, "grad_norm_pre": pre}

@@ -13,6 +13,7 @@ import torch
 from marlow_torch.adapters import Adapter, Param
 from marlow_torch.protocol import Args, Fault
 from marlow_torch.training import (
+    COHERENCE_STEP,
     NAN,
     Coherence,
     RoleStats,
@@ -20,6 +21,7 @@ from marlow_torch.training import (
     adamw,
     coherence_scale,
     coherence_scales,
+    coherence_step_factor,
     step_stats,
     update_ema,
 )
@@ -134,6 +136,47 @@ def test_coherence_options() -> None:
         TrainOptions.parse(Args({**OPTIONS, "coherence": {"lambda": 0.5, "ema_decay": 1.0}}, "o"))
     with pytest.raises(Fault, match="argument 'lambda' is missing"):
         TrainOptions.parse(Args({**OPTIONS, "coherence": {"ema_decay": 0.9}}, "o"))
+    step = TrainOptions.parse(Args({**OPTIONS, "coherence": {"lambda": 0.5, "ema_decay": 0.9, "form": "step"}}, "o"))
+    assert step.coherence == Coherence(lam=0.5, ema_decay=0.9, form=COHERENCE_STEP)
+    with pytest.raises(Fault, match="coherence form 'grad' is unknown"):
+        TrainOptions.parse(Args({**OPTIONS, "coherence": {"lambda": 0.5, "ema_decay": 0.9, "form": "grad"}}, "o"))
+
+
+def test_coherence_step_factor() -> None:
+    """engine.CoherenceStepFactor: the roles' factors weighted by their
+    gradient shares; 1 without a defined share."""
+    acc = Acc(loss=0.5, nll=6.0, ent=3.0, ratio=4.0, rmax=1.2, kl=0.4, clipped=1, toks=4, seqs=2)
+    a, b = RoleStats.of("a", acc), RoleStats.of("b", acc)
+    a.grad_share, a.coherence_scale = 0.25, 0.5
+    b.grad_share, b.coherence_scale = 0.75, 1.0
+    assert coherence_step_factor([a, b]) == 0.25 * 0.5 + 0.75 * 1.0
+    assert coherence_step_factor([a]) == 0.125  # shares as given: one role's share is 1 in a step
+    a.grad_share = b.grad_share = NAN
+    assert coherence_step_factor([a, b]) == 1.0
+
+
+def test_adamw_step_factor_scales_the_update() -> None:
+    """The step form multiplies AdamW's step (weight decay included) by the
+    factor and leaves the moments as the plain step's."""
+    w0 = torch.tensor([[0.5, -1.0], [2.0, 0.0]])
+    o = TrainOptions.parse(Args(OPTIONS, "o"))
+    g = torch.tensor([0.1, -0.2, 0.0, 1.0])
+    after: list[list[float]] = []
+    moments: list[tuple[list[float], list[float]]] = []
+    for factor in (1.0, 0.375):
+        w = torch.nn.Parameter(w0.clone())
+        ad = Adapter("x", 1, 1.0, ["q_proj"], 0, [Param("w", 0, "q_proj", False, w)])
+        ad.m, ad.v = torch.full((4,), 0.01), torch.full((4,), 1e-4)
+        ad.step = 3
+        adamw(ad, g, o, factor)
+        after.append(w.detach().reshape(-1).double().tolist())
+        moments.append((ad.m.tolist(), ad.v.tolist()))
+    x0 = w0.reshape(-1).double().tolist()
+    for i in range(4):
+        assert after[1][i] - x0[i] == pytest.approx(
+            0.375 * (after[0][i] - x0[i]), abs=4e-7
+        )  # float32 weights near 2: ulp 2.4e-7
+    assert moments[0] == moments[1]
 
 
 @pytest.mark.parametrize(
