@@ -3,21 +3,23 @@ graphs: a step of B live rows runs at the smallest bucket >= B, its inputs
 copied into that bucket's buffers and the rows past B padded (token 0 at
 position 0 under no adapter, writing its key and value into a scratch block
 of the pool that no row owns, attending to that block alone). On cuda each
-bucket's step is captured into a torch.cuda.CUDAGraph at its first use in a
-generate call and replayed after; on the CPU the same buffers run eagerly,
-which is how the bucket, padding and scratch logic is tested.
+bucket's step is captured into a torch.cuda.CUDAGraph at its first use and
+replayed after; on the CPU the same buffers run eagerly, which is how the
+bucket, padding and scratch logic is tested.
 
-Graphs live for one generate call: the decoder stacks the adapters' current
-tensors when the call starts, so an optimizer step between calls is always
-seen (the call captures afresh), and the pool and every buffer are freed
-when the call returns, before any train step.
+Shapes are fixed for the life of the process: the bucket list comes from
+the slot count alone, the pool is sized once and every bucket's block mask
+is built once over tensors refilled in place before each step (outside the
+graph). So the compiled attention compiles once per bucket and a graph,
+captured once into one memory pool shared by the buckets, is replayed by
+every later generate call: the decoder's stacked LoRA buffers are refilled
+in place after optimizer steps (Qwen3Decoder.refresh), never reallocated.
 
 THE CUDA CAPTURE HAS NEVER RUN: no GPU was available when it was written.
 What it needs from the step is that nothing in it synchronises with the
 host or allocates a shape that depends on values: the LoRA mask, the
-tables, the positions and the flex block mask are all tensors of the
-bucket's fixed shape (FlexPagedAttention builds its mask with a scatter for
-that reason)."""
+tables, the positions and the block mask are all tensors of the bucket's
+fixed shape, refilled before the replay."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .kvpool import BLOCK, KVPool
+from .kvpool import BLOCK, KVPool, allow_compiled_shapes
 from .qwen3_decode import Lora, RowAdapters
 
 if TYPE_CHECKING:
@@ -82,16 +84,20 @@ class StaticRows(RowAdapters):
 
 
 class Bucket:
-    """The static inputs and output of one bucket's decode step."""
+    """The static inputs and output of one bucket's decode step, and its
+    attention (built once over the bucket's tables and lengths)."""
 
-    def __init__(self, n: int, max_blocks: int, scratch: int, device: torch.device) -> None:
+    def __init__(self, n: int, max_blocks: int, pool: KVPool, dec: Qwen3Decoder, compiled: bool) -> None:
+        device = pool.k.device
         self.n = n
-        self.scratch = scratch
+        self.scratch = pool.reserved[0]
         self.tokens = torch.zeros(n, dtype=torch.long, device=device)
         self.pos = torch.zeros(n, dtype=torch.long, device=device)
-        self.slots = torch.full((n,), scratch * BLOCK, dtype=torch.long, device=device)
-        self.tables = torch.full((n, max_blocks), scratch, dtype=torch.long, device=device)
+        self.slots = torch.full((n,), self.scratch * BLOCK, dtype=torch.long, device=device)
+        self.tables = torch.full((n, max_blocks), self.scratch, dtype=torch.long, device=device)
+        self.lengths = torch.ones(n, dtype=torch.long, device=device)
         self.rows = StaticRows(n, device)
+        self.attend = dec.attention(pool, self.tables, self.lengths, dec.scale, compiled)
         self.out: torch.Tensor | None = None
         self.graph: Any = None
 
@@ -111,18 +117,22 @@ class Bucket:
             slots[i] = t[pos[i] // BLOCK] * BLOCK + pos[i] % BLOCK
         pad = [0] * (self.n - B)
         dev = self.tokens.device
+        p = torch.tensor(list(pos) + pad, dtype=torch.long)
         self.tokens.copy_(torch.tensor(list(tokens) + pad, dtype=torch.long).to(dev))
-        self.pos.copy_(torch.tensor(list(pos) + pad, dtype=torch.long).to(dev))
+        self.pos.copy_(p.to(dev))
         self.slots.copy_(slots.to(dev))
-        self.tables.copy_(tab.to(dev))
+        self.attend.update(tab.to(dev), (p + 1).to(dev))
         self.rows.fill(names)
 
 
 class DecodeGraphs:
     """Runs a decoder's steps at buckets (see the module doc). capture: use
-    CUDA graphs (cuda only); else run the buckets' static buffers eagerly."""
+    CUDA graphs (cuda only); else run the buckets' static buffers eagerly.
+    compiled: the flex attention compiled (each bucket one shape)."""
 
-    def __init__(self, dec: Qwen3Decoder, pool: KVPool, max_rows: int, max_blocks: int, capture: bool) -> None:
+    def __init__(
+        self, dec: Qwen3Decoder, pool: KVPool, max_rows: int, max_blocks: int, capture: bool, compiled: bool = False
+    ) -> None:
         if not pool.reserved:
             raise ValueError("DecodeGraphs needs a pool with a reserved scratch block (KVPool reserve=1)")
         if dec.lora_mode != "mask":
@@ -133,9 +143,14 @@ class DecodeGraphs:
         self.sizes = buckets(max_rows)
         self.max_blocks = max_blocks
         self.capture = capture
+        self.compiled = compiled
+        if compiled:
+            allow_compiled_shapes(len(self.sizes) + 1)
         self.buckets: dict[int, Bucket] = {}
         self.captures = 0
-        """Graphs captured (each bucket once per generate call)."""
+        """Graphs captured (each bucket once)."""
+        self.mempool: Any = torch.cuda.graph_pool_handle() if capture else None
+        """The memory pool that every bucket's graph allocates from."""
 
     def bucket(self, rows: int) -> int:
         """The smallest bucket >= rows."""
@@ -145,11 +160,12 @@ class DecodeGraphs:
         raise ValueError("%d rows exceed the largest bucket %d" % (rows, self.sizes[-1]))
 
     def _eager(self, b: Bucket) -> torch.Tensor:
-        return self.dec.decode(b.tokens, b.pos, b.rows, self.pool, b.tables, b.slots)
+        return self.dec.decode(b.tokens, b.pos, b.rows, self.pool, b.tables, b.slots, b.attend)
 
     def _capture(self, b: Bucket) -> None:
-        # NEVER RUN (no GPU was available): warm up on a side stream, then
-        # capture one step; replay() reruns it on whatever the buffers hold.
+        # NEVER RUN (no GPU was available): warm up on a side stream (which
+        # compiles the attention's shape outside the capture), then capture
+        # one step; replay() reruns it on whatever the buffers hold.
         side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -157,7 +173,7 @@ class DecodeGraphs:
                 b.out = self._eager(b)
         torch.cuda.current_stream().wait_stream(side)
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
+        with torch.cuda.graph(g, pool=self.mempool):
             b.out = self._eager(b)
         b.graph = g
         self.captures += 1
@@ -171,7 +187,7 @@ class DecodeGraphs:
         n = self.bucket(B)
         b = self.buckets.get(n)
         if b is None:
-            b = Bucket(n, self.max_blocks, self.pool.reserved[0], self.pool.k.device)
+            b = Bucket(n, self.max_blocks, self.pool, self.dec, self.compiled)
             self.buckets[n] = b
         b.fill(tokens, pos, names, tables)
         if self.capture:

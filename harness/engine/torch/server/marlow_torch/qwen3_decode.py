@@ -54,9 +54,9 @@ def base_weight(mod: Any) -> torch.Tensor:
 
 
 class Qwen3Decoder:
-    """The forward passes of the slot backend for one generate call, over
-    the adapters named (their current tensors: built per call, so that it
-    always sees the latest optimizer step).
+    """The forward passes of the slot backend over the adapters named: their
+    LoRA factors stacked once into buffers of their own, which refresh
+    refills from the adapters' current tensors (after each optimizer step).
 
     lora_mode "mask" applies every adapter of a mixed batch at once (the
     stacked A and B, a per-row scale mask); "split" runs each adapter's rows
@@ -119,18 +119,34 @@ class Qwen3Decoder:
             scaling = ad.alpha / ad.rank
             got: dict[tuple[int, str], dict[bool, torch.Tensor]] = {}
             for p in ad.params:
-                got.setdefault((p.layer, p.module), {})[p.is_b] = p.tensor.detach()
+                got.setdefault((p.layer, p.module), {})[p.is_b] = p.tensor
             for key, ab in got.items():
                 parts.setdefault(key, []).append((name, ab[False], ab[True], scaling))
+        self._sources: list[tuple[Lora, list[tuple[torch.Tensor, torch.Tensor, int, int]]]] = []
         for (layer, mod), lst in parts.items():
             spans: dict[str, tuple[int, int, float]] = {}
+            src = []
             r0 = 0
-            for name, a, _, s in lst:
+            for name, a, b, s in lst:
                 spans[name] = (r0, r0 + a.shape[0], s)
+                src.append((a, b, r0, r0 + a.shape[0]))
                 r0 += a.shape[0]
-            a_cat = torch.cat([a for _, a, _, _ in lst], dim=0)
-            b_cat = torch.cat([b for _, _, b, _ in lst], dim=1)
-            self.layers[layer].lora[mod] = Lora(a_cat, b_cat, spans)
+            a_cat = torch.cat([a.detach() for _, a, _, _ in lst], dim=0)
+            b_cat = torch.cat([b.detach() for _, _, b, _ in lst], dim=1)
+            lo = Lora(a_cat, b_cat, spans)
+            self.layers[layer].lora[mod] = lo
+            self._sources.append((lo, src))
+        self.adapter_layout = layout(adapters, names)
+
+    def refresh(self) -> None:
+        """Copies the adapters' current tensors into the stacked buffers in
+        place (after an optimizer step: the buffers, and every graph that
+        reads them, stay where they are)."""
+        with torch.no_grad():
+            for lo, src in self._sources:
+                for a, b, r0, r1 in src:
+                    lo.a[r0:r1].copy_(a)
+                    lo.b[:, r0:r1].copy_(b)
 
     def pool_shape(self) -> PoolShape:
         """The KV pool geometry of this model."""
@@ -206,27 +222,50 @@ class Qwen3Decoder:
         """Runs one prompt under adapter, storing its keys and values at
         slots ([n], flat pool slots of positions 0..n-1), and returns the
         float32 logits [V] of its last position."""
-        n = len(tokens)
-        ids = torch.tensor(list(tokens), dtype=torch.long, device=self.device)
-        pos = torch.arange(n, device=self.device)
-        rows = RowAdapters.one(adapter)
+        return self.prefill_many([tokens], [adapter], pool, slots)[0]
+
+    def prefill_many(
+        self, prompts: Sequence[Sequence[int]], adapters: Sequence[str], pool: KVPool, slots: torch.Tensor
+    ) -> torch.Tensor:
+        """Runs prompts (each under its adapter) as one packed forward: every
+        projection and MLP over all their tokens at once, attention causal
+        within each prompt. slots ([sum of lengths]) are the flat pool slots
+        of the prompts' positions, one prompt after the other. Returns the
+        float32 logits [len(prompts), V] of each prompt's last position."""
+        lens = [len(p) for p in prompts]
+        ids = torch.tensor([t for p in prompts for t in p], dtype=torch.long, device=self.device)
+        pos = torch.cat([torch.arange(n) for n in lens]).to(self.device)
+        if len(set(adapters)) == 1:
+            rows = RowAdapters.one(adapters[0])
+        else:
+            rows = RowAdapters([a for a, n in zip(adapters, lens) for _ in range(n)], self.device)
+        T = ids.shape[0]
         x = self.embed[ids]
         for li, layer in enumerate(self.layers):
             h = self._rms(x, layer.ln1)
             q, k, v = self._qkv(layer, h, pos, rows)
             pool.write(li, slots, k, v)
-            o = F.scaled_dot_product_attention(
-                q.transpose(0, 1).unsqueeze(0),
-                k.transpose(0, 1).unsqueeze(0),
-                v.transpose(0, 1).unsqueeze(0),
-                is_causal=True,
-                scale=self.scale,
-                enable_gqa=True,
-            )
-            o = o.squeeze(0).transpose(0, 1).reshape(n, self.heads * self.head_dim)
-            x = x + self._linear(layer, "o_proj", o, rows)
+            o = torch.empty_like(q)
+            off = 0
+            for n in lens:
+                seg = slice(off, off + n)
+                o[seg] = (
+                    F.scaled_dot_product_attention(
+                        q[seg].transpose(0, 1).unsqueeze(0),
+                        k[seg].transpose(0, 1).unsqueeze(0),
+                        v[seg].transpose(0, 1).unsqueeze(0),
+                        is_causal=True,
+                        scale=self.scale,
+                        enable_gqa=True,
+                    )
+                    .squeeze(0)
+                    .transpose(0, 1)
+                )
+                off += n
+            x = x + self._linear(layer, "o_proj", o.reshape(T, self.heads * self.head_dim), rows)
             x = x + self._mlp(layer, self._rms(x, layer.ln2), rows)
-        return self.logits(x[-1:])[0]
+        last = torch.tensor([sum(lens[: i + 1]) - 1 for i in range(len(lens))], device=self.device)
+        return self.logits(x[last])
 
     def decode(
         self,
@@ -236,13 +275,17 @@ class Qwen3Decoder:
         pool: KVPool,
         tables: torch.Tensor,
         slots: torch.Tensor,
+        attend: Any = None,
     ) -> torch.Tensor:
         """One decode step of B rows: tokens [B] at positions pos [B], their
         keys and values stored at slots [B], attention over each row's blocks
-        (tables [B, nb]); returns float32 logits [B, V]."""
+        (tables [B, nb]) by attend (a kvpool attention already updated for
+        this step, a bucket's) or one built for the step; returns float32
+        logits [B, V]."""
         B = tokens.shape[0]
         x = self.embed[tokens]
-        attend = self.attention(pool, tables, pos + 1, self.scale)
+        if attend is None:
+            attend = self.attention(pool, tables, pos + 1, self.scale)
         for li, layer in enumerate(self.layers):
             h = self._rms(x, layer.ln1)
             q, k, v = self._qkv(layer, h, pos, rows)
@@ -251,6 +294,17 @@ class Qwen3Decoder:
             x = x + self._linear(layer, "o_proj", o, rows)
             x = x + self._mlp(layer, self._rms(x, layer.ln2), rows)
         return self.logits(x)
+
+
+def layout(adapters: Adapters, names: Sequence[str]) -> tuple[tuple[str, int, float, tuple[str, ...]], ...]:
+    """What fixes the shapes of a decoder's stacked LoRA factors: each named
+    adapter's name, rank, alpha and target modules."""
+    out = []
+    for name in sorted({n for n in names if n}):
+        ad = adapters.lookup(name)
+        if ad is not None:
+            out.append((name, ad.rank, ad.alpha, tuple(sorted({p.module for p in ad.params}))))
+    return tuple(out)
 
 
 class RowAdapters:
