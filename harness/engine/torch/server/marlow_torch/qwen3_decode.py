@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from .adapters import Adapters
     from .model import Model
 
+GROUPS = [("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")]
+"""Linear layers that read one input: their LoRA A run as one product."""
+
 LINEARS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -45,6 +48,10 @@ class Layer:
     k_norm: torch.Tensor
     w: dict[str, torch.Tensor]
     lora: dict[str, Lora] = field(default_factory=dict)
+    groups: dict[tuple[str, ...], tuple[torch.Tensor, list[int]]] = field(default_factory=dict)
+    """The LoRA A of modules that read one input (q/k/v, gate/up) in one
+    buffer ([sum of R, in]) with each module's first row; each module's
+    Lora.a is a view into it."""
 
 
 def base_weight(mod: Any) -> torch.Tensor:
@@ -136,6 +143,18 @@ class Qwen3Decoder:
             lo = Lora(a_cat, b_cat, spans)
             self.layers[layer].lora[mod] = lo
             self._sources.append((lo, src))
+        for ly in self.layers:
+            for mods in GROUPS:
+                if any(m not in ly.lora for m in mods):
+                    continue
+                members = [ly.lora[m] for m in mods]
+                a_all = torch.cat([x.a for x in members], dim=0)
+                starts, r0 = [], 0
+                for x in members:
+                    starts.append(r0)
+                    x.a = a_all[r0 : r0 + x.a.shape[0]]
+                    r0 += x.a.shape[0]
+                ly.groups[mods] = (a_all, starts)
         self.adapter_layout = layout(adapters, names)
 
     def refresh(self) -> None:
@@ -154,14 +173,15 @@ class Qwen3Decoder:
 
     def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         dt = x.dtype
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        h = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
         return w * h.to(dt)
 
     def _rope(self, pos: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of the positions ([n, 1, hd], broadcast over heads)."""
         freqs = pos.float().unsqueeze(-1) * self.inv_freq.unsqueeze(0)
         emb = torch.cat((freqs, freqs), dim=-1)
-        return (emb.cos() * self.rope_scale).to(x.dtype), (emb.sin() * self.rope_scale).to(x.dtype)
+        cos = (emb.cos() * self.rope_scale).to(x.dtype).unsqueeze(1)
+        return cos, (emb.sin() * self.rope_scale).to(x.dtype).unsqueeze(1)
 
     @staticmethod
     def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -175,17 +195,9 @@ class Qwen3Decoder:
         if lo is None or not rows.any:
             return y
         xf = x.float()
-        if rows.single is not None:
-            span = lo.spans.get(rows.single)
-            if span is None:
-                return y
-            r0, r1, s = span
-            d = F.linear(F.linear(xf, lo.a[r0:r1]), lo.b[:, r0:r1]) * s
-            return y + d.to(y.dtype)
-        if self.lora_mode == "mask":
-            m = rows.mask(lo)
-            d = F.linear(F.linear(xf, lo.a) * m, lo.b)
-            return y + d.to(y.dtype)
+        if rows.single is not None or self.lora_mode == "mask":
+            d = self._delta(lo, xf, None, rows)
+            return y if d is None else y + d.to(y.dtype)
         out = y.float()
         for name, idx in rows.groups:
             span = lo.spans.get(name)
@@ -196,23 +208,51 @@ class Qwen3Decoder:
             out = out.index_add(0, idx, d)
         return out.to(y.dtype)
 
+    def _delta(self, lo: Lora, xf: torch.Tensor, h: torch.Tensor | None, rows: RowAdapters) -> torch.Tensor | None:
+        """The float32 LoRA term of one module for one adapter (rows.single)
+        or a mixed batch in mask form; h: xf's product with lo.a when
+        already computed (a group's)."""
+        if rows.single is not None:
+            span = lo.spans.get(rows.single)
+            if span is None:
+                return None
+            r0, r1, s = span
+            a = F.linear(xf, lo.a[r0:r1]) if h is None else h[:, r0:r1]
+            return F.linear(a, lo.b[:, r0:r1]) * s
+        a = F.linear(xf, lo.a) if h is None else h
+        return F.linear(a * rows.mask(lo), lo.b)
+
+    def _group(self, layer: Layer, mods: tuple[str, ...], x: torch.Tensor, rows: RowAdapters) -> list[torch.Tensor]:
+        """The outputs of linear layers that read x, with their LoRA A as one
+        product (input cast once) when they have a group and the batch runs
+        one adapter or the mask form."""
+        g = layer.groups.get(mods)
+        if g is None or not rows.any or (rows.single is None and self.lora_mode != "mask"):
+            return [self._linear(layer, m, x, rows) for m in mods]
+        a_all, starts = g
+        xf = x.float()
+        h = F.linear(xf, a_all)
+        out = []
+        for m, r0 in zip(mods, starts):
+            y = F.linear(x, layer.w[m])
+            lo = layer.lora[m]
+            d = self._delta(lo, xf, h[:, r0 : r0 + lo.a.shape[0]], rows)
+            out.append(y if d is None else y + d.to(y.dtype))
+        return out
+
     def _mlp(self, layer: Layer, x: torch.Tensor, rows: RowAdapters) -> torch.Tensor:
-        g = self._linear(layer, "gate_proj", x, rows)
-        u = self._linear(layer, "up_proj", x, rows)
+        g, u = self._group(layer, ("gate_proj", "up_proj"), x, rows)
         return self._linear(layer, "down_proj", F.silu(g) * u, rows)
 
     def _qkv(
-        self, layer: Layer, x: torch.Tensor, pos: torch.Tensor, rows: RowAdapters
+        self, layer: Layer, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], rows: RowAdapters
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         n = x.shape[0]
-        q = self._linear(layer, "q_proj", x, rows).view(n, self.heads, self.head_dim)
-        k = self._linear(layer, "k_proj", x, rows).view(n, self.kv_heads, self.head_dim)
-        v = self._linear(layer, "v_proj", x, rows).view(n, self.kv_heads, self.head_dim)
-        q = self._rms(q, layer.q_norm)
-        k = self._rms(k, layer.k_norm)
-        cos, sin = self._rope(pos, x)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        return self._rotate(q, cos, sin), self._rotate(k, cos, sin), v
+        q, k, v = self._group(layer, ("q_proj", "k_proj", "v_proj"), x, rows)
+        q = self._rms(q.view(n, self.heads, self.head_dim), layer.q_norm)
+        k = self._rms(k.view(n, self.kv_heads, self.head_dim), layer.k_norm)
+        cos, sin = rope
+        return self._rotate(q, cos, sin), self._rotate(k, cos, sin), v.view(n, self.kv_heads, self.head_dim)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """float32 logits of final hidden states [B, D] (after the last norm)."""
@@ -241,9 +281,10 @@ class Qwen3Decoder:
             rows = RowAdapters([a for a, n in zip(adapters, lens) for _ in range(n)], self.device)
         T = ids.shape[0]
         x = self.embed[ids]
+        rope = self._rope(pos, x)
         for li, layer in enumerate(self.layers):
             h = self._rms(x, layer.ln1)
-            q, k, v = self._qkv(layer, h, pos, rows)
+            q, k, v = self._qkv(layer, h, rope, rows)
             pool.write(li, slots, k, v)
             o = torch.empty_like(q)
             off = 0
@@ -286,9 +327,10 @@ class Qwen3Decoder:
         x = self.embed[tokens]
         if attend is None:
             attend = self.attention(pool, tables, pos + 1, self.scale)
+        rope = self._rope(pos, x)  # once per step, every layer's
         for li, layer in enumerate(self.layers):
             h = self._rms(x, layer.ln1)
-            q, k, v = self._qkv(layer, h, pos, rows)
+            q, k, v = self._qkv(layer, h, rope, rows)
             pool.write(li, slots, k, v)
             o = attend(li, q).reshape(B, self.heads * self.head_dim)
             x = x + self._linear(layer, "o_proj", o, rows)

@@ -294,7 +294,8 @@ class Scheduler:
         temps = torch.tensor([r.seq.temperature for r in rows], dtype=torch.float64, device=dev)
         u = sample_uniforms([r.seq.seed for r in rows], [len(r.seq.ids) for r in rows])
         tok, lp = sample_device(logits, temps, torch.from_numpy(u).to(dev))
-        toks, lps = tok.tolist(), lp.tolist()
+        both = torch.stack((tok.double(), lp.double())).tolist()  # one host sync
+        toks, lps = [int(t) for t in both[0]], both[1]
         for r, t, p in zip(rows, toks, lps):
             s = r.seq
             s.ids.append(int(t))
