@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from .kvpool import BLOCK, KVPool, allow_compiled_shapes
@@ -51,36 +52,39 @@ def buckets(max_rows: int, smallest: int = 4) -> list[int]:
 
 class StaticRows(RowAdapters):
     """The adapters of a bucket's rows as static [n, R] scale masks (one per
-    LoRA layout), refilled in place each step; padded rows get zeros. A
-    graph always runs the mask form, whatever the step's adapters."""
+    LoRA layout), refilled in place each step by one gather from a table of
+    each adapter's scales ([adapters + 1, R], row 0 for no adapter); padded
+    rows get zeros. A graph always runs the mask form, whatever the step's
+    adapters."""
 
     def __init__(self, n: int, device: torch.device) -> None:
         super().__init__([""] * n, device)
         self.single = None
         self.any = True
         self.groups = []
-        self._layouts: dict[int, Lora] = {}
+        self._tables: dict[int, tuple[torch.Tensor, dict[str, int]]] = {}
+        self._idx = torch.zeros(n, dtype=torch.long, device=device)
 
     def fill(self, names: Sequence[str]) -> None:
         """Sets the rows' adapters: names for the first len(names) rows, none after."""
         self.names = list(names) + [""] * (len(self.names) - len(names))
         for key, buf in self._masks.items():
-            buf.copy_(self._build(self._layouts[key]))
+            table, index = self._tables[key]
+            self._idx.copy_(torch.tensor([index.get(nm, 0) for nm in self.names], dtype=torch.long))
+            torch.index_select(table, 0, self._idx, out=buf)
 
     def mask(self, lo: Lora) -> torch.Tensor:
         key = hash(tuple(sorted(lo.spans.items())))
         if key not in self._masks:
-            self._layouts[key] = lo
-            self._masks[key] = self._build(lo)
+            table = torch.zeros((len(lo.spans) + 1, lo.a.shape[0]), dtype=torch.float32)
+            index: dict[str, int] = {}
+            for i, (name, (r0, r1, sc)) in enumerate(sorted(lo.spans.items())):
+                table[i + 1, r0:r1] = sc
+                index[name] = i + 1
+            self._tables[key] = (table.to(self.device), index)
+            self._masks[key] = torch.zeros((len(self.names), lo.a.shape[0]), dtype=torch.float32, device=self.device)
+            self.fill(self.names)
         return self._masks[key]
-
-    def _build(self, lo: Lora) -> torch.Tensor:
-        mm = torch.zeros((len(self.names), lo.a.shape[0]), dtype=torch.float32)
-        for i, n in enumerate(self.names):
-            span = lo.spans.get(n)
-            if span is not None:
-                mm[i, span[0] : span[1]] = span[2]
-        return mm.to(self.device)
 
 
 class Bucket:
@@ -106,22 +110,27 @@ class Bucket:
     ) -> None:
         """Copies a step's B rows in and pads the rest (see the module doc)."""
         B = len(tokens)
-        nb = self.tables.shape[1]
-        tab = torch.full((self.n, nb), self.scratch, dtype=torch.long)
-        slots = torch.full((self.n,), self.scratch * BLOCK, dtype=torch.long)
+        n, nb = self.n, self.tables.shape[1]
+        # every input in one host buffer and one copy to the device:
+        # tokens, positions, slots, lengths, then the tables
+        host = np.empty((4 + nb, n), dtype=np.int64)
+        host[0, :B], host[0, B:] = tokens, 0
+        host[1, :B], host[1, B:] = pos, 0
+        host[3] = host[1] + 1
+        host[2, B:] = self.scratch * BLOCK
+        tab = host[4:].T  # [n, nb] view
+        tab[B:] = self.scratch
         for i, t in enumerate(tables):
             if len(t) > nb:
                 raise ValueError("row %d holds %d blocks, the buckets were sized for %d" % (i, len(t), nb))
-            tab[i, : len(t)] = torch.tensor(t, dtype=torch.long)
+            tab[i, : len(t)] = t
             tab[i, len(t) :] = t[0]
-            slots[i] = t[pos[i] // BLOCK] * BLOCK + pos[i] % BLOCK
-        pad = [0] * (self.n - B)
-        dev = self.tokens.device
-        p = torch.tensor(list(pos) + pad, dtype=torch.long)
-        self.tokens.copy_(torch.tensor(list(tokens) + pad, dtype=torch.long).to(dev))
-        self.pos.copy_(p.to(dev))
-        self.slots.copy_(slots.to(dev))
-        self.attend.update(tab.to(dev), (p + 1).to(dev))
+            host[2, i] = t[pos[i] // BLOCK] * BLOCK + pos[i] % BLOCK
+        dev = torch.from_numpy(host).to(self.tokens.device)
+        self.tokens.copy_(dev[0])
+        self.pos.copy_(dev[1])
+        self.slots.copy_(dev[2])
+        self.attend.update(dev[4:].T, dev[3])
         self.rows.fill(names)
 
 
