@@ -124,6 +124,7 @@ class Row:
     order: int
     """When it was admitted: the row with the largest is the youngest, the
     first to be preempted."""
+    preempted: bool = False
 
 
 @dataclass
@@ -268,8 +269,8 @@ class Scheduler:
         needs, reclaiming blocks when the pool is dry: prefixes first, then
         the youngest row (see the class doc)."""
         bm = self.pool.blocks
-        for r in list(self.rows):
-            while r in self.rows and len(r.table) < blocks_for(r.cached + 1):
+        for r in [r for r in self.rows if len(r.table) < blocks_for(r.cached + 1)]:
+            while not r.preempted and len(r.table) < blocks_for(r.cached + 1):
                 if bm.n_free() == 0:
                     self.reclaim()
                     continue
@@ -283,7 +284,8 @@ class Scheduler:
         if bm.n_free() > free:
             return
         victim = max(self.rows, key=lambda r: r.order)
-        self.rows.remove(victim)
+        victim.preempted = True
+        self.rows = [r for r in self.rows if r is not victim]
         bm.decref(victim.table)
         self.queue.appendleft(victim.seq)
         self.stats.preemptions += 1
