@@ -126,8 +126,8 @@ func (r Result) realWidthString(b *strings.Builder) {
 	fmt.Fprintf(b, "generate (%s): %d tokens over %d runs, %.1f tok/s; %.2f cores busy, %.1f tok per CPU-second\n",
 		r.GenWorkload, r.GenTokens, r.GenRuns, r.GenTokS, r.GenCores, perCore(r.GenTokS, r.GenCores))
 	if p := r.GenPool; p != nil {
-		fmt.Fprintf(b, "KV pool: %d blocks of %d tokens (%.1f MB), peak %d blocks held (reserved for whole rows), mean occupancy %.1f%% of the pool by cached tokens, mean batch %.1f rows over %d steps, %d prefills for %d requests\n",
-			p.Blocks, p.BlockTokens, float64(p.PoolBytes)/(1<<20), p.PeakBlocks, 100*p.MeanOccupancy(), p.MeanBatch(), p.Steps, p.Prefills, p.Requests)
+		fmt.Fprintf(b, "KV pool: %d blocks of %d tokens (%.1f MB), peak %d blocks held (taken as rows grow), %d rows preempted, mean occupancy %.1f%% of the pool by cached tokens, mean batch %.1f rows over %d steps, %d prefills for %d requests\n",
+			p.Blocks, p.BlockTokens, float64(p.PoolBytes)/(1<<20), p.PeakBlocks, p.Preemptions, 100*p.MeanOccupancy(), p.MeanBatch(), p.Steps, p.Prefills, p.Requests)
 	} else {
 		fmt.Fprintf(b, "KV pool: none (the reference backend grows a cache per wave)\n")
 	}

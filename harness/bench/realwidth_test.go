@@ -42,10 +42,10 @@ func TestRealWidthWorkload(t *testing.T) {
 func TestRealWidthReport(t *testing.T) {
 	r := Result{Engine: "torch", Size: "qwen3-0.6b, 2 layers", Threads: 1, CPU: "X", GenBackend: "slots", GenWorkload: RealWidthWorkload,
 		GenTokens: 3840, GenRuns: 1, GenTokS: 100, GenCores: 1, ServerPeakRSSBytes: 1 << 30,
-		GenPool: &torch.GenPool{Blocks: 100, BlockTokens: 16, PoolBytes: 1 << 20, PeakBlocks: 50, Steps: 10, RowSteps: 400, UsedTokenSteps: 8000, Prefills: 8, Requests: 64}}
+		GenPool: &torch.GenPool{Blocks: 100, BlockTokens: 16, PoolBytes: 1 << 20, PeakBlocks: 50, Preemptions: 3, Steps: 10, RowSteps: 400, UsedTokenSteps: 8000, Prefills: 8, Requests: 64}}
 	s := r.String()
 	for _, want := range []string{"generation backend slots, CPU X", "8 prompts x 8 rollouts", "3840 tokens over 1 runs, 100.0 tok/s",
-		"mean occupancy 50.0% of the pool", "mean batch 40.0 rows over 10 steps, 8 prefills for 64 requests", "train: not measured", "server process: 1024.0 MB"} {
+		"3 rows preempted, mean occupancy 50.0% of the pool", "mean batch 40.0 rows over 10 steps, 8 prefills for 64 requests", "train: not measured", "server process: 1024.0 MB"} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("report lacks %q:\n%s", want, s)
 		}

@@ -670,7 +670,7 @@ type GenPool struct {
 	Blocks         int64 `json:"blocks"` // blocks of the pool
 	BlockTokens    int64 `json:"block_tokens"`
 	PoolBytes      int64 `json:"pool_bytes"`
-	PeakBlocks     int64 `json:"peak_blocks"` // most blocks held at once (reserved for the rows' full lengths)
+	PeakBlocks     int64 `json:"peak_blocks"` // most blocks held at once (taken as rows grow)
 	PeakRows       int64 `json:"peak_rows"`
 	Calls          int64 `json:"calls"`
 	Requests       int64 `json:"requests"`
@@ -680,6 +680,7 @@ type GenPool struct {
 	RowSteps       int64 `json:"row_steps"`        // rows decoded, summed over steps
 	UsedTokenSteps int64 `json:"used_token_steps"` // cached tokens of the live rows, summed over steps
 	BlockReuses    int64 `json:"block_reuses"`
+	Preemptions    int64 `json:"preemptions"` // rows preempted when the pool ran dry (and recomputed)
 }
 
 // MeanOccupancy is the mean share of the pool's token slots that held a

@@ -44,6 +44,16 @@ class BlockManager:
         """Allocations of a block that had been used and freed before."""
         self._used_before = [False] * n
 
+    def reset(self) -> None:
+        """Starts a generate call on an idle pool: the free list back in
+        order (so that every call hands out the same ids for the same
+        schedule) and the peak and reuse counts at zero."""
+        if self.in_use():
+            raise ValueError("reset of a pool with %d blocks in use" % self.in_use())
+        self.free = list(range(self.n - 1, -1, -1))
+        self.peak = self.reuses = 0
+        self._used_before = [False] * self.n
+
     def n_free(self) -> int:
         """Free blocks."""
         return len(self.free)
@@ -98,13 +108,21 @@ class PoolShape:
         return 2 * self.layers * block * self.kv_heads * self.head_dim * el
 
 
+POOL_QUANTUM = 256
+"""A cuda pool's blocks are a multiple of this (4,096 tokens), so that free
+memory drifting by a little never gives the compiled attention a new shape."""
+
+
 def pool_blocks(shape: PoolShape, device: torch.device, cpu_bytes: int, fraction: float) -> int:
-    """Blocks of a pool: fraction of the free device memory on cuda, cpu_bytes
-    on the CPU."""
+    """Blocks of a pool: fraction of the free device memory on cuda (with the
+    allocator's cache emptied first, rounded down to POOL_QUANTUM), cpu_bytes
+    on the CPU. The slot backend sizes its pool once per process."""
     per = shape.bytes_per_block()
     if device.type == "cuda":
+        torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info(device)
-        return max(1, int(free * fraction) // per)
+        n = int(free * fraction) // per
+        return max(1, n - n % POOL_QUANTUM if n >= POOL_QUANTUM else n)
     return max(1, cpu_bytes // per)
 
 
@@ -186,10 +204,19 @@ def decode_attention(
 
 
 class GatherAttention:
-    """decode_attention for every layer of one decode step (the CPU default)."""
+    """decode_attention for every layer of one decode step (the CPU default).
+    update copies a step's tables and lengths into its own tensors in place
+    (a bucket's, whose shapes never change)."""
 
-    def __init__(self, pool: KVPool, tables: torch.Tensor, lengths: torch.Tensor, scale: float) -> None:
+    def __init__(
+        self, pool: KVPool, tables: torch.Tensor, lengths: torch.Tensor, scale: float, compiled: bool = False
+    ) -> None:
         self.pool, self.tables, self.lengths, self.scale = pool, tables, lengths, scale
+
+    def update(self, tables: torch.Tensor, lengths: torch.Tensor) -> None:
+        """The rows' tables [B, nb] and lengths [B], B and nb those it was built with."""
+        self.tables.copy_(tables)
+        self.lengths.copy_(lengths)
 
     def __call__(self, layer: int, q: torch.Tensor) -> torch.Tensor:
         return decode_attention(self.pool, layer, q, self.tables, self.lengths, self.scale)
@@ -203,18 +230,34 @@ Inductor's cuda decoding kernel wants it a multiple of its BLOCK_M (16 or
 more), so not 1 (read from torch 2.11's flex_decoding.py, never run)."""
 
 
-def flex_function(device: torch.device) -> Callable[..., Any]:
-    """flex_attention: eager on the CPU (its dense math reference, for the
-    tests), compiled once per process on cuda (its Triton decoding kernel).
-    The cuda path has NEVER RUN: no GPU was available when it was written."""
+def flex_function(compiled: bool) -> Callable[..., Any]:
+    """flex_attention, eager (its dense math reference: scores against every
+    slot of the pool, the keys repeated for grouped heads, so only for small
+    pools) or compiled once per process with static shapes (Inductor: its
+    Triton decoding kernel on cuda, C++ on the CPU). A compiled call whose
+    shapes are new compiles again; Dynamo is told to raise when that passes
+    its recompile limit rather than fall back to the eager form, which at a
+    GPU pool's size asks for terabytes. Callers keep the shapes fixed
+    (graphs.DecodeGraphs: one shape per bucket, a pool sized once)."""
     global _compiled_flex
     from torch.nn.attention.flex_attention import flex_attention
 
-    if device.type != "cuda":
+    if not compiled:
         return flex_attention
     if _compiled_flex is None:
+        import torch._dynamo.config as dynamo_config
+
+        dynamo_config.fail_on_recompile_limit_hit = True
         _compiled_flex = torch.compile(flex_attention, dynamic=False)
     return _compiled_flex
+
+
+def allow_compiled_shapes(n: int) -> None:
+    """Lets Dynamo keep n compiled shapes of one function (the buckets) under
+    its recompile limit."""
+    import torch._dynamo.config as dynamo_config
+
+    dynamo_config.recompile_limit = max(int(dynamo_config.recompile_limit), n)
 
 
 class FlexPagedAttention:
@@ -224,40 +267,62 @@ class FlexPagedAttention:
     mask lists row b's physical blocks (kv_indices, BLOCK tokens each) with a
     mask_mod that keeps a slot when its block's logical index in the row and
     its offset put it before the row's length. One mask serves every layer
-    of the step. Tested on the CPU (eager, the dense reference) against
-    GatherAttention; on cuda it runs the compiled kernel, which has never
-    run (no GPU was available)."""
+    of the step.
 
-    def __init__(self, pool: KVPool, tables: torch.Tensor, lengths: torch.Tensor, scale: float) -> None:
+    The mask is built once, over tensors of fixed shape that update refills
+    in place (a scatter, no shape that depends on values), so that a bucket
+    keeps one mask, one compiled shape and, on cuda, builds it outside the
+    captured graph; the query blocks are not computed (a decode step never
+    runs the backward). Tested on the CPU eager (the dense reference) and
+    compiled (Inductor's C++ backend) against GatherAttention."""
+
+    def __init__(
+        self, pool: KVPool, tables: torch.Tensor, lengths: torch.Tensor, scale: float, compiled: bool = False
+    ) -> None:
         from torch.nn.attention.flex_attention import BlockMask
 
         self.pool, self.scale = pool, scale
         dev = tables.device
-        B, nb = tables.shape
+        B = tables.shape[0]
         n = pool.k.shape[1] // BLOCK
-        used = (lengths + BLOCK - 1) // BLOCK
-        cols = torch.arange(nb, device=dev).expand(B, nb)
-        # logical[b, block]: the block's index in row b's table, -1 when not
-        # in it. Built without data-dependent shapes (a scatter, padding to a
-        # dummy last column), so that a CUDA graph can capture it.
-        at = torch.where(cols < used.unsqueeze(1), tables, torch.full_like(tables, n))
-        logical = torch.full((B, n + 1), -1, dtype=torch.long, device=dev).scatter_(1, at, cols)[:, :n]
-        kv_indices = torch.zeros((B, 1, 1, n), dtype=torch.int32, device=dev)
-        kv_indices[:, 0, 0, :nb] = tables.to(torch.int32)
-        self.logical, self.lengths = logical, lengths
+        self.n = n
+        self.logical = torch.full((B, n + 1), -1, dtype=torch.long, device=dev)
+        """logical[b, block]: the block's index in row b's table, -1 when not
+        in it (the last column takes the unused table entries' writes)."""
+        self.lengths = torch.zeros(B, dtype=torch.long, device=dev)
+        self.kv_num = torch.zeros((B, 1, 1), dtype=torch.int32, device=dev)
+        self.kv_idx = torch.zeros((B, 1, 1, n), dtype=torch.int32, device=dev)
+        logical, lens = self.logical, self.lengths
 
         def mask_mod(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
             lb = logical[b, kv_idx // BLOCK]
-            return (lb >= 0) & (lb * BLOCK + kv_idx % BLOCK < lengths[b])
+            return (lb >= 0) & (lb * BLOCK + kv_idx % BLOCK < lens[b])
 
         self.mask = BlockMask.from_kv_blocks(
-            used.to(torch.int32).view(B, 1, 1),
-            kv_indices,
+            self.kv_num,
+            self.kv_idx,
             BLOCK_SIZE=(FLEX_Q_BLOCK, BLOCK),
             mask_mod=mask_mod,
             seq_lengths=(1, n * BLOCK),
+            compute_q_blocks=False,
         )
-        self.flex = flex_function(dev)
+        if self.mask.kv_indices.data_ptr() != self.kv_idx.data_ptr():
+            raise RuntimeError("BlockMask copied its kv_indices: FlexPagedAttention.update could not refill it")
+        self.flex = flex_function(compiled)
+        self.update(tables, lengths)
+
+    def update(self, tables: torch.Tensor, lengths: torch.Tensor) -> None:
+        """Refills the mask in place for the rows' tables [B, nb] (padded
+        with any valid id) and lengths [B] (B the rows it was built for)."""
+        B, nb = tables.shape
+        used = (lengths + BLOCK - 1) // BLOCK
+        cols = torch.arange(nb, device=tables.device).expand(B, nb)
+        at = torch.where(cols < used.unsqueeze(1), tables, torch.full_like(tables, self.n))
+        self.logical.fill_(-1).scatter_(1, at, cols)
+        self.lengths.copy_(lengths)
+        self.kv_num.copy_(used.view(B, 1, 1))
+        self.kv_idx.zero_()
+        self.kv_idx[:, 0, 0, :nb] = tables
 
     def __call__(self, layer: int, q: torch.Tensor) -> torch.Tensor:
         k = self.pool.k[layer].transpose(0, 1).unsqueeze(0)

@@ -118,10 +118,17 @@ def knob(op: str, model: Model | None) -> str:
             "in the spec's model section (e.g. to %d)" % (now, max(now // 2, 1))
         )
     now = model.train_budget if model is not None else 0
-    return (
+    msg = (
         "micro-batches hold at most train_tokens (now %d) padded tokens: lower train_tokens in the spec's "
         "model section (e.g. to %d); a single turn longer than that is still one micro-batch" % (now, max(now // 2, 1))
     )
+    if model is not None and model.slot_engine is not None and model.device.type == "cuda":
+        msg += (
+            "; the slots backend's KV pool stays allocated between generate calls (kv_cache_fraction, now %g, "
+            "of the GPU memory free at the first one): lowering it (e.g. to %g) leaves training more room"
+            % (model.kv_fraction, round(model.kv_fraction * 0.75, 2))
+        )
+    return msg
 
 
 def fault(op: str, args: Args, model: Model | None, e: BaseException) -> Fault:

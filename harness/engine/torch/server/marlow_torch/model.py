@@ -54,6 +54,9 @@ class Model:
     gen_pool: dict[str, int] = field(default_factory=dict)
     """The slot backend's pool figures summed over generate calls (largest
     for blocks, pool_bytes and peak_blocks): the stats op reports them."""
+    slot_engine: Any = None
+    """The slot backend's decoder, pool and graphs (a slots.SlotEngine),
+    built at the first generate call and kept for the process."""
     head_fp32: bool = True
     """Logits from the final hidden state cast to float32 times a float32
     copy of the LM head (the tied embedding), in generation, scoring and

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from .adapters import Adapters
     from .model import Model
 
+GROUPS = [("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")]
+"""Linear layers that read one input: their LoRA A run as one product."""
+
 LINEARS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -45,6 +48,10 @@ class Layer:
     k_norm: torch.Tensor
     w: dict[str, torch.Tensor]
     lora: dict[str, Lora] = field(default_factory=dict)
+    groups: dict[tuple[str, ...], tuple[torch.Tensor, list[int]]] = field(default_factory=dict)
+    """The LoRA A of modules that read one input (q/k/v, gate/up) in one
+    buffer ([sum of R, in]) with each module's first row; each module's
+    Lora.a is a view into it."""
 
 
 def base_weight(mod: Any) -> torch.Tensor:
@@ -54,9 +61,9 @@ def base_weight(mod: Any) -> torch.Tensor:
 
 
 class Qwen3Decoder:
-    """The forward passes of the slot backend for one generate call, over
-    the adapters named (their current tensors: built per call, so that it
-    always sees the latest optimizer step).
+    """The forward passes of the slot backend over the adapters named: their
+    LoRA factors stacked once into buffers of their own, which refresh
+    refills from the adapters' current tensors (after each optimizer step).
 
     lora_mode "mask" applies every adapter of a mixed batch at once (the
     stacked A and B, a per-row scale mask); "split" runs each adapter's rows
@@ -119,18 +126,46 @@ class Qwen3Decoder:
             scaling = ad.alpha / ad.rank
             got: dict[tuple[int, str], dict[bool, torch.Tensor]] = {}
             for p in ad.params:
-                got.setdefault((p.layer, p.module), {})[p.is_b] = p.tensor.detach()
+                got.setdefault((p.layer, p.module), {})[p.is_b] = p.tensor
             for key, ab in got.items():
                 parts.setdefault(key, []).append((name, ab[False], ab[True], scaling))
+        self._sources: list[tuple[Lora, list[tuple[torch.Tensor, torch.Tensor, int, int]]]] = []
         for (layer, mod), lst in parts.items():
             spans: dict[str, tuple[int, int, float]] = {}
+            src = []
             r0 = 0
-            for name, a, _, s in lst:
+            for name, a, b, s in lst:
                 spans[name] = (r0, r0 + a.shape[0], s)
+                src.append((a, b, r0, r0 + a.shape[0]))
                 r0 += a.shape[0]
-            a_cat = torch.cat([a for _, a, _, _ in lst], dim=0)
-            b_cat = torch.cat([b for _, _, b, _ in lst], dim=1)
-            self.layers[layer].lora[mod] = Lora(a_cat, b_cat, spans)
+            a_cat = torch.cat([a.detach() for _, a, _, _ in lst], dim=0)
+            b_cat = torch.cat([b.detach() for _, _, b, _ in lst], dim=1)
+            lo = Lora(a_cat, b_cat, spans)
+            self.layers[layer].lora[mod] = lo
+            self._sources.append((lo, src))
+        for ly in self.layers:
+            for mods in GROUPS:
+                if any(m not in ly.lora for m in mods):
+                    continue
+                members = [ly.lora[m] for m in mods]
+                a_all = torch.cat([x.a for x in members], dim=0)
+                starts, r0 = [], 0
+                for x in members:
+                    starts.append(r0)
+                    x.a = a_all[r0 : r0 + x.a.shape[0]]
+                    r0 += x.a.shape[0]
+                ly.groups[mods] = (a_all, starts)
+        self.adapter_layout = layout(adapters, names)
+
+    def refresh(self) -> None:
+        """Copies the adapters' current tensors into the stacked buffers in
+        place (after an optimizer step: the buffers, and every graph that
+        reads them, stay where they are)."""
+        with torch.no_grad():
+            for lo, src in self._sources:
+                for a, b, r0, r1 in src:
+                    lo.a[r0:r1].copy_(a)
+                    lo.b[:, r0:r1].copy_(b)
 
     def pool_shape(self) -> PoolShape:
         """The KV pool geometry of this model."""
@@ -138,14 +173,15 @@ class Qwen3Decoder:
 
     def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         dt = x.dtype
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        h = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
         return w * h.to(dt)
 
     def _rope(self, pos: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of the positions ([n, 1, hd], broadcast over heads)."""
         freqs = pos.float().unsqueeze(-1) * self.inv_freq.unsqueeze(0)
         emb = torch.cat((freqs, freqs), dim=-1)
-        return (emb.cos() * self.rope_scale).to(x.dtype), (emb.sin() * self.rope_scale).to(x.dtype)
+        cos = (emb.cos() * self.rope_scale).to(x.dtype).unsqueeze(1)
+        return cos, (emb.sin() * self.rope_scale).to(x.dtype).unsqueeze(1)
 
     @staticmethod
     def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -159,17 +195,9 @@ class Qwen3Decoder:
         if lo is None or not rows.any:
             return y
         xf = x.float()
-        if rows.single is not None:
-            span = lo.spans.get(rows.single)
-            if span is None:
-                return y
-            r0, r1, s = span
-            d = F.linear(F.linear(xf, lo.a[r0:r1]), lo.b[:, r0:r1]) * s
-            return y + d.to(y.dtype)
-        if self.lora_mode == "mask":
-            m = rows.mask(lo)
-            d = F.linear(F.linear(xf, lo.a) * m, lo.b)
-            return y + d.to(y.dtype)
+        if rows.single is not None or self.lora_mode == "mask":
+            d = self._delta(lo, xf, None, rows)
+            return y if d is None else y + d.to(y.dtype)
         out = y.float()
         for name, idx in rows.groups:
             span = lo.spans.get(name)
@@ -180,23 +208,51 @@ class Qwen3Decoder:
             out = out.index_add(0, idx, d)
         return out.to(y.dtype)
 
+    def _delta(self, lo: Lora, xf: torch.Tensor, h: torch.Tensor | None, rows: RowAdapters) -> torch.Tensor | None:
+        """The float32 LoRA term of one module for one adapter (rows.single)
+        or a mixed batch in mask form; h: xf's product with lo.a when
+        already computed (a group's)."""
+        if rows.single is not None:
+            span = lo.spans.get(rows.single)
+            if span is None:
+                return None
+            r0, r1, s = span
+            a = F.linear(xf, lo.a[r0:r1]) if h is None else h[:, r0:r1]
+            return F.linear(a, lo.b[:, r0:r1]) * s
+        a = F.linear(xf, lo.a) if h is None else h
+        return F.linear(a * rows.mask(lo), lo.b)
+
+    def _group(self, layer: Layer, mods: tuple[str, ...], x: torch.Tensor, rows: RowAdapters) -> list[torch.Tensor]:
+        """The outputs of linear layers that read x, with their LoRA A as one
+        product (input cast once) when they have a group and the batch runs
+        one adapter or the mask form."""
+        g = layer.groups.get(mods)
+        if g is None or not rows.any or (rows.single is None and self.lora_mode != "mask"):
+            return [self._linear(layer, m, x, rows) for m in mods]
+        a_all, starts = g
+        xf = x.float()
+        h = F.linear(xf, a_all)
+        out = []
+        for m, r0 in zip(mods, starts):
+            y = F.linear(x, layer.w[m])
+            lo = layer.lora[m]
+            d = self._delta(lo, xf, h[:, r0 : r0 + lo.a.shape[0]], rows)
+            out.append(y if d is None else y + d.to(y.dtype))
+        return out
+
     def _mlp(self, layer: Layer, x: torch.Tensor, rows: RowAdapters) -> torch.Tensor:
-        g = self._linear(layer, "gate_proj", x, rows)
-        u = self._linear(layer, "up_proj", x, rows)
+        g, u = self._group(layer, ("gate_proj", "up_proj"), x, rows)
         return self._linear(layer, "down_proj", F.silu(g) * u, rows)
 
     def _qkv(
-        self, layer: Layer, x: torch.Tensor, pos: torch.Tensor, rows: RowAdapters
+        self, layer: Layer, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], rows: RowAdapters
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         n = x.shape[0]
-        q = self._linear(layer, "q_proj", x, rows).view(n, self.heads, self.head_dim)
-        k = self._linear(layer, "k_proj", x, rows).view(n, self.kv_heads, self.head_dim)
-        v = self._linear(layer, "v_proj", x, rows).view(n, self.kv_heads, self.head_dim)
-        q = self._rms(q, layer.q_norm)
-        k = self._rms(k, layer.k_norm)
-        cos, sin = self._rope(pos, x)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        return self._rotate(q, cos, sin), self._rotate(k, cos, sin), v
+        q, k, v = self._group(layer, ("q_proj", "k_proj", "v_proj"), x, rows)
+        q = self._rms(q.view(n, self.heads, self.head_dim), layer.q_norm)
+        k = self._rms(k.view(n, self.kv_heads, self.head_dim), layer.k_norm)
+        cos, sin = rope
+        return self._rotate(q, cos, sin), self._rotate(k, cos, sin), v.view(n, self.kv_heads, self.head_dim)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """float32 logits of final hidden states [B, D] (after the last norm)."""
@@ -206,27 +262,51 @@ class Qwen3Decoder:
         """Runs one prompt under adapter, storing its keys and values at
         slots ([n], flat pool slots of positions 0..n-1), and returns the
         float32 logits [V] of its last position."""
-        n = len(tokens)
-        ids = torch.tensor(list(tokens), dtype=torch.long, device=self.device)
-        pos = torch.arange(n, device=self.device)
-        rows = RowAdapters.one(adapter)
+        return self.prefill_many([tokens], [adapter], pool, slots)[0]
+
+    def prefill_many(
+        self, prompts: Sequence[Sequence[int]], adapters: Sequence[str], pool: KVPool, slots: torch.Tensor
+    ) -> torch.Tensor:
+        """Runs prompts (each under its adapter) as one packed forward: every
+        projection and MLP over all their tokens at once, attention causal
+        within each prompt. slots ([sum of lengths]) are the flat pool slots
+        of the prompts' positions, one prompt after the other. Returns the
+        float32 logits [len(prompts), V] of each prompt's last position."""
+        lens = [len(p) for p in prompts]
+        ids = torch.tensor([t for p in prompts for t in p], dtype=torch.long, device=self.device)
+        pos = torch.cat([torch.arange(n) for n in lens]).to(self.device)
+        if len(set(adapters)) == 1:
+            rows = RowAdapters.one(adapters[0])
+        else:
+            rows = RowAdapters([a for a, n in zip(adapters, lens) for _ in range(n)], self.device)
+        T = ids.shape[0]
         x = self.embed[ids]
+        rope = self._rope(pos, x)
         for li, layer in enumerate(self.layers):
             h = self._rms(x, layer.ln1)
-            q, k, v = self._qkv(layer, h, pos, rows)
+            q, k, v = self._qkv(layer, h, rope, rows)
             pool.write(li, slots, k, v)
-            o = F.scaled_dot_product_attention(
-                q.transpose(0, 1).unsqueeze(0),
-                k.transpose(0, 1).unsqueeze(0),
-                v.transpose(0, 1).unsqueeze(0),
-                is_causal=True,
-                scale=self.scale,
-                enable_gqa=True,
-            )
-            o = o.squeeze(0).transpose(0, 1).reshape(n, self.heads * self.head_dim)
-            x = x + self._linear(layer, "o_proj", o, rows)
+            o = torch.empty_like(q)
+            off = 0
+            for n in lens:
+                seg = slice(off, off + n)
+                o[seg] = (
+                    F.scaled_dot_product_attention(
+                        q[seg].transpose(0, 1).unsqueeze(0),
+                        k[seg].transpose(0, 1).unsqueeze(0),
+                        v[seg].transpose(0, 1).unsqueeze(0),
+                        is_causal=True,
+                        scale=self.scale,
+                        enable_gqa=True,
+                    )
+                    .squeeze(0)
+                    .transpose(0, 1)
+                )
+                off += n
+            x = x + self._linear(layer, "o_proj", o.reshape(T, self.heads * self.head_dim), rows)
             x = x + self._mlp(layer, self._rms(x, layer.ln2), rows)
-        return self.logits(x[-1:])[0]
+        last = torch.tensor([sum(lens[: i + 1]) - 1 for i in range(len(lens))], device=self.device)
+        return self.logits(x[last])
 
     def decode(
         self,
@@ -236,21 +316,37 @@ class Qwen3Decoder:
         pool: KVPool,
         tables: torch.Tensor,
         slots: torch.Tensor,
+        attend: Any = None,
     ) -> torch.Tensor:
         """One decode step of B rows: tokens [B] at positions pos [B], their
         keys and values stored at slots [B], attention over each row's blocks
-        (tables [B, nb]); returns float32 logits [B, V]."""
+        (tables [B, nb]) by attend (a kvpool attention already updated for
+        this step, a bucket's) or one built for the step; returns float32
+        logits [B, V]."""
         B = tokens.shape[0]
         x = self.embed[tokens]
-        attend = self.attention(pool, tables, pos + 1, self.scale)
+        if attend is None:
+            attend = self.attention(pool, tables, pos + 1, self.scale)
+        rope = self._rope(pos, x)  # once per step, every layer's
         for li, layer in enumerate(self.layers):
             h = self._rms(x, layer.ln1)
-            q, k, v = self._qkv(layer, h, pos, rows)
+            q, k, v = self._qkv(layer, h, rope, rows)
             pool.write(li, slots, k, v)
             o = attend(li, q).reshape(B, self.heads * self.head_dim)
             x = x + self._linear(layer, "o_proj", o, rows)
             x = x + self._mlp(layer, self._rms(x, layer.ln2), rows)
         return self.logits(x)
+
+
+def layout(adapters: Adapters, names: Sequence[str]) -> tuple[tuple[str, int, float, tuple[str, ...]], ...]:
+    """What fixes the shapes of a decoder's stacked LoRA factors: each named
+    adapter's name, rank, alpha and target modules."""
+    out = []
+    for name in sorted({n for n in names if n}):
+        ad = adapters.lookup(name)
+        if ad is not None:
+            out.append((name, ad.rank, ad.alpha, tuple(sorted({p.module for p in ad.params}))))
+    return tuple(out)
 
 
 class RowAdapters:

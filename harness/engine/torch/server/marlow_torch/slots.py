@@ -2,12 +2,14 @@
 queue, at most `slots` rows decoding at once over a paged KV pool
 (kvpool.py) with the server's own Qwen3 forward (qwen3_decode.py).
 
-A request is admitted when the pool can hold its prompt and all its new
-tokens (so a running row never waits for blocks and the queue cannot
-deadlock); a row that stops frees its blocks at once and its slot takes the
-next request. Identical prompts of one adapter prefill once: the prefix's
-full blocks are shared by reference count, its last partial block copied
-per row. Sampling runs on the device (sampling.sample_device) at uniforms
+A request is admitted when the pool can hold its prompt and its next
+token; blocks are taken as rows grow, and when the pool runs dry the
+youngest row is preempted and later recomputed (Scheduler). A row that
+stops frees its blocks at once and its slot takes the next request. The
+prompts admitted in one round prefill in one packed forward; identical
+prompts of one adapter prefill once: the prefix's full blocks are shared
+by reference count, its last partial block copied per row. The decoder,
+pool and graphs live for the process (SlotEngine). Sampling runs on the device (sampling.sample_device) at uniforms
 computed on the host (keyed.sample_uniforms), so a token depends only on
 its own row's logits, never on the schedule."""
 
@@ -25,7 +27,7 @@ from .graphs import DecodeGraphs
 from .keyed import sample_uniforms
 from .kvpool import BLOCK, KVPool, blocks_for, pool_blocks, slots_of
 from .protocol import Fault
-from .qwen3_decode import Qwen3Decoder, RowAdapters
+from .qwen3_decode import Qwen3Decoder, RowAdapters, layout
 from .sampling import sample_device
 
 if TYPE_CHECKING:
@@ -60,6 +62,10 @@ class SlotOptions:
     SDPA) or "flex" (FlexAttention over the pool in place); "" is flex on
     cuda, which has never run on a GPU, and gather on the CPU, where flex
     runs its eager dense reference (scores against every slot of the pool)."""
+    compile_flex: bool | None = None
+    prefill_tokens: int = 8192
+    """Most prompt tokens of one packed prefill forward (a longer prompt runs alone)."""
+    """Compile the flex attention (None: on cuda); it needs graphs (buckets)."""
 
 
 @dataclass
@@ -80,6 +86,8 @@ class SlotStats:
     used_token_steps: int = 0
     """Cached tokens of the live rows, summed over steps."""
     peak_rows: int = 0
+    preemptions: int = 0
+    """Rows preempted when the pool ran dry (and recomputed later)."""
 
     def add_to(self, acc: dict[str, int], requests: int) -> None:
         """Adds this call's figures to acc (Model.gen_pool): sums, and the
@@ -87,7 +95,7 @@ class SlotStats:
         for k in ("blocks", "pool_bytes", "peak_blocks", "peak_rows"):
             acc[k] = max(acc.get(k, 0), getattr(self, k))
         acc["block_tokens"] = self.block_tokens
-        for k in ("prefills", "shared_rows", "steps", "row_steps", "used_token_steps", "block_reuses"):
+        for k in ("prefills", "shared_rows", "steps", "row_steps", "used_token_steps", "block_reuses", "preemptions"):
             acc[k] = acc.get(k, 0) + getattr(self, k)
         acc["calls"] = acc.get("calls", 0) + 1
         acc["requests"] = acc.get("requests", 0) + requests
@@ -99,7 +107,7 @@ class Prefix:
     its last logits and how many queued requests still want it."""
 
     blocks: list[int]
-    logits: torch.Tensor
+    logits: torch.Tensor | None
     pending: int
 
 
@@ -109,13 +117,41 @@ class Row:
 
     seq: GenRequest
     table: list[int]
+    """Its blocks: enough for its cached tokens and the next one, grown on
+    demand (Scheduler.grow)."""
     cached: int
     """Tokens whose keys and values are in the pool."""
+    order: int
+    """When it was admitted: the row with the largest is the youngest, the
+    first to be preempted."""
+    preempted: bool = False
+
+
+@dataclass
+class Prefill:
+    """One prompt of an admission round's packed prefill: its tokens, its
+    adapter, the blocks that take its keys and values and the prefix it
+    fills (None for a preempted row's recompute)."""
+
+    tokens: list[int]
+    adapter: str
+    blocks: list[int]
+    key: tuple[str, tuple[int, ...]] | None
 
 
 @dataclass
 class Scheduler:
-    """The queue, the live rows and the prefixes of one generate call."""
+    """The queue, the live rows and the prefixes of one generate call.
+
+    Blocks are taken on demand: a row is admitted with the blocks of its
+    prompt and its next token, and takes one more whenever its next token
+    starts a block (grow). When the pool runs dry, the prefixes that no
+    live row is waiting on go first, then the youngest row is preempted:
+    its blocks freed and its request put back at the head of the queue with
+    the tokens it has, to be recomputed (one prefill of prompt and tokens)
+    when it is admitted again. Sampling is keyed by request and position
+    (keyed.sample_uniforms), so a preemption changes no token beyond the
+    float32 noise of recomputing its keys and values."""
 
     model: Model
     dec: Qwen3Decoder
@@ -129,61 +165,130 @@ class Scheduler:
     pending: dict[tuple[str, tuple[int, ...]], int] = field(default_factory=dict)
     generated: int = 0
     graphs: DecodeGraphs | None = None
+    admitted: int = 0
 
     def need(self, s: GenRequest, fresh_prefix: bool) -> int:
-        """Blocks that admitting s takes from the free list."""
+        """Blocks that admitting s takes from the free list: those of its
+        cached tokens and next token that it does not share, and a fresh
+        prefix's."""
         n = len(s.prompt)
-        own = blocks_for(n + s.max_new - 1) - n // BLOCK
+        if s.ids:
+            return blocks_for(n + len(s.ids))
+        own = blocks_for(n + 1) - n // BLOCK
         return own + (blocks_for(n) if fresh_prefix else 0)
 
-    def admit(self) -> tuple[list[Row], list[torch.Tensor]]:
+    def drop_prefixes(self, keep: tuple[str, tuple[int, ...]] | None = None) -> None:
+        """Releases every prefix but keep (their queued requests prefill again)."""
+        for k in [k for k in self.prefixes if k != keep]:
+            pre = self.prefixes.pop(k)
+            self.pending[k] = pre.pending
+            self.pool.blocks.decref(pre.blocks)
+
+    def admit(self) -> tuple[list[Row], list[Row], list[torch.Tensor]]:
         """Admits queued requests in order while a slot and their blocks are
-        free; returns the new rows, whose first token is still to be drawn,
-        and the logits of their prompts."""
+        free, prefilling the round's new prompts in one packed forward.
+        Returns the new rows, those of them whose first token is still to be
+        drawn (the rest are preempted rows resuming) and those rows' logits."""
         new: list[Row] = []
-        first: list[torch.Tensor] = []
+        fresh: list[Row] = []
+        fresh_keys: list[tuple[str, tuple[int, ...]]] = []
+        jobs: list[Prefill] = []
+        copies: list[tuple[int, int, int]] = []
         bm = self.pool.blocks
         while self.queue and len(self.rows) + len(new) < self.opts.slots:
             s = self.queue[0]
             key = (s.adapter, tuple(s.prompt))
-            pre = self.prefixes.get(key)
+            pre = None if s.ids else self.prefixes.get(key)
             if self.need(s, pre is None) > bm.n_free():
                 if self.rows or new:
                     break
                 # Nothing runs: only prefixes hold blocks. Drop those not wanted now.
-                for k in [k for k in self.prefixes if k != key]:
-                    bm.decref(self.prefixes.pop(k).blocks)
+                self.drop_prefixes(keep=key)
                 if self.need(s, pre is None) > bm.n_free():
                     raise Fault("internal", "request %d does not fit an idle KV pool" % s.index)
             self.queue.popleft()
+            self.admitted += 1
+            n = len(s.prompt)
+            if s.ids:
+                # a preempted row: recompute its prompt and all but its last token
+                table = bm.alloc(blocks_for(n + len(s.ids)))
+                jobs.append(Prefill(s.prompt + s.ids[:-1], s.adapter, table, None))
+                new.append(Row(s, table, n + len(s.ids) - 1, self.admitted))
+                continue
             if pre is None:
-                pre = self.prefill(s, key)
+                pre = Prefix(bm.alloc(blocks_for(n)), None, self.pending[key])
+                self.prefixes[key] = pre
+                jobs.append(Prefill(list(s.prompt), s.adapter, pre.blocks, key))
+                self.stats.prefills += 1
             else:
                 self.stats.shared_rows += 1
-            n = len(s.prompt)
             full = n // BLOCK
             table = pre.blocks[:full]
             bm.incref(table)
-            own = bm.alloc(blocks_for(n + s.max_new - 1) - full)
+            own = bm.alloc(blocks_for(n + 1) - full)
             if n % BLOCK:
-                self.pool.copy_block(pre.blocks[full], own[0], n % BLOCK)
-            new.append(Row(s, table + own, n))
-            first.append(pre.logits)
+                copies.append((pre.blocks[full], own[0], n % BLOCK))
+            row = Row(s, table + own, n, self.admitted)
+            new.append(row)
+            fresh.append(row)
+            fresh_keys.append(key)
             pre.pending -= 1
-            if pre.pending == 0:
+        self.prefill(jobs)
+        for src, dst, tokens in copies:
+            self.pool.copy_block(src, dst, tokens)
+        first = []
+        for key in fresh_keys:
+            logits = self.prefixes[key].logits
+            assert logits is not None
+            first.append(logits)
+        for key in dict.fromkeys(fresh_keys):
+            if self.prefixes[key].pending == 0:
                 bm.decref(self.prefixes.pop(key).blocks)
-        return new, first
+        return new, fresh, first
 
-    def prefill(self, s: GenRequest, key: tuple[str, tuple[int, ...]]) -> Prefix:
-        """Prefills s's prompt into fresh blocks and records it as a prefix."""
-        n = len(s.prompt)
-        blocks = self.pool.blocks.alloc(blocks_for(n))
-        slots = torch.tensor(slots_of(blocks, 0, n), dtype=torch.long, device=self.dec.device)
-        logits = self.dec.prefill(s.prompt, s.adapter, self.pool, slots)
-        self.stats.prefills += 1
-        pre = Prefix(blocks, logits, self.pending[key])
-        self.prefixes[key] = pre
-        return pre
+    def prefill(self, jobs: Sequence[Prefill]) -> None:
+        """Runs jobs in packed forwards of at most opts.prefill_tokens tokens
+        (a longer prompt alone) and gives each prefix its last logits."""
+        i = 0
+        while i < len(jobs):
+            j, total = i, 0
+            while j < len(jobs) and (j == i or total + len(jobs[j].tokens) <= self.opts.prefill_tokens):
+                total += len(jobs[j].tokens)
+                j += 1
+            pack = jobs[i:j]
+            flat = [x for p in pack for x in slots_of(p.blocks, 0, len(p.tokens))]
+            slots = torch.tensor(flat, dtype=torch.long, device=self.dec.device)
+            logits = self.dec.prefill_many([p.tokens for p in pack], [p.adapter for p in pack], self.pool, slots)
+            for k, p in enumerate(pack):
+                if p.key is not None:
+                    self.prefixes[p.key].logits = logits[k]
+            i = j
+
+    def grow(self) -> None:
+        """Gives every live row, oldest first, the block its next token
+        needs, reclaiming blocks when the pool is dry: prefixes first, then
+        the youngest row (see the class doc)."""
+        bm = self.pool.blocks
+        for r in [r for r in self.rows if len(r.table) < blocks_for(r.cached + 1)]:
+            while not r.preempted and len(r.table) < blocks_for(r.cached + 1):
+                if bm.n_free() == 0:
+                    self.reclaim()
+                    continue
+                r.table += bm.alloc(1)
+
+    def reclaim(self) -> None:
+        """Frees at least one block: drops the prefixes or preempts the youngest row."""
+        bm = self.pool.blocks
+        free = bm.n_free()
+        self.drop_prefixes()
+        if bm.n_free() > free:
+            return
+        victim = max(self.rows, key=lambda r: r.order)
+        victim.preempted = True
+        self.rows = [r for r in self.rows if r is not victim]
+        bm.decref(victim.table)
+        self.queue.appendleft(victim.seq)
+        self.stats.preemptions += 1
 
     def sample(self, rows: Sequence[Row], logits: torch.Tensor) -> None:
         """Draws each row's next token from its logits row and records it."""
@@ -191,7 +296,8 @@ class Scheduler:
         temps = torch.tensor([r.seq.temperature for r in rows], dtype=torch.float64, device=dev)
         u = sample_uniforms([r.seq.seed for r in rows], [len(r.seq.ids) for r in rows])
         tok, lp = sample_device(logits, temps, torch.from_numpy(u).to(dev))
-        toks, lps = tok.tolist(), lp.tolist()
+        both = torch.stack((tok.double(), lp.double())).tolist()  # one host sync
+        toks, lps = [int(t) for t in both[0]], both[1]
         for r, t, p in zip(rows, toks, lps):
             s = r.seq
             s.ids.append(int(t))
@@ -246,18 +352,29 @@ class Scheduler:
             r.cached += 1
         self.sample(rows, logits)
 
+    def release(self) -> None:
+        """Returns every block that the call's rows and prefixes still hold
+        (all of them when it ended early), leaving the pool idle."""
+        for r in self.rows:
+            self.pool.blocks.decref(r.table)
+        self.rows = []
+        for pre in self.prefixes.values():
+            self.pool.blocks.decref(pre.blocks)
+        self.prefixes = {}
+
     def run(self) -> None:
         """Generates until the queue and the slots are empty."""
         for s in self.queue:
             key = (s.adapter, tuple(s.prompt))
             self.pending[key] = self.pending.get(key, 0) + 1
         while self.queue or self.rows:
-            new, first = self.admit()
-            if new:
-                self.sample(new, torch.stack(first))
+            new, fresh, first = self.admit()
+            if fresh:
+                self.sample(fresh, torch.stack(first))
             self.rows.extend(new)
             self.stats.peak_rows = max(self.stats.peak_rows, len(self.rows))
             self.retire()
+            self.grow()
             if self.rows:
                 self.step()
                 self.retire()
@@ -279,37 +396,80 @@ def check_fits(seqs: Sequence[GenRequest], blocks: int) -> None:
             )
 
 
-def slot_generate(
-    model: Model, adapters: Adapters, seqs: Sequence[GenRequest], progress: Progress, opts: SlotOptions
-) -> SlotStats:
-    """Samples every request of seqs in place with the slot backend and
-    returns what the pool did; the pool is freed on return."""
-    live = [s for s in seqs if s.max_new > 0]
-    stats = SlotStats()
-    if not live:
-        return stats
-    with torch.no_grad():
-        attention = opts.attention or ("flex" if model.device.type == "cuda" else "gather")
-        dec = Qwen3Decoder(model, adapters, sorted({s.adapter for s in live}), opts.lora_mode, attention)
-        shape = dec.pool_shape()
+class SlotEngine:
+    """What the slot backend keeps for the life of the process (on the
+    model): the decoder with its stacked LoRA buffers, the KV pool sized
+    once and the buckets with their graphs and compiled shapes. A generate
+    call refreshes the LoRA buffers and reuses the rest; a change of the
+    adapters' layout or of the options builds a new engine."""
+
+    def __init__(self, model: Model, adapters: Adapters, opts: SlotOptions) -> None:
+        self.opts = opts
+        cuda = model.device.type == "cuda"
+        attention = opts.attention or ("flex" if cuda else "gather")
+        self.use_graphs = opts.graphs if opts.graphs is not None else cuda
+        compiled = opts.compile_flex if opts.compile_flex is not None else cuda
+        if attention == "flex" and compiled and not self.use_graphs:
+            raise Fault(
+                "bad_request",
+                "the compiled flex attention runs at fixed batch buckets only; turn graphs on or use attention gather",
+            )
+        self.dec = Qwen3Decoder(model, adapters, adapters.names(), opts.lora_mode, attention)
+        shape = self.dec.pool_shape()
         if opts.pool_blocks > 0:
             n = opts.pool_blocks
         else:
             cpu_bytes = opts.kv_bytes or model.gen_budget * shape.bytes_per_block() // BLOCK
             n = pool_blocks(shape, model.device, cpu_bytes, opts.kv_fraction)
-        check_fits(live, n)
-        use_graphs = opts.graphs if opts.graphs is not None else model.device.type == "cuda"
-        pool = KVPool(shape, n, model.device, reserve=1 if use_graphs else 0)
-        stats.blocks, stats.pool_bytes = n, pool.nbytes()
-        sch = Scheduler(model, dec, pool, opts, progress, stats, queue=deque(live))
-        if use_graphs:
-            max_blocks = max(blocks_for(len(s.prompt) + s.max_new - 1) for s in live)
-            sch.graphs = DecodeGraphs(
-                dec, pool, min(opts.slots, len(live)), max_blocks, capture=model.device.type == "cuda"
+        self.pool = KVPool(shape, n, model.device, reserve=1 if self.use_graphs else 0)
+        self.graphs: DecodeGraphs | None = None
+        if self.use_graphs:
+            max_blocks = min(n, blocks_for(model.max_pos))
+            self.graphs = DecodeGraphs(
+                self.dec, self.pool, opts.slots, max_blocks, capture=cuda, compiled=attention == "flex" and compiled
             )
-        sch.run()
-        stats.block_reuses = pool.blocks.reuses
-        del pool, sch
+
+    def matches(self, adapters: Adapters, opts: SlotOptions) -> bool:
+        """Whether this engine serves a call with these adapters and options."""
+        return self.opts == opts and self.dec.adapter_layout == layout(adapters, adapters.names())
+
+
+def engine_for(model: Model, adapters: Adapters, opts: SlotOptions) -> SlotEngine:
+    """The model's slot engine for adapters and opts, built at first use (and
+    again only when the adapters' layout or the options change)."""
+    eng: SlotEngine | None = model.slot_engine
+    if eng is not None and eng.matches(adapters, opts):
+        return eng
+    model.slot_engine = None
+    del eng
     if model.device.type == "cuda":
         torch.cuda.empty_cache()
+    eng = SlotEngine(model, adapters, opts)
+    model.slot_engine = eng
+    return eng
+
+
+def slot_generate(
+    model: Model, adapters: Adapters, seqs: Sequence[GenRequest], progress: Progress, opts: SlotOptions
+) -> SlotStats:
+    """Samples every request of seqs in place with the slot backend and
+    returns what the pool did; the pool stays for the next call."""
+    live = [s for s in seqs if s.max_new > 0]
+    stats = SlotStats()
+    if not live:
+        return stats
+    with torch.no_grad():
+        eng = engine_for(model, adapters, opts)
+        eng.dec.refresh()
+        pool = eng.pool
+        n = pool.blocks.n
+        check_fits(live, n)
+        pool.blocks.reset()
+        stats.blocks, stats.pool_bytes = n, pool.nbytes()
+        sch = Scheduler(model, eng.dec, pool, opts, progress, stats, queue=deque(live), graphs=eng.graphs)
+        try:
+            sch.run()
+        finally:
+            sch.release()
+        stats.block_reuses = pool.blocks.reuses
     return stats

@@ -56,6 +56,7 @@ def fake_model(device: str, backend: str = "reference") -> Any:
         gen_budget=65536,
         train_budget=16384,
         kv_fraction=0.85,
+        slot_engine=None,
     )
 
 
@@ -94,3 +95,21 @@ def test_fault_names_batch_and_knob(op: str, args: dict[str, Any], model: Any, w
     for w in want:
         assert w in str(f), str(f)
     assert "more" not in str(f)
+
+
+def test_train_oom_names_the_kept_kv_pool_on_cuda() -> None:
+    """On cuda the slot backend's pool outlives generate calls, so a train
+    step's out-of-memory advice names kv_cache_fraction too (and only then)."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from marlow_torch.model import Model
+
+    def model(engine: object, device: str) -> Model:
+        ns = SimpleNamespace(train_budget=4096, slot_engine=engine, device=torch.device(device), kv_fraction=0.8)
+        return cast(Model, ns)
+
+    got = memory.knob("train_step", model(object(), "cuda"))
+    assert "train_tokens (now 4096)" in got and "kv_cache_fraction, now 0.8," in got and "(e.g. to 0.6)" in got
+    assert "kv_cache_fraction" not in memory.knob("train_step", model(None, "cuda"))
+    assert "kv_cache_fraction" not in memory.knob("train_step", model(object(), "cpu"))
