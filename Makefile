@@ -51,7 +51,7 @@ PAPER_REPORT ?= reports/paper
 reproduce: build
 	@set -e; \
 	export MARLOW_MODELS="$${MARLOW_MODELS:-$(CURDIR)/models}" MARLOW_DATA="$${MARLOW_DATA:-$(CURDIR)/data}" MARLOW_PYTHON="$${MARLOW_PYTHON:-python3}"; \
-	./bin/marlow run --preflight $(PAPER_SPEC); \
+	./bin/marlow run --preflight $(PAPER_SPEC) --runs "$(PAPER_RUNS)"; \
 	./bin/marlow engine-check --spec $(PAPER_SPEC) $(ENGINE_CHECK_FLAGS); \
 	./bin/marlow run $(PAPER_SPEC) --runs "$(PAPER_RUNS)" $(PAPER_RUN_FLAGS); \
 	./bin/marlow report $(PAPER_SPEC) --runs "$(PAPER_RUNS)" --out "$(PAPER_REPORT)"
