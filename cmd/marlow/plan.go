@@ -29,7 +29,7 @@ this machine: each tiny model's engine is calibrated on its shape for about
 a second, turns are taken as long as the pretraining teacher's, and runs
 execute as marlow run's defaults run them (--no-estimate skips it). For
 checkpoint models (the paper study) it states the GPU-hours per run and in
-all (docs/gpu-cost.md): from the throughput marlow doctor measured when
+all (docs/gpu-cost.md): from the throughput marlow bench node measured when
 --runs holds its file (saying on what GPU and when), else from the stated
 model (saying so); with turn lengths from the finished base runs under
 --runs when there are any, else a stated share of max_new_tokens; then the
@@ -111,7 +111,7 @@ checkpoint model whose config.json cannot be read).`,
 	cmd.Flags().BoolVar(&resolved, "resolved", false, "print the fully resolved spec (with defaults) as YAML")
 	cmd.Flags().StringVar(&only, "only", "", "keep only runs whose id matches this glob (e.g. 'voting-*-seed1'); one matching nothing is an error")
 	cmd.Flags().BoolVar(&noEstimate, "no-estimate", false, "skip the engine calibration and the time estimate")
-	cmd.Flags().StringVar(&runsDir, "runs", runner.DefaultRunsDir, "runs folder: finished base runs there give the turn lengths of the GPU cost, and its "+runner.NodeCheckFile+" (marlow doctor) the throughput")
+	cmd.Flags().StringVar(&runsDir, "runs", runner.DefaultRunsDir, "runs folder: finished base runs there give the turn lengths of the GPU cost, and its "+runner.NodeCheckFile+" (marlow bench node) the throughput")
 	cmd.Flags().StringVar(&gpuCheck, "gpu-check", "", "node self-check file to price GPU runs from (default: "+runner.NodeCheckFile+" in --runs)")
 	cmd.Flags().BoolVar(&allowDirty, "allow-dirty", false, "accept a dirty tree or a spec outside git without a warning")
 	return cmd

@@ -24,7 +24,7 @@ import (
 // rewards differ, so this is the upper end) at a training throughput.
 // Validation rollouts are generated, not trained.
 //
-// Throughput. Without a node self-check file (`marlow doctor`) the figures
+// Throughput. Without a node self-check file (`marlow bench node`) the figures
 // are the stated ones below, for the torch engine as written (slot
 // generation backend, bf16, LoRA rank 64 on every linear layer, an fp32
 // head) on one H100/H200-class GPU, modelled over a paper step, not
@@ -137,9 +137,9 @@ type Subset struct {
 
 var paramsInName = regexp.MustCompile(`(\d+(?:\.\d+)?)B$`)
 
-// checkpointParams counts a checkpoint's parameters from its config.json,
+// CheckpointParams counts a checkpoint's parameters from its config.json,
 // or from a size in its folder name such as Qwen3-0.6B.
-func checkpointParams(dir string) (float64, bool) {
+func CheckpointParams(dir string) (float64, bool) {
 	if c, err := model.LoadConfig(filepath.Join(dir, model.ConfigFile)); err == nil {
 		h, inter, l := float64(c.HiddenSize), float64(c.IntermediateSize), float64(c.NumHiddenLayers)
 		att := h*float64(c.NumAttentionHeads*c.HeadDim)*2 + h*float64(c.NumKeyValueHeads*c.HeadDim)*2
@@ -202,7 +202,7 @@ func EstimateGPU(runs []spec.Run, in GPUInputs) *GPUCost {
 	c := &GPUCost{Throughput: "stated, not measured (docs/gpu-cost.md)",
 		Lengths: fmt.Sprintf("stated: %.0f%% of max_new_tokens (no finished base run to measure them)", 100*StatedCompletionShare)}
 	if ch := in.Check; ch != nil {
-		c.Throughput = fmt.Sprintf("measured on %s, %s (%s, %.1fB params; other sizes scaled by the stated model of docs/gpu-cost.md)",
+		c.Throughput = fmt.Sprintf("measured on %s, %s (%s, %.2gB params; other sizes scaled by the stated model of docs/gpu-cost.md)",
 			ch.GPU, ch.Date, filepath.Base(ch.Checkpoint), ch.Params/1e9)
 	}
 	if in.LengthsFrom != "" {
@@ -219,7 +219,7 @@ func EstimateGPU(runs []spec.Run, in GPUInputs) *GPUCost {
 		}
 		i, ok := idx[r.Scale]
 		if !ok {
-			p, found := checkpointParams(m.Checkpoint)
+			p, found := CheckpointParams(m.Checkpoint)
 			if !found {
 				idx[r.Scale] = -1
 				c.Unestimated = append(c.Unestimated, fmt.Sprintf("%s (size of %s unknown)", r.Scale, m.Checkpoint))
@@ -340,7 +340,7 @@ func writeGPUCost(w io.Writer, c *GPUCost) {
 		if n := sc.Runs - sc.Trained; n > 0 {
 			per = append(per, "a base run "+band((sc.Hours-sc.TrainedHours)/float64(n)))
 		}
-		fmt.Fprintf(w, "  %s (%.1fB params; %s generated and %s trained tok/s): %d runs; %s; in all %s, up to %s GPU-h with every completion as long as max_new_tokens\n",
+		fmt.Fprintf(w, "  %s (%.2gB params; %s generated and %s trained tok/s): %d runs; %s; in all %s, up to %s GPU-h with every completion as long as max_new_tokens\n",
 			sc.Scale, sc.Params/1e9, groupDigits(int64(sc.GenTokS+0.5)), groupDigits(int64(sc.TrainTokS+0.5)), sc.Runs,
 			strings.Join(per, ", "), band(sc.Hours), gpuHours(sc.MaxHours))
 	}

@@ -14,14 +14,14 @@ import (
 	"github.com/marlowlab/marlow/harness/spec"
 )
 
-// NodeCheckFile is the name of the file `marlow doctor` writes into the
+// NodeCheckFile is the name of the file `marlow bench node` writes into the
 // runs folder and `marlow plan` reads from there.
 const NodeCheckFile = "gpu-check.json"
 
 // NodeCheckVersion is the version of the NodeCheck layout.
 const NodeCheckVersion = 1
 
-// NodeCheck is what `marlow doctor` measured on a node: the checks it ran
+// NodeCheck is what `marlow bench node` measured on a node: the checks it ran
 // and the throughput of the torch engine on one checkpoint.
 type NodeCheck struct {
 	Version int `json:"version"`
@@ -57,7 +57,7 @@ type Rate struct {
 	Workload string  `json:"workload"`
 }
 
-// NodeCheckStep is one check of `marlow doctor`.
+// NodeCheckStep is one check of `marlow bench node`.
 type NodeCheckStep struct {
 	Name    string  `json:"name"`
 	OK      bool    `json:"ok"`
@@ -113,13 +113,13 @@ func ReadNodeCheck(path string) (*NodeCheck, error) {
 	}
 	var c NodeCheck
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("node check %s: %w (run marlow doctor again, or remove the file)", path, err)
+		return nil, fmt.Errorf("node check %s: %w (run marlow bench node again, or remove the file)", path, err)
 	}
 	if c.Version != NodeCheckVersion {
-		return nil, fmt.Errorf("node check %s: version %d, this marlow reads version %d (run marlow doctor again, or remove the file)", path, c.Version, NodeCheckVersion)
+		return nil, fmt.Errorf("node check %s: version %d, this marlow reads version %d (run marlow bench node again, or remove the file)", path, c.Version, NodeCheckVersion)
 	}
 	if c.GPU == "" || c.Date == "" || !(c.Params > 0) {
-		return nil, fmt.Errorf("node check %s: no gpu, date or params (run marlow doctor again, or remove the file)", path)
+		return nil, fmt.Errorf("node check %s: no gpu, date or params (run marlow bench node again, or remove the file)", path)
 	}
 	return &c, nil
 }

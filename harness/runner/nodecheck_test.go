@@ -58,7 +58,7 @@ func TestEstimateGPUMeasured(t *testing.T) {
 		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ReadNodeCheck(file); err == nil || !strings.Contains(err.Error(), "run marlow doctor again") {
+		if _, err := ReadNodeCheck(file); err == nil || !strings.Contains(err.Error(), "run marlow bench node again") {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
