@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -261,5 +262,28 @@ func TestBenchNodeRefuses(t *testing.T) {
 	}
 	if _, _, err := execCLI(t, "bench", "node"); err == nil || !strings.Contains(err.Error(), "--spec is required") {
 		t.Errorf("no spec: %v", err)
+	}
+}
+
+// bench node keeps to its budget: with none left no step runs, each says
+// so, the file is still written (naming the steps) and the exit status is 1.
+func TestBenchNodeBudget(t *testing.T) {
+	t.Setenv("MARLOW_MODELS", t.TempDir())
+	t.Setenv("MARLOW_DATA", t.TempDir())
+	runs := t.TempDir()
+	paper := filepath.Join("..", "..", "seeds", "paper.yaml")
+	out, _, err := execCLI(t, "bench", "node", "--spec", paper, "--runs", runs, "--budget", "1ns")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(err.Error(), "6 of 6 steps failed") {
+		t.Fatalf("exit: %v\n%s", err, out)
+	}
+	check, err := runner.ReadNodeCheck(filepath.Join(runs, runner.NodeCheckFile))
+	if err != nil || check == nil || len(check.Steps) != 6 || check.Params != 0.6e9 || check.Device != "cuda" || check.DType != "bfloat16" {
+		t.Fatalf("the file: %+v, %v", check, err)
+	}
+	for _, s := range check.Steps {
+		if s.OK || !strings.Contains(s.Detail, "the budget is spent") {
+			t.Errorf("step %+v", s)
+		}
 	}
 }

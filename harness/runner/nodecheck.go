@@ -183,6 +183,10 @@ func BaseLengths(runsDir, experiment string, plan []spec.Run) (map[CellKey]RoleL
 		names = append(names, k.Scale+"-"+k.Task)
 	}
 	slices.Sort(names)
-	return out, fmt.Sprintf("measured: mean completion of each role in %d finished base runs under %s (%s; the base model's lengths, RL changes them); other cells stated: %.0f%% of max_new_tokens",
-		len(used), filepath.Join(runsDir, experiment), strings.Join(names, ", "), 100*StatedCompletionShare), nil
+	runsWord := "runs"
+	if len(used) == 1 {
+		runsWord = "run"
+	}
+	return out, fmt.Sprintf("measured: mean completion of each role in %d finished base %s under %s (%s; the base model's lengths, RL changes them); other cells stated: %.0f%% of max_new_tokens",
+		len(used), runsWord, filepath.Join(runsDir, experiment), strings.Join(names, ", "), 100*StatedCompletionShare), nil
 }

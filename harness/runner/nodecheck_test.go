@@ -116,7 +116,7 @@ func TestBaseLengths(t *testing.T) {
 	if len(ls) != 1 || cell["generator"] != (RoleLength{200, 2}) || cell["aggregator"] != (RoleLength{50, 1}) || len(cell) != 2 {
 		t.Fatalf("lengths %+v", ls)
 	}
-	if !strings.Contains(from, "measured: mean completion of each role in 1 finished base runs") || !strings.Contains(from, "s-dapo-math") {
+	if !strings.Contains(from, "measured: mean completion of each role in 1 finished base run under") || !strings.Contains(from, "s-dapo-math") {
 		t.Errorf("lengths from %q", from)
 	}
 	stated := EstimateGPU(runs, GPUInputs{})
