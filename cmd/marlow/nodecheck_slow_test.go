@@ -77,7 +77,7 @@ grpo:
 			t.Errorf("step %s failed: %s", s.Name, s.Detail)
 		}
 	}
-	want := "preflight, compile smoke, engine-check in bfloat16, generate, reference backend, generate, slots backend, train"
+	want := "preflight, compile smoke, engine-check in bfloat16, generate, slots backend, train, generate, reference backend"
 	if got := strings.Join(names, ", "); got != want {
 		t.Errorf("steps %s, want %s", got, want)
 	}
