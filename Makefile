@@ -18,7 +18,7 @@ export GOAMD64
 COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo none)$(shell git status --porcelain 2>/dev/null | grep -q . && echo -dirty)
 LDFLAGS := -X main.buildCommit=$(COMMIT)
 
-.PHONY: all build demo figures reproduce reproduce-dry test check-slow ci clean
+.PHONY: all build demo figures gpu-check reproduce reproduce-dry test check-slow ci clean
 
 all: build
 
@@ -51,10 +51,19 @@ PAPER_REPORT ?= reports/paper
 reproduce: build
 	@set -e; \
 	export MARLOW_MODELS="$${MARLOW_MODELS:-$(CURDIR)/models}" MARLOW_DATA="$${MARLOW_DATA:-$(CURDIR)/data}" MARLOW_PYTHON="$${MARLOW_PYTHON:-python3}"; \
-	./bin/marlow run --preflight $(PAPER_SPEC); \
+	./bin/marlow run --preflight $(PAPER_SPEC) --runs "$(PAPER_RUNS)"; \
 	./bin/marlow engine-check --spec $(PAPER_SPEC) $(ENGINE_CHECK_FLAGS); \
 	./bin/marlow run $(PAPER_SPEC) --runs "$(PAPER_RUNS)" $(PAPER_RUN_FLAGS); \
 	./bin/marlow report $(PAPER_SPEC) --runs "$(PAPER_RUNS)" --out "$(PAPER_REPORT)"
+
+## gpu-check: the node self-check on a GPU node, in at most 10 minutes
+## (docs/gpu-cost.md): marlow bench node on $(PAPER_SPEC)'s first scale on
+## cuda (preflight, compile smoke, engine-check in bf16, generation tok/s
+## of both backends, train tok/s, peak memory), written to
+## $(PAPER_RUNS)/gpu-check.json, which marlow plan prices GPU runs from.
+gpu-check: build
+	@export MARLOW_MODELS="$${MARLOW_MODELS:-$(CURDIR)/models}" MARLOW_DATA="$${MARLOW_DATA:-$(CURDIR)/data}" MARLOW_PYTHON="$${MARLOW_PYTHON:-python3}"; \
+	./bin/marlow bench node --spec $(PAPER_SPEC) --runs "$(PAPER_RUNS)" $(GPU_CHECK_FLAGS)
 
 ## reproduce-dry: reproduce's sequence on seeds/paper-dry.yaml (paper.yaml
 ## with only its sizes changed: a 2-layer checkpoint with Qwen3-0.6B's

@@ -431,3 +431,26 @@ func TestCPUProfileFlag(t *testing.T) {
 		t.Fatalf("unwritable profile: exit %d, stderr %q (want an error naming %s)", code, stderr, bad)
 	}
 }
+
+// make reproduce hands its runs folder to every marlow command that reads
+// or writes runs, the preflight included: the preflight's free-disk check
+// must look at the disk the runs will be written to, not at ./runs.
+func TestReproduceRunsFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "elsewhere", "runs")
+	out, err := exec.Command("make", "-n", "-C", filepath.Join("..", ".."), "reproduce", "PAPER_RUNS="+dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("make -n reproduce: %v\n%s", err, out)
+	}
+	cmds := regexp.MustCompile(`\./bin/marlow (run|report)[^;\n]*`).FindAllString(string(out), -1)
+	if len(cmds) != 3 {
+		t.Fatalf("make -n reproduce runs %d marlow run/report commands, want 3 (preflight, runs, report):\n%s", len(cmds), out)
+	}
+	for _, c := range cmds {
+		if !strings.Contains(c, `--runs "`+dir+`"`) {
+			t.Errorf("make reproduce's %q does not use PAPER_RUNS (%s)", c, dir)
+		}
+	}
+	if !strings.Contains(cmds[0], "--preflight") {
+		t.Errorf("make reproduce's first command is not the preflight: %q", cmds[0])
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"runtime"
 
 	"github.com/marlowlab/marlow/harness/pin"
@@ -13,7 +14,7 @@ import (
 func newPlanCmd() *cobra.Command {
 	var (
 		asJSON, resolved, allowDirty, noEstimate bool
-		only                                     string
+		only, runsDir, gpuCheck                  string
 	)
 	cmd := &cobra.Command{
 		Use:   "plan SPEC",
@@ -28,8 +29,11 @@ this machine: each tiny model's engine is calibrated on its shape for about
 a second, turns are taken as long as the pretraining teacher's, and runs
 execute as marlow run's defaults run them (--no-estimate skips it). For
 checkpoint models (the paper study) it states the GPU-hours per run and in
-all at a stated throughput (an assumption, labelled as such), the disk the
-runs write, and first subsets to run with --only. A note names the workflow
+all (docs/gpu-cost.md): from the throughput marlow bench node measured when
+--runs holds its file (saying on what GPU and when), else from the stated
+model (saying so); with turn lengths from the finished base runs under
+--runs when there are any, else a stated share of max_new_tokens; then the
+disk the runs write, and first subsets to run with --only. A note names the workflow
 settings (n_votes, max_subtasks) that give a tiny model's runs another base
 model than the defaults, and --only warns when it keeps SP or IP runs
 without their cell's SA-RL run.
@@ -91,7 +95,14 @@ checkpoint model whose config.json cannot be read).`,
 					return err
 				}
 				info.Estimate = &est
-				info.GPU = runner.EstimateGPU(runs)
+				in := runner.GPUInputs{}
+				if in.Check, err = runner.ReadNodeCheck(checkFile(gpuCheck, runsDir)); err != nil {
+					return err
+				}
+				if in.Lengths, in.LengthsFrom, err = runner.BaseLengths(runsDir, s.Experiment, planned); err != nil {
+					return err
+				}
+				info.GPU = runner.EstimateGPU(runs, in)
 			}
 			return runner.WritePlan(out, s, runs, prov, info, asJSON)
 		},
@@ -100,6 +111,17 @@ checkpoint model whose config.json cannot be read).`,
 	cmd.Flags().BoolVar(&resolved, "resolved", false, "print the fully resolved spec (with defaults) as YAML")
 	cmd.Flags().StringVar(&only, "only", "", "keep only runs whose id matches this glob (e.g. 'voting-*-seed1'); one matching nothing is an error")
 	cmd.Flags().BoolVar(&noEstimate, "no-estimate", false, "skip the engine calibration and the time estimate")
+	cmd.Flags().StringVar(&runsDir, "runs", runner.DefaultRunsDir, "runs folder: finished base runs there give the turn lengths of the GPU cost, and its "+runner.NodeCheckFile+" (marlow bench node) the throughput")
+	cmd.Flags().StringVar(&gpuCheck, "gpu-check", "", "node self-check file to price GPU runs from (default: "+runner.NodeCheckFile+" in --runs)")
 	cmd.Flags().BoolVar(&allowDirty, "allow-dirty", false, "accept a dirty tree or a spec outside git without a warning")
 	return cmd
+}
+
+// checkFile is the node self-check file: file when given, else the one in
+// the runs folder.
+func checkFile(file, runsDir string) string {
+	if file != "" {
+		return file
+	}
+	return filepath.Join(runsDir, runner.NodeCheckFile)
 }

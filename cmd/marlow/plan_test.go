@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/marlowlab/marlow/harness/runner"
 )
 
 // When MARLOW_TEST_RUN_MAIN is set, the test binary acts as the marlow CLI,
@@ -166,4 +168,46 @@ func TestPlanWarnings(t *testing.T) {
 			}
 		}
 	}
+}
+
+// marlow plan prices the paper study's GPU runs without a time line for
+// its checkpoint models: from the stated model when the runs folder holds
+// no node self-check, from the measured figures (naming the GPU and the
+// date) when it does; a damaged check file is an error that names it.
+func TestPlanGPUCostSource(t *testing.T) {
+	t.Setenv("MARLOW_MODELS", t.TempDir())
+	t.Setenv("MARLOW_DATA", t.TempDir())
+	spec := filepath.Join("..", "..", "seeds", "paper.yaml")
+	runs := t.TempDir()
+	out, _, err := execCLI(t, "plan", spec, "--runs", runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "estimated time") || !strings.Contains(out, "throughput stated, not measured") {
+		t.Errorf("plan without a check file:\n%s", tailLines(out, 12))
+	}
+	check := &runner.NodeCheck{Version: runner.NodeCheckVersion, GPU: "NVIDIA H100 80GB HBM3", Date: "2026-12-05", Checkpoint: "/m/Qwen3-0.6B", Params: 0.6e9,
+		Generate: map[string]runner.Rate{"slots": {TokS: 5000}}, Train: runner.Rate{TokS: 30000}}
+	if err := runner.WriteNodeCheck(filepath.Join(runs, runner.NodeCheckFile), check); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = execCLI(t, "plan", spec, "--runs", runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "throughput measured on NVIDIA H100 80GB HBM3, 2026-12-05") || !strings.Contains(out, "5,000 generated and 30,000 trained tok/s") {
+		t.Errorf("plan with a check file:\n%s", tailLines(out, 12))
+	}
+	bad := filepath.Join(t.TempDir(), "check.json")
+	if err := os.WriteFile(bad, []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := execCLI(t, "plan", spec, "--gpu-check", bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("a damaged check file: %v", err)
+	}
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -107,7 +107,8 @@ type Estimate struct {
 	// GenTokens and TrainTokens are the plan's expected generated tokens
 	// and trained sequence tokens.
 	GenTokens, TrainTokens float64
-	// Unestimated lists the scales without an estimate, with why.
+	// Unestimated lists the tiny-model scales without an estimate, with
+	// why (checkpoint models are priced by EstimateGPU instead).
 	Unestimated []string
 }
 
@@ -126,15 +127,14 @@ const lengthSample = 256
 // estimate is a range: MinSeconds with no turn trained, Seconds with every
 // turn trained. Runs execute min(cores,
 // runs) at a time with the cores divided among them, as `marlow run`
-// does by default. Only tiny models are estimated; a checkpoint model
-// (a real Qwen3) is listed in Unestimated.
+// does by default. Only tiny models are estimated here; the runs of a
+// checkpoint model (a real Qwen3) are priced in GPU-hours by EstimateGPU.
 func EstimatePlan(ctx context.Context, reg *engine.Registry, runs []spec.Run, bases []BaseModel, cores int) (Estimate, error) {
 	est := Estimate{Speeds: map[string]bench.Speed{}, Parallel: max(1, min(cores, len(runs)))}
 	lengths := map[string]map[string]pretrain.Lengths{}
 	for _, b := range bases {
 		if b.job == nil {
-			est.Unestimated = append(est.Unestimated, fmt.Sprintf("%s (a checkpoint model; measure its engine with marlow bench)", b.Scale))
-			continue
+			continue // a checkpoint model: priced in GPU-hours (EstimateGPU)
 		}
 		var name string
 		for _, r := range runs {

@@ -108,8 +108,12 @@ func writePlanInfo(w io.Writer, info PlanInfo) error {
 		return nil
 	}
 	if len(e.Speeds) == 0 {
-		_, err := fmt.Fprintf(w, "\nestimated time: none (%s)\n", strings.Join(e.Unestimated, "; "))
-		return err
+		// checkpoint models alone: their GPU cost follows
+		if len(e.Unestimated) > 0 {
+			_, err := fmt.Fprintf(w, "\ntime not estimated: %s\n", strings.Join(e.Unestimated, "; "))
+			return err
+		}
+		return nil
 	}
 	var speeds []string
 	for _, sc := range slices.Sorted(maps.Keys(e.Speeds)) {
