@@ -161,7 +161,7 @@ func (f Filter) describe() string {
 // holdings summarises what the samples of the matching runs hold.
 func holdings(runs []*runlog.Run, pattern string) string {
 	steps := map[string][]int64{}
-	roles, workflows := map[string]bool{}, map[string]bool{}
+	roles, workflows, problems := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, run := range runs {
 		if ok, _ := path.Match(pattern, run.Manifest.RunID); pattern != "" && !ok {
 			continue
@@ -170,6 +170,7 @@ func holdings(runs []*runlog.Run, pattern string) string {
 			steps[s.Split] = append(steps[s.Split], s.Step)
 			roles[s.Role] = true
 			workflows[s.Workflow] = true
+			problems[s.ProblemID] = true
 		}
 	}
 	if len(steps) == 0 {
@@ -181,8 +182,18 @@ func holdings(runs []*runlog.Run, pattern string) string {
 		st := slices.Compact(slices.Sorted(slices.Values(steps[split])))
 		fmt.Fprintf(&b, " %s steps %s;", split, joinInts(st))
 	}
-	fmt.Fprintf(&b, " workflows %s; roles %s", strings.Join(slices.Sorted(maps.Keys(workflows)), ", "), strings.Join(slices.Sorted(maps.Keys(roles)), ", "))
+	fmt.Fprintf(&b, " workflows %s; roles %s; problems %s", strings.Join(slices.Sorted(maps.Keys(workflows)), ", "), strings.Join(slices.Sorted(maps.Keys(roles)), ", "), someIDs(slices.Sorted(maps.Keys(problems))))
 	return b.String()
+}
+
+// someIDs lists ids, or the first few of many with their count, so that a
+// misspelt --problem shows what the IDs look like.
+func someIDs(ids []string) string {
+	const show = 6
+	if len(ids) <= show {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s, ... (%d in all)", strings.Join(ids[:show], ", "), len(ids))
 }
 
 func joinInts(xs []int64) string {
