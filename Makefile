@@ -20,7 +20,7 @@ export GOAMD64
 COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo none)$(shell git status --porcelain 2>/dev/null | grep -q . && echo -dirty)
 LDFLAGS := -X main.buildCommit=$(COMMIT)
 
-.PHONY: all build demo figures reproduce reproduce-dry reproduce-dry-inputs test check-slow ci clean
+.PHONY: all build demo figures docs reproduce reproduce-dry reproduce-dry-inputs test check-slow ci clean
 
 all: build
 
@@ -97,6 +97,11 @@ figures: build
 		echo "marlow report $$*"; \
 		./bin/marlow report "$$@" --out "$${d%/}"; \
 	done
+
+## docs: rewrite docs/cli.md from the commands' own --help (go test fails
+## when a command's help and the page differ)
+docs:
+	MARLOW_UPDATE_DOCS=1 $(GO) test -count=1 -run '^TestCLIReference$$' ./cmd/marlow
 
 ## test: gofmt check, the torch server's ruff/mypy/pytest, go vet ./..., go test
 ## ./... (building .venv/ first when MARLOW_PYTHON is not set)
