@@ -25,7 +25,7 @@ func TestSamplesCLI(t *testing.T) {
 		{"no such step", []string{runsDir, "--only", "voting-sp-s-math-seed1", "--step", "12345"}, nil, "no rollout matches run voting-sp-s-math-seed1, step 12345, split val; the runs hold val steps"},
 		{"no such run", []string{runsDir, "--only", "nothing-*"}, nil, `no run matches "nothing-*"`},
 		{"no such problem", []string{runsDir, "--only", "voting-sp-s-math-seed1", "--step", "0", "--problem", "p3"}, nil, "problem p3; the runs hold val steps 0"},
-		{"no such problem lists problem IDs", []string{runsDir, "--only", "voting-sp-s-math-seed1", "--step", "0", "--problem", "p3"}, nil, "; problems p000, "},
+		{"no such problem lists problem IDs", []string{runsDir, "--only", "voting-sp-s-math-seed1", "--step", "0", "--problem", "p3"}, nil, "; problems (val) p000, "},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
