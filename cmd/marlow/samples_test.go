@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -23,6 +24,8 @@ func TestSamplesCLI(t *testing.T) {
 			[]string{"problem p000"}, ""},
 		{"no such step", []string{runsDir, "--only", "voting-sp-s-math-seed1", "--step", "12345"}, nil, "no rollout matches run voting-sp-s-math-seed1, step 12345, split val; the runs hold val steps"},
 		{"no such run", []string{runsDir, "--only", "nothing-*"}, nil, `no run matches "nothing-*"`},
+		{"no such problem", []string{runsDir, "--only", "voting-sp-s-math-seed1", "--step", "0", "--problem", "p3"}, nil, "problem p3; the runs hold val steps 0"},
+		{"no such problem lists problem IDs", []string{runsDir, "--only", "voting-sp-s-math-seed1", "--step", "0", "--problem", "p3"}, nil, "; problems (val) p000, "},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -53,5 +56,31 @@ func TestSamplesCLI(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(stdout), &rs); err != nil || len(rs) == 0 || rs[0].RunID != "voting-sp-s-math-seed1" {
 		t.Errorf("--json: %v, %d rollouts\n%.500s", err, len(rs), stdout)
+	}
+}
+
+// The example in samples' help runs against the committed archive it names
+// and prints the rollout it asks for.
+func TestSamplesHelpExample(t *testing.T) {
+	_, example, ok := strings.Cut(newSamplesCmd().Long, "\n  marlow samples ")
+	if !ok {
+		t.Fatal("samples' help has no example")
+	}
+	args := strings.Fields(example)
+	problem := ""
+	for i, a := range args {
+		if strings.HasPrefix(a, "reports/") {
+			args[i] = filepath.Join("..", "..", a)
+		}
+		if a == "--problem" && i+1 < len(args) {
+			problem = args[i+1]
+		}
+	}
+	stdout, _, err := execCLI(t, append([]string{"samples"}, args...)...)
+	if err != nil {
+		t.Fatalf("samples %v: %v", args, err)
+	}
+	if problem == "" || !strings.Contains(stdout, "problem "+problem+"  rollout ") {
+		t.Errorf("samples %v does not print problem %q:\n%.1000s", args, problem, stdout)
 	}
 }

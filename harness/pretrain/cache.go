@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/marlowlab/marlow/harness/model"
 	"github.com/marlowlab/marlow/harness/spec"
@@ -122,6 +123,28 @@ func (l Locator) Find(job Job) (string, Where, error) {
 	return "", "", nil
 }
 
+// Searched lists the folders Find looks in for the job's checkpoint, in its
+// order: the repository's seeds/models, the other roots', the cache. A
+// lookup that found nothing can say where it looked.
+func (l Locator) Searched(job Job) ([]string, error) {
+	committed, cache, err := l.Paths(job)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	if committed != "" {
+		out = append(out, committed)
+	}
+	if name, err := job.DirName(); err == nil {
+		for _, root := range l.OtherRoots {
+			if d := filepath.Join(root, CommittedDir, name); root != "" && root != l.RepoRoot && !slices.Contains(out, d) {
+				out = append(out, d)
+			}
+		}
+	}
+	return append(out, cache), nil
+}
+
 // Ensure returns the folder of the job's checkpoint, pretraining it into
 // the cache when neither the repository nor the cache holds it.
 func (l Locator) Ensure(ctx context.Context, job Job) (string, Where, error) {
@@ -140,9 +163,17 @@ func (l Locator) ensure(ctx context.Context, job Job) (string, Where, Result, er
 	if err != nil {
 		return "", "", Result{}, err
 	}
+	searched, err := l.Searched(job)
+	if err != nil {
+		return "", "", Result{}, err
+	}
 	if l.NoBuild {
-		return "", "", Result{}, fmt.Errorf("pretrain: no checkpoint for scale %s (looked in %s and %s) and building is off; run `marlow pretrain`",
-			job.Scale, filepath.Join(l.RepoRoot, CommittedDir), cache)
+		return "", "", Result{}, fmt.Errorf("pretrain: no checkpoint for scale %s (looked in %s) and building is off; run `marlow pretrain`",
+			job.Scale, strings.Join(searched, ", "))
+	}
+	if l.Options.Progress != nil {
+		fmt.Fprintf(l.Options.Progress, "pretrain: scale %s: no committed or cached checkpoint (looked in %s); pretraining it into %s\n",
+			job.Scale, strings.Join(searched, ", "), cache)
 	}
 	if err := clearInvalid(cache); err != nil {
 		return "", "", Result{}, err

@@ -47,6 +47,45 @@ func TestBaseModelsSpecOutsideRepo(t *testing.T) {
 	}
 }
 
+// A spec outside any repository, planned from a folder outside one too,
+// cannot reach the committed base models: the plan says where it looked and
+// what to do, instead of only that the model will be pretrained.
+func TestBaseModelsOutsideAnyRepoSaysWhereItLooked(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "seeds", "demo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	away := t.TempDir()
+	p := filepath.Join(away, "demo-copy.yaml")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	t.Setenv(pretrain.CacheEnv, cache)
+	t.Chdir(away)
+	s, err := spec.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, err := spec.Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bases, err := BaseModels(s, planned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bases) != 1 || bases[0].Where != BasePretrain {
+		t.Fatalf("bases %+v, want one to be pretrained", bases)
+	}
+	text := whereText(bases[0])
+	for _, want := range []string{"looked in " + filepath.Join(cache, "models") + string(filepath.Separator), "run marlow from a marlow checkout to use its committed base models"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("plan's base model line %q lacks %q", text, want)
+		}
+	}
+}
+
 // --only 'voting-*' keeps the cell's SP and IP runs but not its SA-RL run,
 // and says so; a glob that matches the SA-RL run too is quiet.
 func TestOnlyWarnings(t *testing.T) {

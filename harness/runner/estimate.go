@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/marlowlab/marlow/harness/bench"
 	"github.com/marlowlab/marlow/harness/engine"
@@ -36,6 +38,12 @@ type BaseModel struct {
 	// KeyHint says how to share one base model across such settings ("" if
 	// there is no option for them).
 	KeyHint string
+	// Searched lists the folders looked in for a tiny model's checkpoint
+	// (set for BasePretrain), and NoRepository says that neither the spec
+	// nor the working directory lies in a repository with seeds/models, so
+	// no committed checkpoint could be found.
+	Searched     []string
+	NoRepository bool
 
 	job *pretrain.Job // tiny models
 }
@@ -81,6 +89,14 @@ func BaseModels(s *spec.Spec, runs []spec.Run) ([]BaseModel, error) {
 			b.Where = BaseCached
 		default:
 			b.Where = BasePretrain
+			l := pretrain.LocatorOf(s)
+			if b.Searched, err = l.Searched(job); err != nil {
+				return nil, err
+			}
+			b.NoRepository = !slices.ContainsFunc(append([]string{l.RepoRoot}, l.OtherRoots...), func(root string) bool {
+				st, err := os.Stat(filepath.Join(root, pretrain.CommittedDir))
+				return root != "" && err == nil && st.IsDir()
+			})
 		}
 		out = append(out, b)
 	}

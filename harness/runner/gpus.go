@@ -104,7 +104,7 @@ func Place(ctx context.Context, s *spec.Spec, opt Options) (Placement, error) {
 	if err != nil {
 		return Placement{}, err
 	}
-	if err := checkNeeds(ctx, opt.Engines, runs); err != nil {
+	if err := checkNeeds(ctx, opt.Engines, runs, opt.Task); err != nil {
 		return Placement{}, err
 	}
 	return place(ctx, opt, runs)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/datasets/deepcoder"
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/spec"
@@ -120,11 +121,12 @@ func dataNeeds(d spec.DataConfig) string {
 }
 
 // checkNeeds verifies, before anything is written, that every engine the
-// runs name is registered in reg with its prerequisites met and that
-// nothing Needs lists is missing. The error lists every problem at once
+// runs name is registered in reg with its prerequisites met, that
+// nothing Needs lists is missing and that every task's validation split
+// holds the runs' validation problems (SplitProblems, with open). The error lists every problem at once
 // and wraps ErrMissing, and engine.ErrUnavailable when an engine is the
 // problem.
-func checkNeeds(ctx context.Context, reg *engine.Registry, runs []spec.Run) error {
+func checkNeeds(ctx context.Context, reg *engine.Registry, runs []spec.Run, open func(spec.DataConfig, TaskOptions) (datasets.Task, error)) error {
 	var lines []string
 	unavailable := false
 	seen := map[string]bool{}
@@ -162,10 +164,14 @@ func checkNeeds(ctx context.Context, reg *engine.Registry, runs []spec.Run) erro
 		}
 	}
 	lines = append(lines, Needs(ctx, runs)...)
-	if len(lines) == 0 {
+	splits := SplitProblems(runs, open)
+	if len(lines) == 0 && len(splits) == 0 {
 		return nil
 	}
-	list := strings.Join(lines, "\n  - ")
+	if len(lines) == 0 {
+		return fmt.Errorf("nothing was run: a task's data cannot give the runs their validation problems:\n  - %s", strings.Join(splits, "\n  - "))
+	}
+	list := strings.Join(append(lines, splits...), "\n  - ")
 	if unavailable {
 		return fmt.Errorf("nothing was run: this plan needs what this machine lacks (%w, %w):\n  - %s", ErrMissing, engine.ErrUnavailable, list)
 	}
@@ -184,7 +190,7 @@ func Preflight(ctx context.Context, s *spec.Spec, only string, reg *engine.Regis
 	if err != nil {
 		return err
 	}
-	return checkNeeds(ctx, reg, runs)
+	return checkNeeds(ctx, reg, runs, nil)
 }
 
 // engineOptions are the options a run of model m opens its engine with.

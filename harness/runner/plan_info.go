@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/marlowlab/marlow/harness/pretrain"
 )
 
 // baseModelJSON is one base model of `plan --json`.
@@ -60,7 +62,14 @@ func whereText(b BaseModel) string {
 	case BaseCached:
 		return "cached: " + b.Dir
 	case BasePretrain:
-		return fmt.Sprintf("neither committed nor cached: marlow run pretrains it first (%d steps)", b.PretrainSteps)
+		t := fmt.Sprintf("neither committed nor cached: marlow run pretrains it first (%d steps)", b.PretrainSteps)
+		if len(b.Searched) > 0 {
+			t += "; looked in " + strings.Join(b.Searched, ", ")
+		}
+		if b.NoRepository {
+			t += fmt.Sprintf("; neither the spec nor the working folder is in a repository with %s: run marlow from a marlow checkout to use its committed base models", pretrain.CommittedDir)
+		}
+		return t
 	case BaseMissing:
 		return "checkpoint folder not found: " + b.Dir
 	}

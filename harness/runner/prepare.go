@@ -49,7 +49,7 @@ func prepare(ctx context.Context, s *spec.Spec, opt Options, checkDir bool) ([]j
 	if err != nil {
 		return nil, pin.Provenance{}, err
 	}
-	if err := checkNeeds(ctx, opt.Engines, runs); err != nil {
+	if err := checkNeeds(ctx, opt.Engines, runs, opt.Task); err != nil {
 		return nil, pin.Provenance{}, err
 	}
 	// the runs folder first: it gets its .gitignore (IgnoreRuns) before

@@ -122,6 +122,8 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "duplicate key", old: "  steps: 20\n", new: "  steps: 20\n  steps: 30\n", want: "grpo.steps: duplicate key (first set on line 13)", at: "steps: 30"},
 		{name: "alias", old: "steps: 20", new: "lr: &m 1\n  steps: *m", want: "grpo.steps: YAML aliases (*m) are not supported", at: "*m"},
 		{name: "warmup beyond steps", old: "warmup_steps: 2", new: "warmup_steps: 50", want: "grpo.warmup_steps: 50 exceeds steps (20)", at: "warmup_steps"},
+		{name: "default warmup beyond steps", old: "  steps: 20\n  warmup_steps: 2\n", new: "  steps: 4\n", want: "grpo.steps: 4 is below warmup_steps (15, the default): set grpo.warmup_steps to at most 4", at: "steps: 4"},
+		{name: "default warmup beyond a model's steps", whole: strings.Replace(strings.Replace(baseSpec, "  warmup_steps: 2\n", "", 1), "    tiny:", "    grpo: {steps: 3}\n    tiny:", 1), want: "models.s.grpo.steps: 3 is below warmup_steps (15, the default): set grpo.warmup_steps to at most 3", at: "grpo: {steps: 3}"},
 		{name: "zero temperature", old: "  steps: 20\n", new: "  steps: 20\n  temperature: 0\n", want: "grpo.temperature: must be in (0, 10], got 0", at: "temperature"},
 		{name: "ci out of range", new: "analysis:\n  ci: 1.5\n", want: "analysis.ci: must be in (0, 1], got 1.5", at: "ci:"},
 		{name: "integer overflow", old: "steps: 20", new: "steps: 99999999999999999999", want: "grpo.steps: expected an integer", at: "steps:"},
@@ -232,6 +234,31 @@ func TestLoadMalformed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A misspelt workflow is one error with a suggestion, not one more error
+// for each role-keyed setting or workflow knob of the workflow meant.
+func TestWorkflowTypoIsOneError(t *testing.T) {
+	text := edit(t, baseSpec, "[voting, eval-opt]", "[votng, eval-opt]")
+	text = edit(t, text, "grpo:\n", "workflow:\n  n_votes: 3\ngrpo:\n")
+	text = edit(t, text, "  steps: 20\n", "  steps: 20\n  kl_coef: {generator: 0.1, aggregator: 0.5}\n  max_new_tokens: {default: 64, aggregator: 16}\n")
+	_, err := Load(writeSpec(t, text))
+	var se *Error
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v is not a *spec.Error", err)
+	}
+	if len(se.Errors) != 1 || !strings.Contains(se.Errors[0].Error(), `matrix.workflows[0]: "votng" is not allowed; did you mean "voting"?`) {
+		t.Fatalf("want one error about the workflow's name, got %d:\n%v", len(se.Errors), err)
+	}
+	// The same settings with the name right are valid, and with the name
+	// right but a role the workflows do not call, that role is still named.
+	if _, err := Load(writeSpec(t, strings.Replace(text, "votng", "voting", 1))); err != nil {
+		t.Fatalf("the corrected spec: %v", err)
+	}
+	_, err = Load(writeSpec(t, strings.Replace(strings.Replace(text, "votng", "voting", 1), "aggregator: 0.5", "synthesizer: 0.5", 1)))
+	if err == nil || !strings.Contains(err.Error(), `grpo.kl_coef.synthesizer: "synthesizer" is not allowed`) {
+		t.Fatalf("a role outside the workflows: %v", err)
 	}
 }
 

@@ -52,6 +52,22 @@ func (c checker) errf(rel, format string, args ...any) {
 	c.errs.add(l, p, format, args...)
 }
 
+// isSet reports whether the spec sets rel (in the section or in an
+// override of it), as opposed to leaving it at its default.
+func (c checker) isSet(rel string) bool {
+	_, ok := c.org[rel]
+	return ok
+}
+
+// defaultNote is " (the default)" for a value the spec leaves at its
+// default, so that an error about it says the user never wrote it.
+func (c checker) defaultNote(rel string) string {
+	if c.isSet(rel) {
+		return ""
+	}
+	return " (the default)"
+}
+
 func (c checker) minInt(rel string, v, lo int) {
 	if v < lo {
 		c.errf(rel, "must be >= %d, got %d", lo, v)

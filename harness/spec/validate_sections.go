@@ -280,9 +280,16 @@ func validateSynthCode(m SynthCode, c checker) {
 // roleSet is every role type called by the workflows of an arm ("" is the
 // main matrix; sa-rl runs are evaluated in all of them; single's generator
 // is always present).
+// It is nil when the arm's matrix names a workflow that does not exist:
+// that name is already an error (matrix.workflows), and the role-keyed
+// settings are then not judged against a role set that lacks its roles,
+// which would add an error for every role the intended workflow calls.
 func (s *Spec) roleSet(arm string) []string {
 	set := map[string]bool{"generator": true}
 	for _, w := range s.ArmMatrix(arm).Workflows {
+		if !slices.Contains(Workflows, w) {
+			return nil
+		}
 		for _, r := range WorkflowRoles[w] {
 			set[r] = true
 		}
@@ -303,7 +310,13 @@ func validateGRPO(g GRPO, c checker, roles []string) {
 	c.rangeFloat("lr", g.LR, 0, 1, true)
 	c.minInt("warmup_steps", g.WarmupSteps, 0)
 	if g.WarmupSteps > g.Steps && g.Steps >= 1 {
-		c.errf("warmup_steps", "%d exceeds steps (%d)", g.WarmupSteps, g.Steps)
+		if c.isSet("warmup_steps") || !c.isSet("steps") {
+			c.errf("warmup_steps", "%d%s exceeds steps (%d)", g.WarmupSteps, c.defaultNote("warmup_steps"), g.Steps)
+		} else {
+			// The warmup is the default and the steps are the user's: point
+			// at the line the user wrote.
+			c.errf("steps", "%d is below warmup_steps (%d, the default): set %s to at most %d", g.Steps, g.WarmupSteps, join(c.prefix, "warmup_steps"), g.Steps)
+		}
 	}
 	c.oneOf("schedule", g.Schedule, Schedules)
 	c.rangeFloat("min_lr_ratio", g.MinLRRatio, 0, 1, false)
@@ -317,14 +330,16 @@ func validateGRPO(g GRPO, c checker, roles []string) {
 	if _, ok := g.MaxNewTokens["default"]; !ok {
 		c.errf("max_new_tokens.default", "missing: max_new_tokens needs a default")
 	}
+	// roles is nil when a workflow name is wrong (roleSet): the values are
+	// checked, their role names are not.
 	allowedTok := append([]string{"default"}, roles...)
 	for _, k := range sortedKeys(g.MaxNewTokens) {
-		if c.oneOf("max_new_tokens."+k, k, allowedTok) {
+		if roles == nil || c.oneOf("max_new_tokens."+k, k, allowedTok) {
 			c.rangeInt("max_new_tokens."+k, g.MaxNewTokens[k], 1, 1<<20)
 		}
 	}
 	for _, k := range sortedKeys(g.KLCoef) {
-		if c.oneOf("kl_coef."+k, k, roles) {
+		if roles == nil || c.oneOf("kl_coef."+k, k, roles) {
 			c.rangeFloat("kl_coef."+k, g.KLCoef[k], 0, 100, false)
 		}
 	}
@@ -365,6 +380,11 @@ func validateWorkflow(w WorkflowSettings, c checker) {
 // validateWorkflowUse refuses workflow knobs set for workflows that are not
 // in the matrix: a knob is never accepted and then ignored.
 func validateWorkflowUse(s *Spec, c checker) {
+	for _, wf := range s.allWorkflows() {
+		if !slices.Contains(Workflows, wf) {
+			return // a misspelt workflow is its own error; which knobs it uses is unknown
+		}
+	}
 	uses := map[string]string{"n_votes": "voting", "max_iterations": "eval-opt", "max_subtasks": "orch-workers"}
 	for _, k := range []string{"max_iterations", "max_subtasks", "n_votes"} {
 		if slices.Contains(s.allWorkflows(), uses[k]) {

@@ -12,18 +12,17 @@ import (
 	"github.com/marlowlab/marlow/harness/spec"
 )
 
-// gpuSection is the README's "Running the paper study on a GPU node".
-func gpuSection(t *testing.T, readme string) string {
+// gpuGuide is the GPU guide, docs/gpu.md, under root.
+func gpuGuide(t *testing.T, root string) string {
 	t.Helper()
-	i := strings.Index(readme, "## Running the paper study on a GPU node")
-	if i < 0 {
-		t.Fatal("README has no GPU section")
+	b, err := os.ReadFile(filepath.Join(root, "docs", "gpu.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	s := readme[i+3:]
-	if j := strings.Index(s, "\n## "); j >= 0 {
-		s = s[:j]
+	if !strings.HasPrefix(string(b), "# Running the paper study on a GPU node\n") {
+		t.Fatal("docs/gpu.md does not start with its title")
 	}
-	return s
+	return string(b)
 }
 
 // shellExpand expands $V, ${V} and ${V:-default} as sh does, from env.
@@ -39,10 +38,10 @@ func shellExpand(s string, env map[string]string) string {
 	})
 }
 
-// download is one huggingface-cli download of the README.
+// download is one huggingface-cli download of the GPU guide.
 type download struct{ repo, include, localDir string }
 
-// readmeDownloads runs the README's sh block of the GPU section in the
+// readmeDownloads runs the GPU guide's sh block of downloads in the
 // small sh dialect it uses (export with defaults, one for loop), returning
 // each download with its --local-dir expanded and made absolute against cwd.
 func readmeDownloads(t *testing.T, section, cwd string, env map[string]string) []download {
@@ -55,7 +54,7 @@ func readmeDownloads(t *testing.T, section, cwd string, env map[string]string) [
 		}
 	}
 	if block == "" {
-		t.Fatal("no sh block with downloads in the GPU section")
+		t.Fatal("no sh block with downloads in docs/gpu.md")
 	}
 	block = strings.ReplaceAll(block, "\\\n", " ")
 	env = maps(env)
@@ -119,9 +118,9 @@ func absFrom(cwd, p string) string {
 	return filepath.Join(cwd, p)
 }
 
-// The README's file table and download commands name the files
+// The GPU guide's file table and download commands name the files
 // seeds/paper.yaml reads, with MARLOW_MODELS and MARLOW_DATA unset (the
-// README's defaults, models/ and data/ at the repository root), absolute,
+// guide's defaults, models/ and data/ at the repository root), absolute,
 // and relative (to the folder marlow and make run in: the same rule in the
 // spec, the shell commands and make reproduce's engine-check).
 func TestReadmeGPUFilesMatchPaperSpec(t *testing.T) {
@@ -129,11 +128,7 @@ func TestReadmeGPUFilesMatchPaperSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := gpuSection(t, string(b))
+	section := gpuGuide(t, root)
 	var rows []string
 	for _, line := range strings.Split(section, "\n") {
 		if m := regexp.MustCompile("^\\| `(\\$MARLOW_[A-Z]+/[^`]*)`").FindStringSubmatch(line); m != nil {
@@ -162,7 +157,7 @@ func TestReadmeGPUFilesMatchPaperSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// the table, with the README's defaults
+			// the table, with the guide's defaults
 			tenv := map[string]string{"MARLOW_MODELS": "models", "MARLOW_DATA": "data"}
 			for k, v := range tc.env {
 				tenv[k] = v
@@ -188,11 +183,11 @@ func TestReadmeGPUFilesMatchPaperSpec(t *testing.T) {
 			for _, sc := range s.Matrix.Scales {
 				ck := s.Models[sc].Checkpoint
 				if _, ok := table[ck]; !ok {
-					t.Errorf("scale %s: the spec reads %s, which the README's table does not name (%v)", sc, ck, keys(table))
+					t.Errorf("scale %s: the spec reads %s, which the guide's table does not name (%v)", sc, ck, keys(table))
 				}
 				table[ck] = true
 				if !fetched(filepath.Join(ck, "config.json")) {
-					t.Errorf("scale %s: no README download writes %s", sc, ck)
+					t.Errorf("scale %s: no download of the guide writes %s", sc, ck)
 				}
 			}
 			for _, name := range s.Matrix.Tasks {
@@ -212,16 +207,16 @@ func TestReadmeGPUFilesMatchPaperSpec(t *testing.T) {
 						}
 					}
 					if !matched {
-						t.Errorf("task %s: the spec reads %s, which the README's table does not name (%v)", name, f, keys(table))
+						t.Errorf("task %s: the spec reads %s, which the guide's table does not name (%v)", name, f, keys(table))
 					}
 					if !fetched(f) {
-						t.Errorf("task %s: no README download writes %s (downloads %+v)", name, f, downloads)
+						t.Errorf("task %s: no download of the guide writes %s (downloads %+v)", name, f, downloads)
 					}
 				}
 			}
 			for row, used := range table {
 				if !used {
-					t.Errorf("the README's table names %s, which the spec does not read", row)
+					t.Errorf("the guide's table names %s, which the spec does not read", row)
 				}
 			}
 		})

@@ -1,0 +1,63 @@
+package runner
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/harness/spec"
+)
+
+// SplitProblems opens the task of every distinct data config of runs whose
+// files are present (synthetic tasks always are) and returns one line for
+// each task whose validation split cannot give the runs their validation
+// problems: fewer than eval.val_size, or none at all. A run would otherwise
+// fail at its first validation, after any pretraining of its base model.
+// A task that cannot be opened at all is reported with its error; a missing
+// file is left to Needs, which names it. open opens a task as the runs will
+// (nil: OpenTask).
+func SplitProblems(runs []spec.Run, open func(spec.DataConfig, TaskOptions) (datasets.Task, error)) []string {
+	if open == nil {
+		open = OpenTask
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range runs {
+		d, want := r.Config.Data, r.Config.Eval.ValSize
+		if d.Path != "" && dataNeeds(d) != "" {
+			continue
+		}
+		b, err := json.Marshal(d)
+		if err != nil {
+			out = append(out, fmt.Sprintf("task %s: %v", d.Task, err))
+			continue
+		}
+		key := fmt.Sprintf("%s\x00%d", b, want)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		where := "source " + d.Source
+		if d.Path != "" {
+			where += ", " + d.Path
+		}
+		t, err := open(d, TaskOptions{})
+		if err != nil {
+			out = append(out, fmt.Sprintf("task %s (%s): %v", d.Task, where, err))
+			continue
+		}
+		val, err := t.Validation()
+		if err != nil {
+			out = append(out, fmt.Sprintf("task %s (%s): validation split: %v", d.Task, where, err))
+			continue
+		}
+		switch {
+		case len(val) == 0:
+			out = append(out, fmt.Sprintf("task %s (%s): the validation split is empty: use a larger data set or raise tasks.%s.val_frac", d.Task, where, d.Task))
+		case want > len(val):
+			out = append(out, fmt.Sprintf("task %s (%s): the validation split has %d problems, fewer than eval.val_size (%d): lower eval.val_size to at most %d, or use a larger data set or a larger tasks.%s.val_frac",
+				d.Task, where, len(val), want, len(val), d.Task))
+		}
+	}
+	return out
+}

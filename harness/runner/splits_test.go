@@ -1,0 +1,88 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/marlowlab/marlow/datasets/dapo"
+	"github.com/marlowlab/marlow/datasets/datasetstest"
+	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/spec"
+)
+
+// A data file whose validation split is smaller than eval.val_size is
+// refused by SplitProblems and the preflight, naming the task, before
+// anything runs; a large enough eval.val_size passes.
+func TestSplitProblemsSmallDataSet(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "dapo.parquet")
+	var rows []datasetstest.MathRow
+	for i := range 30 {
+		rows = append(rows, datasetstest.MathRow{Prompt: dapo.WrapperPrefix + fmt.Sprintf("Compute %d+1.", i) + dapo.WrapperSuffix, Truth: fmt.Sprint(i + 1)})
+	}
+	datasetstest.WriteDAPO(t, file, rows)
+	text := `experiment: small
+seeds: [1]
+matrix:
+  workflows: [single]
+  tasks: [dapo-math]
+  scales: [s]
+  conditions: [base]
+models:
+  s:
+    tiny: {hidden: 64, layers: 2, heads: 4, kv_heads: 2, head_dim: 16, intermediate: 192}
+tasks:
+  dapo-math:
+    path: %s
+eval:
+  val_size: %d
+`
+	reg := &engine.Registry{}
+	if err := reg.Register(engine.Driver{Name: "native", Version: "test",
+		Open: func(context.Context, string, engine.Options) (engine.Engine, error) {
+			t.Error("preflight opened an engine")
+			return nil, fmt.Errorf("unreachable")
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		valSize int
+		want    string // "" when the split is large enough
+	}{
+		{8, "task dapo-math (source dapo-math, " + file + "): the validation split has 4 problems, fewer than eval.val_size (8): lower eval.val_size to at most 4, or use a larger data set or a larger tasks.dapo-math.val_frac"},
+		{4, ""},
+		{0, ""},
+	}
+	for _, tc := range cases {
+		p := filepath.Join(dir, fmt.Sprintf("small-%d.yaml", tc.valSize))
+		if err := os.WriteFile(p, []byte(fmt.Sprintf(text, file, tc.valSize)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := spec.Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := spec.Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(SplitProblems(runs, nil), "\n")
+		perr := Preflight(context.Background(), s, "", reg)
+		if tc.want == "" {
+			if got != "" || perr != nil {
+				t.Errorf("eval.val_size %d: split problems %q, preflight %v", tc.valSize, got, perr)
+			}
+			continue
+		}
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("eval.val_size %d: split problems %q, want %q", tc.valSize, got, tc.want)
+		}
+		if perr == nil || !strings.Contains(perr.Error(), tc.want) {
+			t.Errorf("eval.val_size %d: preflight %v, want %q", tc.valSize, perr, tc.want)
+		}
+	}
+}
