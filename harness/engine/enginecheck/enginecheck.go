@@ -371,28 +371,12 @@ func rel(t, n float64) float64 {
 	return math.Abs(t-n) / math.Max(math.Abs(n), 1e-12)
 }
 
-// Run checks the torch engine against the native engine on checkpoint dir.
+// Run checks the torch engine against the native engine on checkpoint dir:
+// log-probs without and with an adapter, a fresh adapter's tensors, one train
+// step and the optimizer's update, cross-loaded checkpoints, the coherence
+// regularizer, and the rollout agreement of torch's sampler.
 func Run(ctx context.Context, dir string, opt Options) (Report, error) {
-	r := Report{Checkpoint: dir, LogProbTol: opt.LogProbTol, StepTol: opt.StepTol,
-		GradNormRel: map[string]float64{}, GradNormNative: map[string]float64{}, GradNormTorch: map[string]float64{}}
-	if r.LogProbTol == 0 {
-		r.LogProbTol = DefaultLogProbTol
-	}
-	if r.StepTol == 0 {
-		r.StepTol = DefaultStepTol
-	}
-	if r.NoiseFloor = opt.NoiseFloor; r.NoiseFloor == 0 {
-		r.NoiseFloor = DefaultNoiseFloor
-	}
-	if r.UpdateTol = opt.UpdateTol; r.UpdateTol == 0 {
-		r.UpdateTol = DefaultUpdateTol
-	}
-	if r.RolloutShare = opt.RolloutShare; r.RolloutShare == 0 {
-		r.RolloutShare = DefaultRolloutShare
-	}
-	if r.RolloutP99 = opt.RolloutP99; r.RolloutP99 == 0 {
-		r.RolloutP99 = DefaultRolloutP99
-	}
+	r := newReport(dir, opt)
 	work := opt.Work
 	if work == "" {
 		tmp, err := os.MkdirTemp("", "marlow-engine-check-")
@@ -418,87 +402,172 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	defer te.Close()
 	r.TorchVersion = te.Version()
 	r.DType = te.Info().DType
-	cfg := ne.Config()
-	turns := Turns(cfg.VocabSize)
-	for _, t := range turns {
+	c := &check{ne: ne, te: te, cfg: ne.Config(), work: work, temp: TrainOptions().Temperature}
+	c.turns = Turns(c.cfg.VocabSize)
+	for _, t := range c.turns {
 		r.Tokens += len(t.CompletionIDs)
 	}
-	temp := TrainOptions().Temperature
-	score := func(adapter string) ([][]float32, [][]float32, error) {
-		a, err := ne.LogProbs(ctx, adapter, turns, temp)
-		if err != nil {
-			return nil, nil, err
+	for _, stage := range []func(context.Context, *Report) error{
+		c.logProbsAndFresh,
+		c.stepAndCrossLoad,
+		c.update,
+		c.coherence,
+		c.rollout,
+	} {
+		if err := stage(ctx, &r); err != nil {
+			return r, err
 		}
-		b, err := te.LogProbs(ctx, adapter, turns, temp)
-		return a, b, err
 	}
-	a, b, err := score("")
+	return r, nil
+}
+
+// newReport is a report with opt's tolerances, each zero one at its default.
+func newReport(dir string, opt Options) Report {
+	r := Report{Checkpoint: dir, LogProbTol: opt.LogProbTol, StepTol: opt.StepTol,
+		GradNormRel: map[string]float64{}, GradNormNative: map[string]float64{}, GradNormTorch: map[string]float64{}}
+	if r.LogProbTol == 0 {
+		r.LogProbTol = DefaultLogProbTol
+	}
+	if r.StepTol == 0 {
+		r.StepTol = DefaultStepTol
+	}
+	if r.NoiseFloor = opt.NoiseFloor; r.NoiseFloor == 0 {
+		r.NoiseFloor = DefaultNoiseFloor
+	}
+	if r.UpdateTol = opt.UpdateTol; r.UpdateTol == 0 {
+		r.UpdateTol = DefaultUpdateTol
+	}
+	if r.RolloutShare = opt.RolloutShare; r.RolloutShare == 0 {
+		r.RolloutShare = DefaultRolloutShare
+	}
+	if r.RolloutP99 = opt.RolloutP99; r.RolloutP99 == 0 {
+		r.RolloutP99 = DefaultRolloutP99
+	}
+	return r
+}
+
+// check holds the two engines of one Run and what its stages pass on: the
+// seeded adapter's folder and the log-probs after the train step (native's
+// in after, torch's in afterTorch).
+type check struct {
+	ne    *native.Engine
+	te    *torch.Engine
+	cfg   model.Config
+	turns []engine.Turn
+	work  string
+	temp  float64
+
+	seeded            string
+	after, afterTorch [][]float32
+}
+
+// score is both engines' log-probs of the check's turns under adapter.
+func (c *check) score(ctx context.Context, adapter string) ([][]float32, [][]float32, error) {
+	a, err := c.ne.LogProbs(ctx, adapter, c.turns, c.temp)
 	if err != nil {
-		return r, err
+		return nil, nil, err
+	}
+	b, err := c.te.LogProbs(ctx, adapter, c.turns, c.temp)
+	return a, b, err
+}
+
+// logProbsAndFresh compares the base policy's log-probs and a fresh
+// adapter's tensors, then loads the seeded adapter into both engines and
+// compares its log-probs.
+func (c *check) logProbsAndFresh(ctx context.Context, r *Report) error {
+	a, b, err := c.score(ctx, "")
+	if err != nil {
+		return err
 	}
 	r.LogProbBase = maxAbs(a, b)
-	if r.FreshAdapter, r.FreshTensors, err = compareFresh(ctx, ne, te, cfg, work); err != nil {
-		return r, err
+	if r.FreshAdapter, r.FreshTensors, err = compareFresh(ctx, c.ne, c.te, c.cfg, c.work); err != nil {
+		return err
 	}
-	seeded := filepath.Join(work, "seeded")
-	if err := WriteRandomAdapter(seeded, cfg); err != nil {
-		return r, fmt.Errorf("write seeded adapter: %w", err)
+	c.seeded = filepath.Join(c.work, "seeded")
+	if err := WriteRandomAdapter(c.seeded, c.cfg); err != nil {
+		return fmt.Errorf("write seeded adapter: %w", err)
 	}
-	if err := ne.Load(ctx, seeded); err != nil {
-		return r, err
+	if err := c.ne.Load(ctx, c.seeded); err != nil {
+		return err
 	}
-	if err := te.Load(ctx, seeded); err != nil {
-		return r, err
+	if err := c.te.Load(ctx, c.seeded); err != nil {
+		return err
 	}
-	a, b, err = score(AdapterName)
+	a, b, err = c.score(ctx, AdapterName)
 	if err != nil {
-		return r, err
+		return err
 	}
 	r.LogProbAdapter = maxAbs(a, b)
-	if err := compareStep(ctx, ne, te, turns, a, &r); err != nil {
-		return r, err
+	c.after = a // the seeded adapter's native log-probs, which compareStep reads
+	return nil
+}
+
+// stepAndCrossLoad takes one train step in each engine, compares the
+// log-probs after it, and loads each engine's checkpoint into the other.
+func (c *check) stepAndCrossLoad(ctx context.Context, r *Report) error {
+	if err := compareStep(ctx, c.ne, c.te, c.turns, c.after, r); err != nil {
+		return err
 	}
-	a, b, err = score(AdapterName)
+	a, b, err := c.score(ctx, AdapterName)
 	if err != nil {
-		return r, err
+		return err
 	}
 	r.AfterStep = maxAbs(a, b)
-	if r.NativeToTorch, r.TorchToNative, err = compareCrossLoad(ctx, ne, te, work, a, b, score); err != nil {
-		return r, err
+	score := func(adapter string) ([][]float32, [][]float32, error) { return c.score(ctx, adapter) }
+	if r.NativeToTorch, r.TorchToNative, err = compareCrossLoad(ctx, c.ne, c.te, c.work, a, b, score); err != nil {
+		return err
 	}
+	c.after, c.afterTorch = a, b
+	return nil
+}
+
+// update compares the two engines' optimizer updates component by component
+// and scores torch's update with the components below the noise floor
+// masked to native's.
+func (c *check) update(ctx context.Context, r *Report) error {
 	topt := TrainOptions()
-	u, err := compareUpdate(cfg, seeded, filepath.Join(work, "native"), filepath.Join(work, "torch"), topt.LR, topt.Beta1, topt.Eps, r.NoiseFloor)
+	u, err := compareUpdate(c.cfg, c.seeded, filepath.Join(c.work, "native"), filepath.Join(c.work, "torch"), topt.LR, topt.Beta1, topt.Eps, r.NoiseFloor)
 	if err != nil {
-		return r, fmt.Errorf("optimizer step: %w", err)
+		return fmt.Errorf("optimizer step: %w", err)
 	}
 	r.Components, r.BelowFloor, r.GradMax, r.Floor = u.components, u.below, u.gradMax, u.cut
 	r.UpdateAbove, r.UpdateBelow, r.Flipped, r.FlippedAbove = u.maxAbove, u.maxBelow, u.flipped, u.flippedAbove
-	masked := filepath.Join(work, "masked")
-	if err := writeMasked(masked, filepath.Join(work, "torch"), cfg, u.masked); err != nil {
-		return r, fmt.Errorf("optimizer step: %w", err)
+	masked := filepath.Join(c.work, "masked")
+	if err := writeMasked(masked, filepath.Join(c.work, "torch"), c.cfg, u.masked); err != nil {
+		return fmt.Errorf("optimizer step: %w", err)
 	}
-	if err := te.Load(ctx, masked); err != nil {
-		return r, err
+	if err := c.te.Load(ctx, masked); err != nil {
+		return err
 	}
-	c, err := te.LogProbs(ctx, AdapterName, turns, temp)
+	m, err := c.te.LogProbs(ctx, AdapterName, c.turns, c.temp)
 	if err != nil {
-		return r, err
+		return err
 	}
-	r.AfterStepAbove = maxAbs(a, c)
-	if err := compareCoherence(ctx, ne, te, turns, seeded, work, &r); err != nil {
-		return r, fmt.Errorf("coherence regularizer: %w", err)
+	r.AfterStepAbove = maxAbs(c.after, m)
+	return nil
+}
+
+// coherence checks the coherence regularizer (I6) on the run's own steps and
+// on a constructed gradient history where both of its forms must act.
+func (c *check) coherence(ctx context.Context, r *Report) error {
+	if err := compareCoherence(ctx, c.ne, c.te, c.turns, c.seeded, c.work, r); err != nil {
+		return fmt.Errorf("coherence regularizer: %w", err)
 	}
-	if err := compareHistory(ctx, ne, te, cfg, turns, seeded, work, &r); err != nil {
-		return r, fmt.Errorf("coherence regularizer on a constructed gradient history: %w", err)
+	if err := compareHistory(ctx, c.ne, c.te, c.cfg, c.turns, c.seeded, c.work, r); err != nil {
+		return fmt.Errorf("coherence regularizer on a constructed gradient history: %w", err)
 	}
-	// Step 0 of the seeded adapter again, for the rollout agreement.
-	if err := te.Load(ctx, seeded); err != nil {
-		return r, err
+	return nil
+}
+
+// rollout measures torch's rollout log-probs against its training
+// log-probs at step 0 of the seeded adapter.
+func (c *check) rollout(ctx context.Context, r *Report) error {
+	if err := c.te.Load(ctx, c.seeded); err != nil {
+		return err
 	}
-	if r.Rollout, err = measureRollout(ctx, te, AdapterName, TrainOptions()); err != nil {
-		return r, err
-	}
-	return r, nil
+	var err error
+	r.Rollout, err = measureRollout(ctx, c.te, AdapterName, TrainOptions())
+	return err
 }
 
 // compareCoherence runs coherencePass with CoherenceOptions and then with
