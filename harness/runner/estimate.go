@@ -227,6 +227,14 @@ func runTokens(c spec.RunConfig, ls map[string]pretrain.Lengths) (gen, train flo
 		}
 		return gen, seq
 	}
+	return runTotals(c, rollout)
+}
+
+// runTotals is a run's generated and trained sequence tokens, given what
+// one rollout of a workflow generates and trains (rollout): the training
+// steps' rollouts of its workflow, and every validation's episodes of each
+// workflow it is evaluated in.
+func runTotals(c spec.RunConfig, rollout func(workflow string) (gen, seq float64)) (gen, train float64) {
 	steps := 0
 	if c.Train {
 		steps = c.GRPO.Steps

@@ -299,25 +299,7 @@ func checkpointRunTokens(c spec.RunConfig, comp func(role string) float64) (gen,
 		}
 		return gen, seq
 	}
-	steps := 0
-	if c.Train {
-		steps = c.GRPO.Steps
-		g, seq := rollout(c.Workflow)
-		n := float64(steps * c.GRPO.ProblemsPerStep * c.GRPO.Rollouts)
-		gen += n * g
-		train += n * seq
-	}
-	val := c.Eval.ValSize
-	if val == 0 {
-		val = c.Data.ValSize
-	}
-	perEval := float64(val * max(1, c.Eval.Samples))
-	evals := float64(evaluations(steps, c.Eval))
-	for _, w := range c.EvalWorkflows {
-		g, _ := rollout(w)
-		gen += evals * perEval * g
-	}
-	return gen, train
+	return runTotals(c, rollout)
 }
 
 // band renders a central figure in GPU-hours with the model's band.
