@@ -358,6 +358,14 @@ func concentrationText(c analysis.Concentration, ci float64) testText {
 			{name: "pooled cliff rate, voting and orch-workers, exact", count: rateText(c.ExactV)},
 			{name: "pooled cliff rate, other workflows, exact", count: rateText(c.ExactO)},
 			{name: "IP runs judged with a late phase", count: fmt.Sprintf("%d/%d (largest second-half learning-rate share %s)", c.LateRuns, c.RunsV+c.RunsO, shareText(c.LRShare))}}}
+	switch judged := c.RunsV + c.RunsO; c.Reason {
+	case analysis.NoneJudged:
+		t.short = fmt.Sprintf("no IP runs judged: %d in cells with %s", c.NoDataRuns, outcomeWord(analysis.NoData))
+	case analysis.NoLatePhase:
+		t.short = fmt.Sprintf("%d of %d IP runs judged have a late phase", c.LateRuns, judged)
+	default:
+		t.short = fmt.Sprintf("cliffs in %d of %d IP runs in voting and orch-workers, %d of %d elsewhere", c.CliffsV, c.RunsV, c.CliffsO, c.RunsO)
+	}
 	switch c.Reason {
 	case analysis.NoneJudged:
 		t.why = fmt.Sprintf("None of the %d IP runs is in a cell with enough seeds to be judged.", c.NoDataRuns)

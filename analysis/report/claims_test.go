@@ -314,6 +314,8 @@ func TestRestsOn(t *testing.T) {
 		{"none", []testText{majorityTest("a", "", "cliff runs", tally(0, 0, 0, 0), nil)}, "no cliff runs judged"},
 		{"same phrase", []testText{late(0), late(0)}, "where, where: no runs to compare"},
 		{"mixed", []testText{late(0), {name: "x", outcome: "undecided"}}, "where: no runs to compare; x: undecided"},
+		{"no late phase", []testText{concentrationText(analysis.Concentration{RunsV: 36, RunsO: 18, LateRuns: 0, Test: analysis.Test{Reason: analysis.NoLatePhase}}, 0.95)}, "0 of 54 IP runs judged have a late phase"},
+		{"cliffs", []testText{concentrationText(analysis.Concentration{RunsV: 6, CliffsV: 4, RunsO: 3, CliffsO: 1, LateRuns: 9, Test: analysis.Test{Reason: analysis.RateInterval}}, 0.95)}, "cliffs in 4 of 6 IP runs in voting and orch-workers, 1 of 3 elsewhere"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := restsOn(claimText{tests: tc.tests}); got != tc.want {
