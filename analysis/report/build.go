@@ -43,11 +43,17 @@ func Render(st *analysis.Study, opts Options) ([]File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering figures: %w", err)
 	}
+	cl := analysis.CompareClaims(st)
+	if hf, ok, err := headlineFigure(studyHeadline(st, cl), st.Params.CI); err != nil {
+		return nil, fmt.Errorf("rendering figures: %w", err)
+	} else if ok {
+		figs = append([]Figure{hf}, figs...)
+	}
 	sum, err := EncodeSummary(SummaryRows(st))
 	if err != nil {
 		return nil, err
 	}
-	files := []File{{Path: "README.md", Data: []byte(readme(st, figs, opts))}, {Path: "summary.parquet", Data: sum}}
+	files := []File{{Path: "README.md", Data: []byte(readmeClaims(st, cl, figs, opts))}, {Path: "summary.parquet", Data: sum}}
 	for _, f := range figs {
 		files = append(files, File{Path: "figures/" + f.Name + ".png", Data: f.PNG}, File{Path: "figures/" + f.Name + ".svg", Data: f.SVG})
 	}

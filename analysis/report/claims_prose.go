@@ -27,8 +27,11 @@ type testText struct {
 	outcome, why string
 	counts       []labelled // what the outcome rests on
 	countsLine   string     // set: printed instead of counts (the late rules' k/n per group)
-	evidence     []evidence // the test's own numbers
-	units        []unitText
+	// short is the test's phrase in the summary's table, the counts
+	// being in the claim's section; "" means the outcome word.
+	short    string
+	evidence []evidence // the test's own numbers
+	units    []unitText
 }
 
 // labelled is one labelled count of a test.
@@ -201,8 +204,20 @@ func majorityWhy(t analysis.Test, units string) string {
 
 // majorityTest is the text of a majority test over cells or runs.
 func majorityTest(name, rule, units string, t analysis.Test, us []unitText) testText {
-	return testText{name: name, rule: rule + " " + majorityRule(units), outcome: outcomeWord(t.Outcome),
+	tt := testText{name: name, rule: rule + " " + majorityRule(units), outcome: outcomeWord(t.Outcome),
 		why: majorityWhy(t, units), counts: majorityCounts(t.Tally), units: us}
+	c := t.Tally
+	switch {
+	case c.Judged() == 0 && c.NoData > 0:
+		tt.short = fmt.Sprintf("no %s judged: %d with %s", units, c.NoData, outcomeWord(analysis.NoData))
+	case c.Judged() == 0:
+		tt.short = "no " + units + " judged"
+	case c.Against > 0:
+		tt.short = fmt.Sprintf("holds in %d and against in %d of %d judged %s", c.Holds, c.Against, c.Judged(), units)
+	default:
+		tt.short = fmt.Sprintf("holds in %d of %d judged %s", c.Holds, c.Judged(), units)
+	}
+	return tt
 }
 
 // singleRule is the rule of a claim of one test.
@@ -343,6 +358,14 @@ func concentrationText(c analysis.Concentration, ci float64) testText {
 			{name: "pooled cliff rate, voting and orch-workers, exact", count: rateText(c.ExactV)},
 			{name: "pooled cliff rate, other workflows, exact", count: rateText(c.ExactO)},
 			{name: "IP runs judged with a late phase", count: fmt.Sprintf("%d/%d (largest second-half learning-rate share %s)", c.LateRuns, c.RunsV+c.RunsO, shareText(c.LRShare))}}}
+	switch judged := c.RunsV + c.RunsO; c.Reason {
+	case analysis.NoneJudged:
+		t.short = fmt.Sprintf("no IP runs judged: %d in cells with %s", c.NoDataRuns, outcomeWord(analysis.NoData))
+	case analysis.NoLatePhase:
+		t.short = fmt.Sprintf("%d of %d IP runs judged have a late phase", c.LateRuns, judged)
+	default:
+		t.short = fmt.Sprintf("cliffs in %d of %d IP runs in voting and orch-workers, %d of %d elsewhere", c.CliffsV, c.RunsV, c.CliffsO, c.RunsO)
+	}
 	switch c.Reason {
 	case analysis.NoneJudged:
 		t.why = fmt.Sprintf("None of the %d IP runs is in a cell with enough seeds to be judged.", c.NoDataRuns)

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"regexp"
 	"strings"
 	"testing"
@@ -238,12 +239,88 @@ func TestMainResults(t *testing.T) {
 	st := &analysis.Study{}
 	rate := func(k, n int) analysis.Rate { return analysis.ClopperPearson(k, n, 0.95) }
 	cl := &analysis.Claims{CI: 0.95, Collapse: []analysis.CollapseGroup{{Task: "synth-math", IP: rate(9, 9), SP: rate(2, 9), P: 1e-3}, {IP: rate(16, 18), SP: rate(4, 18), P: 6.6e-5}}}
-	got := strings.Join(mainResults(st, cl), " ")
+	got := strings.Join(mainResults(studyHeadline(st, cl)), " ")
 	if want := "Strongest exact test: a role's format collapsed in 16 of 18 IP runs against 4 of 18 SP runs in voting and orch-workers (all tasks; one-sided Fisher exact p = 6.6e-05)."; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	cl.Collapse = []analysis.CollapseGroup{{IP: rate(3, 6), SP: rate(1, 6), P: 0.27}}
-	if got := mainResults(st, cl); len(got) != 0 {
+	if got := mainResults(studyHeadline(st, cl)); len(got) != 0 {
 		t.Errorf("a p-value above alpha is named: %q", got)
+	}
+}
+
+// TestHeadlineFigure: the figure linked under *Main results* draws the
+// strongest exact test when it rejects, the gains otherwise, nothing
+// without either, and renders the same bytes twice.
+func TestHeadlineFigure(t *testing.T) {
+	rate := func(k, n int) analysis.Rate { return analysis.ClopperPearson(k, n, 0.95) }
+	gains := []condGain{{cond: "sa-rl", views: []float64{0.1, 0.05}}, {cond: "ip", views: []float64{-0.02}}}
+	test := &headlineTest{labelA: "IP", labelB: "SP", a: rate(16, 18), b: rate(4, 18), p: 6.6e-5, condA: "ip", condB: "sp"}
+	for _, tc := range []struct {
+		name   string
+		h      headline
+		ok     bool
+		inText string // in the title or caption
+	}{
+		{"test", headline{gains: gains, test: test}, true, "p = 6.6e-05"},
+		{"gains", headline{gains: gains}, true, "gain of final accuracy"},
+		{"nothing", headline{}, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, ok, err := headlineFigure(tc.h, 0.95)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != tc.ok {
+				t.Fatalf("ok = %v, want %v", ok, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			if f.Kind != kindHeadline || f.Name != "headline" || len(f.PNG) == 0 || len(f.SVG) == 0 {
+				t.Errorf("figure %q of kind %q, %d PNG bytes", f.Name, f.Kind, len(f.PNG))
+			}
+			if !strings.Contains(f.Title+" "+f.Caption, tc.inText) {
+				t.Errorf("title %q and caption %q lack %q", f.Title, f.Caption, tc.inText)
+			}
+			again, _, err := headlineFigure(tc.h, 0.95)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(f.PNG, again.PNG) || !bytes.Equal(f.SVG, again.SVG) {
+				t.Error("rendering twice gives different bytes")
+			}
+		})
+	}
+}
+
+// TestRestsOn: the summary's cell of a claim is one short phrase per
+// test, said once when every test reads the same.
+func TestRestsOn(t *testing.T) {
+	tally := func(h, a, u, nd int) analysis.Test {
+		return analysis.Test{Tally: analysis.Tally{Holds: h, Against: a, Undecided: u, NoData: nd}}
+	}
+	late := func(n int) testText {
+		return lateTestText("where", "", analysis.LateTest{Rates: []analysis.LateRate{{Group: "IP", Rate: analysis.ClopperPearson(0, n, 0.95)}}}, 0.05)
+	}
+	for _, tc := range []struct {
+		name  string
+		tests []testText
+		want  string
+	}{
+		{"holds", []testText{majorityTest("a", "", "cells", tally(11, 0, 7, 0), nil)}, "holds in 11 of 18 judged cells"},
+		{"against", []testText{majorityTest("a", "", "cells", tally(1, 2, 3, 0), nil)}, "holds in 1 and against in 2 of 6 judged cells"},
+		{"too few seeds", []testText{majorityTest("a", "", "cells", tally(0, 0, 0, 1), nil)}, "no cells judged: 1 with not enough data"},
+		{"none", []testText{majorityTest("a", "", "cliff runs", tally(0, 0, 0, 0), nil)}, "no cliff runs judged"},
+		{"same phrase", []testText{late(0), late(0)}, "where, where: no runs to compare"},
+		{"mixed", []testText{late(0), {name: "x", outcome: "undecided"}}, "where: no runs to compare; x: undecided"},
+		{"no late phase", []testText{concentrationText(analysis.Concentration{RunsV: 36, RunsO: 18, LateRuns: 0, Test: analysis.Test{Reason: analysis.NoLatePhase}}, 0.95)}, "0 of 54 IP runs judged have a late phase"},
+		{"cliffs", []testText{concentrationText(analysis.Concentration{RunsV: 6, CliffsV: 4, RunsO: 3, CliffsO: 1, LateRuns: 9, Test: analysis.Test{Reason: analysis.RateInterval}}, 0.95)}, "cliffs in 4 of 6 IP runs in voting and orch-workers, 1 of 3 elsewhere"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := restsOn(claimText{tests: tc.tests}); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

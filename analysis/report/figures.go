@@ -518,6 +518,7 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 
 // The kinds of figure, as the figure index names them.
 const (
+	kindHeadline = "headline"
 	kindCeiling  = "ceiling vs final"
 	kindStrict   = "strict vs lenient"
 	kindGains    = "gain over base"
@@ -532,6 +533,7 @@ const (
 // figureKinds describes each kind of figure in one line, in the order of
 // the figure index.
 var figureKinds = []struct{ kind, about string }{
+	{kindHeadline, "the finding the summary's *Main results* leads with: the two rates of its strongest exact test with their exact intervals, or without one each trained condition's gain per run view"},
 	{kindCeiling, "each trained condition of each cell as a point (ceiling, final); below the diagonal it lost accuracy after its peak"},
 	{kindStrict, "each condition of each cell as a point (lenient, strict final accuracy), the furthest below the diagonal labelled; below the diagonal it got answers right through a parse fallback"},
 	{kindGains, "final accuracy minus base per cell as a heat map (blue gain, red loss), one per trained condition; a study of one cell draws each condition's gain and interval on one axis instead"},

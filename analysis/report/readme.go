@@ -66,23 +66,30 @@ type md func(format string, a ...any)
 // figures, failure-mode evidence, definitions and parameters, provenance
 // and the rebuild command.
 func readme(st *analysis.Study, figs []Figure, opts Options) string {
+	return readmeClaims(st, analysis.CompareClaims(st), figs, opts)
+}
+
+// readmeClaims is readme with the study's claims already compared.
+func readmeClaims(st *analysis.Study, cl *analysis.Claims, figs []Figure, opts Options) string {
 	var b strings.Builder
 	w := md(func(format string, a ...any) { fmt.Fprintf(&b, format, a...) })
 	w("# Report: %s\n\n", st.Experiment)
 	w("Built by `marlow report` from the stored logs of %d runs (%d run views: an SA-RL run is viewed once per workflow it was evaluated in) in %d cells. Every number, figure and `summary.parquet` is recomputed from the logs; the same logs give byte-identical output.\n\n",
 		countRuns(st), len(st.Runs), len(st.Cells))
 	writePartial(w, opts.Incomplete)
-	cl := analysis.CompareClaims(st)
 	w("## Summary\n\n")
 	w("The answer first: the verdict on each of the paper's claims, judged from the logs, and the findings computed from them. " +
 		"The figure index, the matrix of every cell, each claim's rule, counts and per-cell evidence, and the figures follow.\n\n")
 	if warn := fewSeedsWarning(st); warn != "" {
 		w("%s\n", warn)
 	}
-	if main := mainResults(st, cl); len(main) > 0 {
+	if main := mainResults(studyHeadline(st, cl)); len(main) > 0 {
 		w("### Main results\n\n")
 		for _, s := range main {
 			w("- %s\n", s)
+		}
+		if i := slices.IndexFunc(figs, func(f Figure) bool { return f.Kind == kindHeadline }); i >= 0 {
+			w("\nFigure: [%s](figures/%s.png) (its caption is under *Figures*).\n", figs[i].Title, figs[i].Name)
 		}
 		w("\n")
 	}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/marlowlab/marlow/analysis"
@@ -14,16 +15,42 @@ func writeClaimsTable(w md, cl *analysis.Claims) {
 	w("### Verdicts on the paper's claims\n\n")
 	w("| claim | verdict | rests on |\n|---|---|---|\n")
 	for _, c := range claimTexts(cl) {
-		var rests []string
-		for _, t := range c.tests {
-			rests = append(rests, t.name+": "+countsText(t))
-		}
+		rests := restsOn(c)
 		if c.id == "a" && cl.Better.NoBase {
-			rests = []string{"this study has no base runs (its matrix has no base condition)"}
+			rests = "this study has no base runs (its matrix has no base condition)"
 		}
-		w("| %s. %s | **%s** | %s |\n", c.id, cellEsc(c.statement), c.verdict, cellEsc(strings.Join(rests, "; ")))
+		w("| %s. %s | **%s** | %s |\n", c.id, cellEsc(c.statement), c.verdict, cellEsc(rests))
 	}
-	w("\nEach verdict's rule, counts and per-cell evidence are under *The paper's claims* below the matrix.\n")
+	w("\nEach verdict's rule, full counts and per-cell evidence are under *The paper's claims* below the matrix.\n")
+}
+
+// restsOn is a claim's cell in the summary's table: one short phrase per
+// test (testText.short, else its outcome), named by the test when the
+// claim has several, and said once when every test reads the same. The
+// counts are in the claim's own section (writeClaims).
+func restsOn(c claimText) string {
+	var phrases, names []string
+	for _, t := range c.tests {
+		s := t.short
+		if s == "" {
+			s = t.outcome
+		}
+		phrases = append(phrases, s)
+		names = append(names, t.name)
+	}
+	switch {
+	case len(phrases) == 0:
+		return ""
+	case len(phrases) == 1:
+		return phrases[0]
+	case !slices.ContainsFunc(phrases, func(s string) bool { return s != phrases[0] }):
+		return strings.Join(names, ", ") + ": " + phrases[0]
+	}
+	parts := make([]string, len(phrases))
+	for i := range phrases {
+		parts[i] = names[i] + ": " + phrases[i]
+	}
+	return strings.Join(parts, "; ")
 }
 
 // writeClaims writes the comparison with the paper's four claims (its

@@ -64,13 +64,18 @@ const driftNotCoherence = " I1 (per-role KL) lowered the cliff rate and I6 did n
 func lateTestText(name, rule string, t analysis.LateTest, alpha float64) testText {
 	tt := testText{name: name, rule: rule, outcome: outcomeWord(t.Outcome), why: lateReasonWhy(t, alpha) + "."}
 	var line []string
+	runs := 0
 	for _, r := range t.Rates {
+		runs += r.N
 		line = append(line, fmt.Sprintf("%s %d/%d", r.Group, r.K, r.N))
 		tt.evidence = append(tt.evidence, evidence{name: r.Group, count: fmt.Sprintf("%d/%d (exact interval %s)", r.K, r.N, rateInterval(r.Rate))})
 	}
 	tt.countsLine = strings.Join(line, ", ")
 	if len(line) == 0 {
 		tt.countsLine = "no runs to compare"
+	}
+	if runs == 0 {
+		tt.short = "no runs to compare"
 	}
 	for i, p := range t.P {
 		tt.evidence = append(tt.evidence, evidence{name: fmt.Sprintf("p-value %d, the claim's direction (one-sided exact)", i+1), count: pText(p)})
