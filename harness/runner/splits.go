@@ -10,9 +10,11 @@ import (
 
 // SplitProblems opens the task of every distinct data config of runs whose
 // files are present (synthetic tasks always are) and returns one line for
-// each task whose validation split cannot give the runs their validation
-// problems: fewer than eval.val_size, or none at all. A run would otherwise
-// fail at its first validation, after any pretraining of its base model.
+// each task whose splits cannot give the runs their problems: a validation
+// split with fewer than eval.val_size problems, or none at all; a
+// train_size above the train split's size; or, for a run that trains, an
+// empty train split. A run would otherwise fail at its first validation or
+// step, after any pretraining of its base model.
 // A task that cannot be opened at all is reported with its error; a missing
 // file is left to Needs, which names it. open opens a task as the runs will
 // (nil: OpenTask).
@@ -23,7 +25,7 @@ func SplitProblems(runs []spec.Run, open func(spec.DataConfig, TaskOptions) (dat
 	var out []string
 	seen := map[string]bool{}
 	for _, r := range runs {
-		d, want := r.Config.Data, r.Config.Eval.ValSize
+		d, want, train := r.Config.Data, r.Config.Eval.ValSize, r.Config.Train
 		if d.Path != "" && dataNeeds(d) != "" {
 			continue
 		}
@@ -32,7 +34,7 @@ func SplitProblems(runs []spec.Run, open func(spec.DataConfig, TaskOptions) (dat
 			out = append(out, fmt.Sprintf("task %s: %v", d.Task, err))
 			continue
 		}
-		key := fmt.Sprintf("%s\x00%d", b, want)
+		key := fmt.Sprintf("%s\x00%d\x00%t", b, want, train)
 		if seen[key] {
 			continue
 		}
@@ -57,6 +59,10 @@ func SplitProblems(runs []spec.Run, open func(spec.DataConfig, TaskOptions) (dat
 		case want > len(val):
 			out = append(out, fmt.Sprintf("task %s (%s): the validation split has %d problems, fewer than eval.val_size (%d): lower eval.val_size to at most %d, or use a larger data set or a larger tasks.%s.val_frac",
 				d.Task, where, len(val), want, len(val), d.Task))
+		}
+		if sized, ok := t.(interface{ TrainSize() int }); ok && train && sized.TrainSize() == 0 {
+			out = append(out, fmt.Sprintf("task %s (%s): the train split is empty, but run %s trains on it: lower tasks.%s.val_frac, or use a larger data set",
+				d.Task, where, r.ID, d.Task))
 		}
 	}
 	return out
