@@ -3,6 +3,7 @@ package runner
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/spec"
@@ -24,6 +25,11 @@ func SplitProblems(runs []spec.Run, open func(spec.DataConfig, TaskOptions) (dat
 	}
 	var out []string
 	seen := map[string]bool{}
+	type opened struct {
+		t   datasets.Task
+		err error
+	}
+	tasks := map[string]opened{} // each data config is opened once
 	for _, r := range runs {
 		d, want, train := r.Config.Data, r.Config.Eval.ValSize, r.Config.Train
 		if d.Path != "" && dataNeeds(d) != "" {
@@ -43,11 +49,23 @@ func SplitProblems(runs []spec.Run, open func(spec.DataConfig, TaskOptions) (dat
 		if d.Path != "" {
 			where += ", " + d.Path
 		}
-		t, err := open(d, TaskOptions{})
-		if err != nil {
-			out = append(out, fmt.Sprintf("task %s (%s): %v", d.Task, where, err))
+		o, done := tasks[string(b)]
+		if !done {
+			o.t, o.err = open(d, TaskOptions{})
+			tasks[string(b)] = o
+			if o.err != nil {
+				// OpenTask's errors name the task and source already.
+				msg := o.err.Error()
+				if !strings.HasPrefix(msg, "task "+d.Task+" ") && !strings.HasPrefix(msg, "task "+d.Task+":") {
+					msg = fmt.Sprintf("task %s (%s): %s", d.Task, where, msg)
+				}
+				out = append(out, msg)
+			}
+		}
+		if o.err != nil {
 			continue
 		}
+		t := o.t
 		val, err := t.Validation()
 		if err != nil {
 			out = append(out, fmt.Sprintf("task %s (%s): validation split: %v", d.Task, where, err))

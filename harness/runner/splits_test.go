@@ -100,6 +100,10 @@ func TestSplitProblemsFileTask(t *testing.T) {
 	if err := os.WriteFile(one, []byte(`{"question": "What is 2+2?", "answer": "#### 4"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	bad := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(bad, []byte(`{"question": "What is 2+2?", "answer": "#### 4"}`+"\n"+`{"question": "What is 3+3?", "answr": "#### 6"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	text := `experiment: small
 seeds: [1]
 matrix:
@@ -143,6 +147,7 @@ eval:
 		{"train_size too large", "sa-rl", sample, 0.25, 50, 1, "train_size 50 exceeds the 11 train problems of " + sample},
 		{"empty train split", "sa-rl", one, 0.99, 0, 1, "the train split is empty, but run "},
 		{"empty train split, no training", "base", one, 0.99, 0, 1, ""},
+		{"unreadable row, once for all runs", "base, sa-rl", bad, 0.25, 0, 1, `row 2 (line 2): field "answer" (answer): missing; the row has fields "answr", "question"`},
 	}
 	for _, tc := range cases {
 		p := filepath.Join(dir, "file.yaml")
@@ -165,7 +170,7 @@ eval:
 			}
 			continue
 		}
-		if !strings.Contains(got, tc.want) || !strings.Contains(got, "task gsm8k (source file, "+tc.path+")") {
+		if !strings.Contains(got, tc.want) || !strings.HasPrefix(got, "task gsm8k") || !strings.Contains(got, tc.path) || strings.Count(got, "\n") > 0 {
 			t.Errorf("%s: split problems %q, want %q", tc.name, got, tc.want)
 		}
 		if perr == nil || !strings.Contains(perr.Error(), tc.want) {
