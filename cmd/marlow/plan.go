@@ -43,7 +43,9 @@ With --resolved it prints the spec with every default filled in instead.
 It opens every task whose data is here (synthetic tasks always are) and
 fails, naming the task, when its validation split holds fewer problems than
 eval.val_size, or its train split fewer than train_size (none at all for a
-run that trains), as marlow run's preflight does before any pretraining.
+run that trains), or when a file task's problem holds a character a tiny
+scale's tokenizer cannot encode, as marlow run's preflight does before any
+pretraining.
 
 It warns (on stderr; it still exits 0) when a run would write more than
 50,000 files or 1 GiB, when the experiment would write more than 1,000,000

@@ -26,8 +26,9 @@ func SplitProblems(runs []spec.Run, open func(spec.DataConfig, TaskOptions) (dat
 	var out []string
 	seen := map[string]bool{}
 	type opened struct {
-		t   datasets.Task
-		err error
+		t       datasets.Task
+		err     error
+		charset bool // the tiny models' alphabet was checked
 	}
 	tasks := map[string]opened{} // each data config is opened once
 	for _, r := range runs {
@@ -66,6 +67,14 @@ func SplitProblems(runs []spec.Run, open func(spec.DataConfig, TaskOptions) (dat
 			continue
 		}
 		t := o.t
+		if r.Config.Model.Tiny != nil && d.Source == datasets.SourceFile && !o.charset {
+			o.charset = true
+			tasks[string(b)] = o
+			if msg := outsideAlphabet(t); msg != "" {
+				out = append(out, fmt.Sprintf("task %s (%s): %s, and a tiny scale's tokenizer (printable ASCII and newlines) cannot encode it: rewrite or drop the row, or use a checkpoint model",
+					d.Task, where, msg))
+			}
+		}
 		val, err := t.Validation()
 		if err != nil {
 			out = append(out, fmt.Sprintf("task %s (%s): validation split: %v", d.Task, where, err))
@@ -83,5 +92,44 @@ func SplitProblems(runs []spec.Run, open func(spec.DataConfig, TaskOptions) (dat
 				d.Task, where, r.ID, d.Task))
 		}
 	}
-	return out
+	// A line stands once, whichever runs share its data.
+	var lines []string
+	said := map[string]bool{}
+	for _, l := range out {
+		if !said[l] {
+			said[l] = true
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// outsideAlphabet names the first problem (validation, then the train
+// split's) whose prompt holds a character outside the tiny models'
+// alphabet, or returns "" when there is none.
+func outsideAlphabet(t datasets.Task) string {
+	probs, err := t.Validation()
+	if err != nil {
+		return ""
+	}
+	if sized, ok := t.(interface{ TrainSize() int }); ok {
+		for i := 0; i < sized.TrainSize(); i++ {
+			p, err := t.Train(int64(i))
+			if err != nil {
+				break
+			}
+			probs = append(probs, p)
+		}
+	}
+	for _, p := range probs {
+		if datasets.IsPrintable(p.Prompt) {
+			continue
+		}
+		for _, c := range p.Prompt {
+			if c != '\n' && (c < 0x20 || c > 0x7e) {
+				return fmt.Sprintf("problem %s has the character %q (U+%04X)", p.ID, c, c)
+			}
+		}
+	}
+	return ""
 }

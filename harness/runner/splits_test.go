@@ -104,6 +104,14 @@ func TestSplitProblemsFileTask(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"question": "What is 2+2?", "answer": "#### 4"}`+"\n"+`{"question": "What is 3+3?", "answr": "#### 6"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	accent := filepath.Join(dir, "accent.jsonl")
+	rows, err := os.ReadFile(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(accent, append(rows, `{"question": "Renée has 3 apples. How many?", "answer": "#### 3"}`+"\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	text := `experiment: small
 seeds: [1]
 matrix:
@@ -147,6 +155,7 @@ eval:
 		{"train_size too large", "sa-rl", sample, 0.25, 50, 1, "train_size 50 exceeds the 11 train problems of " + sample},
 		{"empty train split", "sa-rl", one, 0.99, 0, 1, "the train split is empty, but run "},
 		{"empty train split, no training", "base", one, 0.99, 0, 1, ""},
+		{"character outside the tiny alphabet", "base, sa-rl", accent, 0.25, 0, 1, `problem 13 has the character 'é' (U+00E9), and a tiny scale's tokenizer (printable ASCII and newlines) cannot encode it`},
 		{"unreadable row, once for all runs", "base, sa-rl", bad, 0.25, 0, 1, `row 2 (line 2): field "answer" (answer): missing; the row has fields "answr", "question"`},
 	}
 	for _, tc := range cases {
