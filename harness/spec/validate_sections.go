@@ -168,7 +168,7 @@ func validateTasks(s *Spec, c checker) {
 		if synth {
 			c.rangeInt(p+".val_size", t.ValSize, 1, 100_000)
 			if _, set := c.org[p+".val_frac"]; set {
-				c.errf(p+".val_frac", "only used by file sources (dapo-math, deepcoder), not %s; remove it", t.Source)
+				c.errf(p+".val_frac", "only used by file sources (dapo-math, deepcoder, file), not %s; remove it", t.Source)
 			}
 		} else {
 			c.rangeInt(p+".val_size", t.ValSize, 0, 1_000_000)
