@@ -22,12 +22,16 @@ const (
 	SourceSynthCode = "synth-code"
 	SourceDAPOMath  = "dapo-math"
 	SourceDeepCoder = "deepcoder"
+	// SourceFile reads a researcher's own JSONL or Parquet file
+	// (datasets/filetask); its kind follows its verifier.
+	SourceFile = "file"
 )
 
 // Sources lists the task sources.
-var Sources = []string{SourceSynthMath, SourceSynthCode, SourceDAPOMath, SourceDeepCoder}
+var Sources = []string{SourceSynthMath, SourceSynthCode, SourceDAPOMath, SourceDeepCoder, SourceFile}
 
-// SourceKind maps each task source to its kind.
+// SourceKind maps each task source of a fixed kind to its kind (a file
+// source's kind follows its verifier).
 var SourceKind = map[string]string{
 	SourceSynthMath: KindMath,
 	SourceSynthCode: KindCode,

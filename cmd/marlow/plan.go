@@ -42,7 +42,10 @@ With --resolved it prints the spec with every default filled in instead.
 
 It opens every task whose data is here (synthetic tasks always are) and
 fails, naming the task, when its validation split holds fewer problems than
-eval.val_size, as marlow run's preflight does before any pretraining.
+eval.val_size, or its train split fewer than train_size (none at all for a
+run that trains), or when a file task's problem holds a character a tiny
+scale's tokenizer cannot encode, as marlow run's preflight does before any
+pretraining.
 
 It warns (on stderr; it still exits 0) when a run would write more than
 50,000 files or 1 GiB, when the experiment would write more than 1,000,000
@@ -76,7 +79,7 @@ checkpoint model whose config.json cannot be read).`,
 				return fmt.Errorf("plan: %w", err)
 			}
 			if bad := runner.SplitProblems(runs, nil); len(bad) > 0 {
-				return fmt.Errorf("plan: a task's data cannot give the runs their validation problems:\n  - %s", strings.Join(bad, "\n  - "))
+				return fmt.Errorf("plan: a task's data cannot give the runs their problems:\n  - %s", strings.Join(bad, "\n  - "))
 			}
 			prov, perr := pin.Resolve(args[0], allowDirty, nil)
 			if perr != nil {

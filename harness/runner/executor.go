@@ -88,7 +88,7 @@ func (x *executor) execute(ctx context.Context, j job, devs []engine.Device) Out
 		ConfigHash: r.ConfigHash, Config: rc, Analysis: AnalysisParams(rc.Analysis),
 		Provenance: prov, Engine: rc.Model.Engine, EngineVersion: version, Devices: devicesText(devs),
 	}
-	if ExecutesCode(rc.Data.Source) {
+	if ExecutesCode(rc.Data) {
 		m.Sandbox = sandbox.Probe().Level
 		if x.opt.UnsafeCodeExec {
 			m.Sandbox += " unsafe"

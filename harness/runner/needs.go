@@ -169,7 +169,7 @@ func checkNeeds(ctx context.Context, reg *engine.Registry, runs []spec.Run, open
 		return nil
 	}
 	if len(lines) == 0 {
-		return fmt.Errorf("nothing was run: a task's data cannot give the runs their validation problems:\n  - %s", strings.Join(splits, "\n  - "))
+		return fmt.Errorf("nothing was run: a task's data cannot give the runs their problems:\n  - %s", strings.Join(splits, "\n  - "))
 	}
 	list := strings.Join(append(lines, splits...), "\n  - ")
 	if unavailable {

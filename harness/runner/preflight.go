@@ -67,7 +67,7 @@ type job struct {
 // isolation, unless unsafe execution is allowed.
 func checkIsolation(runs []spec.Run, unsafe bool) error {
 	for _, r := range runs {
-		if !ExecutesCode(r.Config.Data.Source) || unsafe {
+		if !ExecutesCode(r.Config.Data) || unsafe {
 			continue
 		}
 		iso := sandbox.Probe()

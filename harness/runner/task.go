@@ -6,6 +6,7 @@ import (
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/datasets/dapo"
 	"github.com/marlowlab/marlow/datasets/deepcoder"
+	"github.com/marlowlab/marlow/datasets/filetask"
 	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/spec"
@@ -19,10 +20,14 @@ type TaskOptions struct {
 	UnsafeCodeExec bool
 }
 
-// ExecutesCode reports whether a source runs generated programs outside
-// the harness (and so needs the sandbox): DeepCoder runs Python, while
-// synth-code programs are interpreted by the harness itself.
-func ExecutesCode(source string) bool { return source == datasets.SourceDeepCoder }
+// ExecutesCode reports whether a task runs generated programs outside the
+// harness (and so needs the sandbox): DeepCoder and a file source graded
+// by its code tests run Python, while synth-code programs are interpreted
+// by the harness itself.
+func ExecutesCode(d spec.DataConfig) bool {
+	return d.Source == datasets.SourceDeepCoder ||
+		d.Source == datasets.SourceFile && d.File != nil && d.File.Verifier == filetask.VerifyCodeTests
+}
 
 // OpenTask builds the task source of a run's data config. Synthetic tasks
 // take their knobs from the config, keyed by split_seed; file sources read
@@ -57,6 +62,12 @@ func OpenTask(d spec.DataConfig, opt TaskOptions) (datasets.Task, error) {
 			t, err = deepcoder.Open(train, deepcoder.Config{Seed: d.SplitSeed, ValSize: d.ValSize, ValFrac: d.ValFrac,
 				TestPaths: test, Verifier: deepcoder.VerifierConfig{AllowUnsafe: opt.UnsafeCodeExec}})
 		}
+	case datasets.SourceFile:
+		if d.File == nil {
+			return nil, fmt.Errorf("task %s: source file has no file settings (the field mapping)", d.Task)
+		}
+		t, err = filetask.Open(d.Path, filetask.Config{Mapping: *d.File, Seed: d.SplitSeed, ValFrac: d.ValFrac, ValSize: d.ValSize,
+			Verifier: deepcoder.VerifierConfig{AllowUnsafe: opt.UnsafeCodeExec}})
 	default:
 		return nil, fmt.Errorf("task %s: unknown source %q", d.Task, d.Source)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/filetask"
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/grpo"
 	"github.com/marlowlab/marlow/harness/model"
@@ -59,7 +60,16 @@ func TestSpecVocabularyHasImplementations(t *testing.T) {
 	}
 	for _, src := range spec.Sources {
 		kind, ok := spec.SourceKind[src]
-		if !ok || (kind != datasets.KindMath && kind != datasets.KindCode) {
+		switch {
+		case src == datasets.SourceFile && ok:
+			t.Errorf("source file has the fixed kind %q; its kind follows its verifier", kind)
+		case src == datasets.SourceFile:
+			for _, v := range filetask.Verifiers {
+				if k := (filetask.Mapping{Verifier: v}).Kind(); k != datasets.KindMath && k != datasets.KindCode {
+					t.Errorf("source file, verifier %s has kind %q", v, k)
+				}
+			}
+		case !ok || (kind != datasets.KindMath && kind != datasets.KindCode):
 			t.Errorf("source %s has kind %q", src, kind)
 		}
 		_, err := OpenTask(spec.DataConfig{Task: "t", Source: src, Path: t.TempDir()}, TaskOptions{})

@@ -145,6 +145,12 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "language on deepcoder", whole: fileTask("deepcoder", "tasks:\n  deepcoder:\n    path: /data/dc\n    language: en\n"), want: "tasks.deepcoder.language: only used by source dapo-math", at: "language"},
 		{name: "unknown dapo language", whole: fileTask("dapo-math", "tasks:\n  dapo-math:\n    path: /data/d.parquet\n    language: fr\n"), want: `tasks.dapo-math.language: "fr" is not allowed; allowed values: all, en, cn`, at: "language"},
 		{name: "subsets on dapo", whole: fileTask("dapo-math", "tasks:\n  dapo-math:\n    path: /data/d.parquet\n    subsets: [taco]\n"), want: "tasks.dapo-math.subsets: only used by source deepcoder", at: "subsets"},
+		{name: "file source without mapping", whole: fileTask("gsm8k", "tasks:\n  gsm8k:\n    source: file\n    path: /data/g.jsonl\n"), want: "tasks.gsm8k.file: missing: source file needs a field mapping"},
+		{name: "file verifier unknown", whole: fileTask("gsm8k", "tasks:\n  gsm8k:\n    source: file\n    path: /data/g.jsonl\n    file:\n      verifier: exact\n      problem: question\n      answer: answer\n"), want: `tasks.gsm8k.file.verifier: "exact" is not a verifier; use one of answer, boxed, code-tests`, at: "verifier"},
+		{name: "file answer missing", whole: fileTask("gsm8k", "tasks:\n  gsm8k:\n    source: file\n    path: /data/g.jsonl\n    file:\n      verifier: boxed\n      problem: question\n"), want: "tasks.gsm8k.file.answer: missing: verifier boxed needs the field that holds the final answer"},
+		{name: "file code tests missing", whole: fileTask("mbpp", "tasks:\n  mbpp:\n    source: file\n    path: /data/m.jsonl\n    file:\n      verifier: code-tests\n      problem: text\n      answer: code\n"), want: "tasks.mbpp.file.tests: missing: verifier code-tests needs the field that holds the tests"},
+		{name: "file format unknown", whole: fileTask("gsm8k", "tasks:\n  gsm8k:\n    source: file\n    path: /data/g.csv\n    file: {verifier: answer, problem: q, answer: a}\n"), want: "tasks.gsm8k.file.format: /data/g.csv: cannot tell the format from the extension"},
+		{name: "file mapping on dapo", whole: fileTask("dapo-math", "tasks:\n  dapo-math:\n    path: /data/d.parquet\n    file: {verifier: answer, problem: q, answer: a}\n"), want: "tasks.dapo-math.file: only used by source file, not dapo-math", at: "file:"},
 		{name: "test path on synth", new: "tasks:\n  synth-math:\n    test_path: /x\n", want: "tasks.synth-math.test_path: only used by source deepcoder", at: "test_path"},
 		{name: "empty matrix", old: "matrix:\n  workflows: [voting, eval-opt]\n  tasks: [synth-math]\n  scales: [s]\n  conditions: [base, sa-rl, sp, ip]\n", new: "matrix: {}\n", want: "matrix.workflows: required key is missing", at: "matrix:"},
 		{name: "empty list in task override", new: "tasks:\n  synth-math:\n    grpo:\n      lora: {targets: []}\n", want: "tasks.synth-math.grpo.lora.targets: must not be empty; allowed values: q_proj", at: "lora:"},
@@ -410,4 +416,45 @@ func TestFileSourceOptions(t *testing.T) {
 // appended.
 func fileTask(task, section string) string {
 	return strings.Replace(baseSpec, "tasks: [synth-math]", "tasks: ["+task+"]", 1) + section
+}
+
+// A file task takes its kind from its verifier, carries its mapping into
+// the runs' data config (and so their config hash), and resolves its path
+// against the spec file like the other file sources.
+func TestFileTaskPlan(t *testing.T) {
+	section := func(verifier, extra string) string {
+		return fileTask("mine", "tasks:\n  mine:\n    source: file\n    path: data/mine.jsonl\n    file:\n      verifier: "+verifier+"\n      problem: text\n"+extra)
+	}
+	plan := func(text string) Run {
+		t.Helper()
+		s, err := Load(writeSpec(t, text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runs[0]
+	}
+	m := plan(section("answer", "      answer: answer\n"))
+	b := plan(section("boxed", "      answer: answer\n"))
+	c := plan(section("code-tests", "      tests: test_list\n"))
+	for _, tc := range []struct {
+		r        Run
+		kind     string
+		verifier string
+		maxIter  int
+	}{{m, "math", "answer", 3}, {b, "math", "boxed", 3}, {c, "code", "code-tests", 2}} {
+		d := tc.r.Config.Data
+		if d.Kind != tc.kind || d.File == nil || d.File.Verifier != tc.verifier || tc.r.Config.WorkflowSet.MaxIterations != tc.maxIter {
+			t.Errorf("%s: kind %s, file %+v, max_iterations %d; want %s, %s, %d", tc.verifier, d.Kind, d.File, tc.r.Config.WorkflowSet.MaxIterations, tc.kind, tc.verifier, tc.maxIter)
+		}
+		if !filepath.IsAbs(d.Path) || !strings.HasSuffix(d.Path, filepath.Join("data", "mine.jsonl")) {
+			t.Errorf("%s: path %s not resolved against the spec file", tc.verifier, d.Path)
+		}
+	}
+	if m.ConfigHash == b.ConfigHash || m.ConfigHash == c.ConfigHash {
+		t.Errorf("the verifier does not enter the config hash")
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/marlowlab/marlow/datasets/filetask"
 )
 
 // SeedVersion names the seed derivation function. Changing DeriveSeed
@@ -69,6 +71,8 @@ type DataConfig struct {
 	TestPath   string     `json:"test_path,omitempty"` // deepcoder: validation shards
 	SynthMath  *SynthMath `json:"synth_math,omitempty"`
 	SynthCode  *SynthCode `json:"synth_code,omitempty"`
+	// File is a file source's field mapping and verifier.
+	File *filetask.Mapping `json:"file,omitempty"`
 }
 
 // RunConfig is the fully resolved configuration of one run. Its canonical
@@ -271,7 +275,7 @@ func planArm(s *Spec, arm string, errs *errList) ([]Run, error) {
 				}
 				if w.MaxIterations == 0 {
 					w.MaxIterations = 3
-					if SourceKind[t.Source] == "code" {
+					if t.Kind() == "code" {
 						w.MaxIterations = 2
 					}
 				}
@@ -285,10 +289,10 @@ func planArm(s *Spec, arm string, errs *errList) ([]Run, error) {
 						Model: ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny, Pretrain: pretrainOf(s, scale, m),
 							Device: m.Device, DType: m.DType, Python: m.Python, GenTokens: m.GenTokens, TrainTokens: m.TrainTokens,
 							GenBackend: m.GenBackend, KVCacheFraction: m.KVCacheFraction},
-						Data: DataConfig{Task: task, Source: t.Source, Kind: SourceKind[t.Source], Path: t.Path,
+						Data: DataConfig{Task: task, Source: t.Source, Kind: t.Kind(), Path: t.Path,
 							TrainSize: t.TrainSize, ValSize: t.ValSize, ValFrac: t.ValFrac, SplitSeed: t.SplitSeed, AnswerMode: t.AnswerMode,
 							Language: t.Language, Subsets: append([]string(nil), t.Subsets...), TestPath: t.TestPath,
-							SynthMath: t.SynthMath, SynthCode: t.SynthCode},
+							SynthMath: t.SynthMath, SynthCode: t.SynthCode, File: t.File},
 						GRPO: g.clone(), WorkflowSet: w, Eval: s.Eval, Checkpoint: s.Checkpoint, Analysis: s.Analysis,
 					}
 					h, err := ConfigHash(rc)

@@ -19,6 +19,7 @@ import (
 	"regexp"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/filetask"
 	"github.com/marlowlab/marlow/harness/study"
 	"gopkg.in/yaml.v3"
 )
@@ -167,12 +168,24 @@ type Task struct {
 	TestPath  string     `yaml:"test_path,omitempty" json:"test_path,omitempty"`
 	SynthMath *SynthMath `yaml:"synth_math,omitempty" json:"synth_math,omitempty"`
 	SynthCode *SynthCode `yaml:"synth_code,omitempty" json:"synth_code,omitempty"`
+	// File maps the fields of a file source's rows (source file: a
+	// researcher's own JSONL or Parquet file) and names its verifier.
+	File *filetask.Mapping `yaml:"file,omitempty" json:"file,omitempty"`
 	// GRPO and Workflow override those sections for runs of this task.
 	GRPO     *yaml.Node `yaml:"grpo,omitempty" json:"-"`
 	Workflow *yaml.Node `yaml:"workflow,omitempty" json:"-"`
 }
 
 func (t *Task) setDefaults() { t.ValSize = 200; t.SplitSeed = 1 }
+
+// Kind is the task's kind: its source's, or for a file source its
+// verifier's.
+func (t Task) Kind() string {
+	if t.Source == datasets.SourceFile && t.File != nil {
+		return t.File.Kind()
+	}
+	return SourceKind[t.Source]
+}
 
 // SynthMath are the knobs of the synth-math generator
 // (datasets/synthmath.Config).

@@ -168,7 +168,7 @@ func validateTasks(s *Spec, c checker) {
 		if synth {
 			c.rangeInt(p+".val_size", t.ValSize, 1, 100_000)
 			if _, set := c.org[p+".val_frac"]; set {
-				c.errf(p+".val_frac", "only used by file sources (dapo-math, deepcoder), not %s; remove it", t.Source)
+				c.errf(p+".val_frac", "only used by file sources (dapo-math, deepcoder, file), not %s; remove it", t.Source)
 			}
 		} else {
 			c.rangeInt(p+".val_size", t.ValSize, 0, 1_000_000)
@@ -189,6 +189,7 @@ func validateTasks(s *Spec, c checker) {
 			c.errf(p+".answer_mode", "only used by source dapo-math, not %s; remove it", t.Source)
 		}
 		validateFileOptions(s, &t, p, c)
+		validateFileTask(t, p, c)
 		if t.Source == "synth-math" {
 			if t.SynthMath == nil {
 				t.SynthMath = &SynthMath{}
@@ -208,6 +209,30 @@ func validateTasks(s *Spec, c checker) {
 			c.errf(p+".synth_code", "only used by source synth-code, not %s; remove it", t.Source)
 		}
 		s.Tasks[name] = t
+	}
+}
+
+// validateFileTask checks the file section of a task: required by source
+// file (with its mapping's rules, from package filetask), refused by the
+// others.
+func validateFileTask(t Task, p string, c checker) {
+	if t.Source != datasets.SourceFile {
+		if t.File != nil {
+			c.errf(p+".file", "only used by source file, not %s; remove it", t.Source)
+		}
+		return
+	}
+	if t.File == nil {
+		c.errf(p+".file", "missing: source file needs a field mapping, e.g. file: {verifier: answer, problem: question, answer: answer}; see docs/extending.md")
+		return
+	}
+	for _, e := range t.File.Check() {
+		c.errf(p+".file."+e.Key, "%s", e.Msg)
+	}
+	if t.Path != "" {
+		if _, err := t.File.FormatOf(t.Path); err != nil {
+			c.errf(p+".file.format", "%v", err)
+		}
 	}
 }
 
