@@ -269,12 +269,7 @@ func planArm(s *Spec, arm string, errs *errList) ([]Run, error) {
 				if err := errs.err(); err != nil {
 					return nil, err
 				}
-				if w.MaxIterations == 0 {
-					w.MaxIterations = 3
-					if SourceKind[t.Source] == "code" {
-						w.MaxIterations = 2
-					}
-				}
+				w = ResolveWorkflowSettings(w, SourceKind[t.Source])
 				add := func(workflow, cond string, eval []string) error {
 					id := RunID(workflow, cond, task, scale, arm, seed)
 					rc := RunConfig{

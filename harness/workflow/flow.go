@@ -51,33 +51,19 @@ type Call struct {
 }
 
 // Fallback names what a workflow did with a supervisory turn's output in
-// place of a parsed one. Its values are short stable words, fit for a log
-// column.
-type Fallback string
+// place of a parsed one; the registry (package study) owns the words and
+// what each means.
+type Fallback = study.Fallback
 
-// The fallbacks of the workflows, the same as the paper's code.
+// The fallbacks the workflows take (study's).
 const (
-	// NoFallback: the output was used as parsed.
-	NoFallback Fallback = ""
-	// FallbackIncorrect: an evaluator verdict that did not parse counts as
-	// Incorrect (with no feedback), so eval-opt revises.
-	FallbackIncorrect Fallback = "incorrect"
-	// FallbackFirstDigit: an aggregator output without a valid `Selected:`
-	// line selects the candidate named by its first digit.
-	FallbackFirstDigit Fallback = "first-digit"
-	// FallbackFirstCandidate: an aggregator output without a valid
-	// `Selected:` line whose first digit names no candidate selects
-	// candidate 1.
-	FallbackFirstCandidate Fallback = "candidate-1"
-	// FallbackListItems: an orchestrator output without `Strategy K:` lines
-	// has its numbered or bulleted lines taken as the strategies.
-	FallbackListItems Fallback = "list-items"
-	// FallbackDropped: an orchestrator output had empty or duplicate
-	// strategies, which were dropped; the rest were used.
-	FallbackDropped Fallback = "dropped"
-	// FallbackFreeWorker: an orchestrator output with no usable strategy
-	// gets one worker with a free choice of method.
-	FallbackFreeWorker Fallback = "free-worker"
+	NoFallback             = study.NoFallback
+	FallbackIncorrect      = study.FallbackIncorrect
+	FallbackFirstDigit     = study.FallbackFirstDigit
+	FallbackFirstCandidate = study.FallbackFirstCandidate
+	FallbackListItems      = study.FallbackListItems
+	FallbackDropped        = study.FallbackDropped
+	FallbackFreeWorker     = study.FallbackFreeWorker
 )
 
 // Reading is how one supervisory turn's output was read.
@@ -93,12 +79,15 @@ type Reading struct {
 	Fallback Fallback
 }
 
-// Definition describes one workflow for the registry.
+// Definition is the behaviour of one workflow: its settings check, turn
+// counts and episode state machine. Its facts (roles, answering role,
+// settings) are the registry's (package study); Lookup fills Roles and
+// Answerer from there.
 type Definition struct {
 	Name  string   // a study workflow name (study.Workflows)
-	Roles []string // the role types it calls, sorted
+	Roles []string // the role types it calls, sorted (the registry's)
 	// Answerer is the role whose answer becomes the episode's final answer
-	// (voting's aggregator only selects a generator's).
+	// (the registry's Workflow.Answerer).
 	Answerer string
 	// Check reports the first setting of its own the workflow cannot run
 	// with (nil when it has none); Config.Validate checks the shared ones.
@@ -121,12 +110,20 @@ type RoleTurns struct {
 
 var registry = map[string]Definition{}
 
-// register adds a workflow to the registry; each workflow's file calls it
-// from init.
+// register adds a workflow's behaviour to the registry; each workflow's
+// file calls it from init. Its name must be one of study's registry, whose
+// entry gives the definition its roles and answering role.
 func register(d Definition) {
 	if _, dup := registry[d.Name]; dup {
 		panic("workflow: " + d.Name + " registered twice")
 	}
+	w, ok := study.Lookup(d.Name)
+	if !ok {
+		panic("workflow: " + d.Name + " is not in study's registry")
+	}
+	d.Roles = w.Roles()
+	slices.Sort(d.Roles)
+	d.Answerer = w.Answerer
 	registry[d.Name] = d
 }
 

@@ -134,7 +134,8 @@ func TestRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatalf("study workflow %s: %v", name, err)
 		}
-		want := slices.Clone(study.WorkflowRoles[name])
+		entry, _ := study.Lookup(name)
+		want := entry.Roles()
 		slices.Sort(want)
 		if d.Name != name || !reflect.DeepEqual(d.Roles, want) {
 			t.Errorf("%s: definition %s roles %v, want %v", name, d.Name, d.Roles, want)
@@ -148,8 +149,24 @@ func TestRegistry(t *testing.T) {
 				turnRoles = append(turnRoles, rt.Role)
 			}
 		}
-		if !reflect.DeepEqual(turnRoles, study.WorkflowRoles[name]) {
-			t.Errorf("%s: turns name roles %v, want %v in calling order", name, turnRoles, study.WorkflowRoles[name])
+		if !reflect.DeepEqual(turnRoles, entry.Roles()) {
+			t.Errorf("%s: turns name roles %v, want %v in calling order", name, turnRoles, entry.Roles())
+		}
+		// A stage of several agents has as many turns as its setting says;
+		// every other stage that does not repeat has one.
+		for _, st := range entry.Stages {
+			if st.Repeats != "" {
+				continue
+			}
+			want := 1
+			if st.Agents != "" {
+				want, _ = cfg(name).Value(st.Agents)
+			}
+			for _, rt := range d.Turns(cfg(name)) {
+				if rt.Role == st.Role && rt.N != want {
+					t.Errorf("%s: %d %s turns, the registry's stage says %d (%q)", name, rt.N, st.Role, want, st.Agents)
+				}
+			}
 		}
 		// Roles hands out a copy.
 		roles, _ := wf.Roles(name)

@@ -11,10 +11,8 @@ import (
 
 func init() {
 	register(Definition{
-		Name:     study.OrchWorkers,
-		Roles:    []string{study.Orchestrator, study.Synthesizer, study.Worker},
-		Answerer: study.Synthesizer,
-		Check:    func(c Config) error { return atLeast1(c, "max_subtasks", c.MaxSubtasks) },
+		Name:  study.OrchWorkers,
+		Check: func(c Config) error { return atLeast1(c, "max_subtasks", c.MaxSubtasks) },
 		Turns: func(c Config) []RoleTurns {
 			return []RoleTurns{{Role: study.Orchestrator, N: 1}, {Role: study.Worker, N: max(1, c.MaxSubtasks)}, {Role: study.Synthesizer, N: 1}}
 		},
