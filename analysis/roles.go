@@ -19,7 +19,8 @@ import (
 // paper's code: an aggregator without a valid `Selected:` line picks the
 // candidate of its first digit or candidate 1, an evaluator verdict that
 // does not parse counts as Incorrect, an orchestrator without strategy
-// lines has its list items taken or gets one free-choice worker. Lenient
+// lines has its list items taken or gets one free-choice worker (one that
+// proposes too many ends the episode without an answer). Lenient
 // accuracy is the workflow's final answer graded as it stands (the
 // accuracy of the matrix). Strict accuracy counts an episode wrong as well
 // when any supervisory turn's output did not parse: the samples'
@@ -43,6 +44,7 @@ const (
 	FallbackListItems  = string(study.FallbackListItems)
 	FallbackFreeWorker = string(study.FallbackFreeWorker)
 	FallbackNoAnswer   = string(study.FallbackNoAnswer)
+	FallbackEnded      = string(study.FallbackEnded)
 	fallbackUnknown    = "unknown-other" // not reached by the workflows' rules
 )
 
@@ -318,14 +320,15 @@ func addPick(w *WorkflowStep, sup *runlog.SampleRow, cands []*runlog.SampleRow) 
 
 // loggedFallbackOf names the fallback class an unparsed supervisory turn
 // took from the samples' fallback column (schema 3 on); a turn the
-// workflow logged no word for (a synthesizer without an answer) takes its
-// role's one fallback in the registry.
+// workflow logged no word for (a synthesizer without an answer, an
+// orchestrator that proposed too many strategies) takes its role's
+// Unlogged class in the registry.
 func loggedFallbackOf(s *runlog.SampleRow) string {
 	if s.Fallback != "" {
 		return string(study.Fallback(s.Fallback).Class())
 	}
-	if fs := study.RoleOf(s.Role).Fallbacks; len(fs) == 1 {
-		return string(fs[0])
+	if f := study.RoleOf(s.Role).Unlogged; f != study.NoFallback {
+		return string(f)
 	}
 	return fallbackUnknown
 }
@@ -334,7 +337,10 @@ func loggedFallbackOf(s *runlog.SampleRow) string {
 // in a log older than schema 3, which has no fallback column, from what
 // the logs keep of it (n candidates before an aggregator turn): the
 // output and the parsed value, so an aggregator's fallback is told apart
-// by whether its first digit named the selected candidate.
+// by whether its first digit named the selected candidate. An
+// orchestrator that proposed too many strategies (FallbackEnded) cannot be
+// told apart from list-items without the run's max_subtasks and counts
+// as list-items here.
 func derivedFallbackOf(s *runlog.SampleRow, n int) string {
 	switch s.Role {
 	case study.Evaluator:

@@ -298,7 +298,8 @@ func TestFinalRates(t *testing.T) {
 // TestWorkflowStepsReadLoggedFallbacks: from schema 3 on the fallback
 // column decides an unparsed turn's fallback, not its text; a dropped
 // strategy counts as list-items, and a synthesizer without an answer
-// (logged with no word) as no-answer. The same rows in an older log are
+// and an orchestrator that proposed too many strategies (both logged with
+// no word) as no-answer and ended. The same rows in an older log are
 // derived from their text.
 func TestWorkflowStepsReadLoggedFallbacks(t *testing.T) {
 	logged := func(s runlog.SampleRow, f study.Fallback) runlog.SampleRow {
@@ -315,19 +316,21 @@ func TestWorkflowStepsReadLoggedFallbacks(t *testing.T) {
 		// dropped strategies, and a synthesizer without an answer
 		logged(row("o1", study.Orchestrator, "Strategy 1: a\nStrategy 2: a", "a", false, false), study.FallbackDropped),
 		row("o1", study.Worker, "z", "3", true, true), row("o1", study.Synthesizer, "hmm", "", false, false), row("o1", "final", "", "", false, false),
+		// too many strategies: the episode ended, no fallback logged
+		row("o2", study.Orchestrator, "Strategy 1: a\nStrategy 2: b\nStrategy 3: c", "a\nb\nc", false, false), row("o2", "final", "", "", false, false),
 	}
 	for _, tc := range []struct {
-		schema                        int
-		firstDigit, candidate1, lists int
-	}{{3, 1, 1, 1}, {2, 0, 2, 1}} {
+		schema                               int
+		firstDigit, candidate1, lists, ended int
+	}{{3, 1, 1, 1, 1}, {2, 0, 2, 2, 0}} {
 		r := &runlog.Run{Manifest: runlog.Manifest{SchemaVersion: tc.schema}, Samples: rows}
 		w := WorkflowSteps(r, "w")[0]
 		agg, or, sy := w.Role(study.Aggregator), w.Role(study.Orchestrator), w.Role(study.Synthesizer)
 		if agg.Fallbacks[FallbackFirstDigit] != tc.firstDigit || agg.Fallbacks[FallbackCandidate1] != tc.candidate1 {
 			t.Errorf("schema %d: aggregator fallbacks %v, want first-digit %d candidate-1 %d", tc.schema, agg.Fallbacks, tc.firstDigit, tc.candidate1)
 		}
-		if or.Fallbacks[FallbackListItems] != tc.lists || len(or.Fallbacks) != 1 {
-			t.Errorf("schema %d: orchestrator fallbacks %v, want list-items %d", tc.schema, or.Fallbacks, tc.lists)
+		if or.Fallbacks[FallbackListItems] != tc.lists || or.Fallbacks[FallbackEnded] != tc.ended || or.Unparsed != 2 {
+			t.Errorf("schema %d: orchestrator %d unparsed, fallbacks %v, want list-items %d ended %d", tc.schema, or.Unparsed, or.Fallbacks, tc.lists, tc.ended)
 		}
 		if sy.Fallbacks[FallbackNoAnswer] != 1 || len(sy.Fallbacks) != 1 {
 			t.Errorf("schema %d: synthesizer fallbacks %v, want no-answer 1", tc.schema, sy.Fallbacks)

@@ -169,6 +169,10 @@ const (
 	// episode none. The workflow logs no word for it (the turn is not
 	// compliant); analysis names it so.
 	FallbackNoAnswer Fallback = "no-answer"
+	// FallbackEnded: an orchestrator output proposing more strategies than
+	// max_subtasks ends the episode without an answer. The workflow logs
+	// no word for it; analysis names it so.
+	FallbackEnded Fallback = "ended"
 )
 
 // Class is the fallback as analysis counts it: FallbackDropped counts as
@@ -194,6 +198,9 @@ type RoleInfo struct {
 	Supervisory bool
 	// Fallbacks are the fallback classes the role can take, in print order.
 	Fallbacks []Fallback
+	// Unlogged is the class of an unparsed turn the workflow logs no
+	// fallback word for ("" when it logs one for every unparsed turn).
+	Unlogged Fallback
 }
 
 // roleInfos holds the role types in the design's order (Roles).
@@ -201,9 +208,9 @@ var roleInfos = []RoleInfo{
 	{Name: Generator, Answers: true},
 	{Name: Evaluator, Supervisory: true, Fallbacks: []Fallback{FallbackIncorrect}},
 	{Name: Aggregator, Chooses: Generator, Supervisory: true, Fallbacks: []Fallback{FallbackFirstDigit, FallbackFirstCandidate}},
-	{Name: Orchestrator, Supervisory: true, Fallbacks: []Fallback{FallbackListItems, FallbackFreeWorker}},
+	{Name: Orchestrator, Supervisory: true, Fallbacks: []Fallback{FallbackListItems, FallbackFreeWorker, FallbackEnded}, Unlogged: FallbackEnded},
 	{Name: Worker, Answers: true},
-	{Name: Synthesizer, Answers: true, Chooses: Worker, Supervisory: true, Fallbacks: []Fallback{FallbackNoAnswer}},
+	{Name: Synthesizer, Answers: true, Chooses: Worker, Supervisory: true, Fallbacks: []Fallback{FallbackNoAnswer}, Unlogged: FallbackNoAnswer},
 }
 
 // RoleOf returns the registry's entry of a role type, a RoleInfo with

@@ -83,6 +83,9 @@ func TestRegistryIsConsistent(t *testing.T) {
 		if info.Supervisory != (len(info.Fallbacks) > 0) {
 			t.Errorf("role %s: supervisory %v with fallbacks %v", r, info.Supervisory, info.Fallbacks)
 		}
+		if info.Unlogged != NoFallback && !slices.Contains(info.Fallbacks, info.Unlogged) {
+			t.Errorf("role %s: unlogged class %q is not one of its fallbacks %v", r, info.Unlogged, info.Fallbacks)
+		}
 	}
 	if got := RoleOf("judge"); got.Answers || got.Supervisory || got.Fallbacks != nil {
 		t.Errorf("unknown role: %+v", got)
