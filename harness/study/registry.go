@@ -52,6 +52,9 @@ type Stage struct {
 	// Repeats is the setting that bounds how often the stage runs again
 	// in one episode (eval-opt's generator and evaluator), "" for once.
 	Repeats string
+	// Revises: the stage's later runs revise its agents' earlier answers
+	// (eval-opt's generator after a verdict), with longer prompts.
+	Revises bool
 }
 
 // Workflow is the registry's entry of one workflow.
@@ -99,7 +102,7 @@ func (w Workflow) Supervisory() []string {
 // registry holds the workflows in the design's order.
 var registry = []Workflow{
 	{Name: Single, Stages: []Stage{{Role: Generator}}, Answerer: Generator},
-	{Name: EvalOpt, Stages: []Stage{{Role: Generator, Repeats: SettingMaxIterations}, {Role: Evaluator, Repeats: SettingMaxIterations}},
+	{Name: EvalOpt, Stages: []Stage{{Role: Generator, Repeats: SettingMaxIterations, Revises: true}, {Role: Evaluator, Repeats: SettingMaxIterations}},
 		Answerer: Generator, Settings: []string{SettingMaxIterations}},
 	{Name: Voting, Stages: []Stage{{Role: Generator, Agents: SettingNVotes}, {Role: Aggregator}},
 		Answerer: Generator, Settings: []string{SettingNVotes}},

@@ -79,10 +79,10 @@ type Reading struct {
 	Fallback Fallback
 }
 
-// Definition is the behaviour of one workflow: its settings check, turn
-// counts and episode state machine. Its facts (roles, answering role,
-// settings) are the registry's (package study); Lookup fills Roles and
-// Answerer from there.
+// Definition is one workflow's episode state machine with the facts of its
+// registry entry (package study) that the runner reads: its roles,
+// answering role, settings check and turn counts, which register derives
+// from the entry.
 type Definition struct {
 	Name  string   // a study workflow name (study.Workflows)
 	Roles []string // the role types it calls, sorted (the registry's)
@@ -90,10 +90,11 @@ type Definition struct {
 	// (the registry's Workflow.Answerer).
 	Answerer string
 	// Check reports the first setting of its own the workflow cannot run
-	// with (nil when it has none); Config.Validate checks the shared ones.
+	// with: each setting its entry reads must be at least 1
+	// (Config.Validate checks the shared ones).
 	Check func(Config) error
 	// Turns lists the most agent turns of each role one episode runs,
-	// in calling order.
+	// in calling order (from its entry's stages: stageTurns).
 	Turns func(Config) []RoleTurns
 	// New starts the state of one episode.
 	New func(Config) Flow
@@ -110,9 +111,9 @@ type RoleTurns struct {
 
 var registry = map[string]Definition{}
 
-// register adds a workflow's behaviour to the registry; each workflow's
-// file calls it from init. Its name must be one of study's registry, whose
-// entry gives the definition its roles and answering role.
+// register adds a workflow's state machine to the registry; each
+// workflow's file calls it from init with the name and New. The name must
+// be one of study's registry, whose entry gives the definition the rest.
 func register(d Definition) {
 	if _, dup := registry[d.Name]; dup {
 		panic("workflow: " + d.Name + " registered twice")
@@ -124,7 +125,49 @@ func register(d Definition) {
 	d.Roles = w.Roles()
 	slices.Sort(d.Roles)
 	d.Answerer = w.Answerer
+	d.Check = settingsCheck(w)
+	d.Turns = stageTurns(w)
 	registry[d.Name] = d
+}
+
+// settingsCheck refuses a setting of the entry's below 1, the first in
+// the entry's order.
+func settingsCheck(w study.Workflow) func(Config) error {
+	return func(c Config) error {
+		for _, key := range w.Settings {
+			v, _ := c.Value(key)
+			if err := atLeast1(c, key, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// stageTurns counts the most turns per role of the entry's stages, in
+// calling order: a stage runs max(1, its Agents setting) agents, max(1,
+// its Repeats setting) times; a stage that Revises counts its first run
+// apart from the later ones, which revise.
+func stageTurns(w study.Workflow) func(Config) []RoleTurns {
+	return func(c Config) []RoleTurns {
+		at := func(key string) int {
+			if key == "" {
+				return 1
+			}
+			v, _ := c.Value(key)
+			return max(1, v)
+		}
+		var out []RoleTurns
+		for _, s := range w.Stages {
+			agents, runs := at(s.Agents), at(s.Repeats)
+			if s.Revises {
+				out = append(out, RoleTurns{Role: s.Role, N: agents}, RoleTurns{Role: s.Role, Revision: true, N: agents * (runs - 1)})
+				continue
+			}
+			out = append(out, RoleTurns{Role: s.Role, N: agents * runs})
+		}
+		return out
+	}
 }
 
 // Lookup returns the definition of a workflow by name.
