@@ -264,3 +264,22 @@ func ConditionOf(name string) (Condition, bool) {
 	}
 	return conditionInfos[i], true
 }
+
+// Reviser is the pretraining teacher's name for eval-opt's revision turn
+// of the generator (a Stage that Revises), which the tiny models learn as
+// a role of its own.
+const Reviser = "reviser"
+
+// TeacherRoles lists the roles the tiny models' pretraining teacher
+// renders, in its fixed sampling order (the spec's pretrain.roles keys):
+// every role type, with the reviser after the generator.
+var TeacherRoles = func() []string {
+	out := []string{}
+	for _, r := range roleInfos {
+		out = append(out, r.Name)
+		if r.Name == Generator {
+			out = append(out, Reviser)
+		}
+	}
+	return out
+}()

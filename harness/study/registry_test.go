@@ -134,3 +134,10 @@ func TestConditions(t *testing.T) {
 		t.Errorf("conditions %v", Conditions)
 	}
 }
+
+func TestTeacherRoles(t *testing.T) {
+	want := []string{Generator, Reviser, Evaluator, Aggregator, Orchestrator, Worker, Synthesizer}
+	if !slices.Equal(TeacherRoles, want) {
+		t.Errorf("teacher roles %v, want %v", TeacherRoles, want)
+	}
+}
