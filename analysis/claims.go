@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"math"
+	"strings"
 
 	"github.com/marlowlab/marlow/harness/study"
 )
@@ -134,8 +135,22 @@ const (
 // judged under a claim.
 const MinClaimSeeds = 2
 
-// The paper's workflows where IP's terminal cliffs concentrate (claim c).
-var cliffWorkflows = []string{study.Voting, study.OrchWorkers}
+// cliffWorkflows are where claim c puts IP's terminal cliffs: the
+// workflows whose stages run several agents of the same role (the
+// registry's study.SameRoleWorkflows; the paper's voting and
+// orch-workers), so a new such workflow falls on that side of the rule
+// without being named.
+var cliffWorkflows = study.SameRoleWorkflows()
+
+// SameRoleWorkflowsText names claim c's workflows (cliffWorkflows) as
+// prose, the last two joined by conj ("and", "or").
+func SameRoleWorkflowsText(conj string) string {
+	n := len(cliffWorkflows)
+	if n < 2 {
+		return strings.Join(cliffWorkflows, "")
+	}
+	return strings.Join(cliffWorkflows[:n-1], ", ") + " " + conj + " " + cliffWorkflows[n-1]
+}
 
 // CondSeeds is a condition with its number of seeds.
 type CondSeeds struct {

@@ -474,5 +474,5 @@ func DetectCapture(r *runlog.Run, workflow string, d Dominance, p Params) []Capt
 // capture test of a run whose roles train their own adapters (IP), against
 // a dominant role named elsewhere (the cell's SP runs).
 func (r *RunResult) CaptureAgainst(dominant string, p Params) []Capture {
-	return DetectCapture(r.run, r.Cell.Workflow, Dominance{Roles: study.WorkflowRoles[r.Cell.Workflow], DominantRole: dominant}, p)
+	return DetectCapture(r.run, r.Cell.Workflow, Dominance{Roles: study.WorkflowOf(r.Cell.Workflow).Roles(), DominantRole: dominant}, p)
 }

@@ -19,7 +19,8 @@ import (
 // paper's code: an aggregator without a valid `Selected:` line picks the
 // candidate of its first digit or candidate 1, an evaluator verdict that
 // does not parse counts as Incorrect, an orchestrator without strategy
-// lines has its list items taken or gets one free-choice worker. Lenient
+// lines has its list items taken or gets one free-choice worker (one that
+// proposes too many ends the episode without an answer). Lenient
 // accuracy is the workflow's final answer graded as it stands (the
 // accuracy of the matrix). Strict accuracy counts an episode wrong as well
 // when any supervisory turn's output did not parse: the samples'
@@ -28,23 +29,28 @@ import (
 // fallback).
 
 // SupervisoryRoles are the roles whose output the workflows parse for
-// their own control flow rather than grade as an answer.
-var SupervisoryRoles = []string{study.Aggregator, study.Evaluator, study.Orchestrator, study.Synthesizer}
+// their own control flow rather than grade as an answer (the registry's,
+// sorted).
+var SupervisoryRoles = study.SupervisoryRoles()
 
-// The fallbacks as the logs show them. The samples keep the output and
-// the parsed value, so an aggregator's fallback is told apart by whether
-// its first digit named the selected candidate; an orchestrator's
-// list-items and dropped fallbacks both leave a strategy list and are one
-// class here.
+// The fallback classes as analysis counts them (the registry's words and
+// meanings: study.Fallback). An orchestrator's list-items and dropped
+// fallbacks both leave a strategy list and are one class here
+// (study.Fallback.Class).
 const (
-	FallbackIncorrect  = "incorrect"     // evaluator: unparsed verdict counted as Incorrect
-	FallbackFirstDigit = "first-digit"   // aggregator: the first digit named the candidate
-	FallbackCandidate1 = "candidate-1"   // aggregator: candidate 1
-	FallbackListItems  = "list-items"    // orchestrator: list items or deduplicated strategies used
-	FallbackFreeWorker = "free-worker"   // orchestrator: no usable strategy, one free-choice worker
-	FallbackNoAnswer   = "no-answer"     // synthesizer: no answer found, the episode has none
+	FallbackIncorrect  = string(study.FallbackIncorrect)
+	FallbackFirstDigit = string(study.FallbackFirstDigit)
+	FallbackCandidate1 = string(study.FallbackFirstCandidate)
+	FallbackListItems  = string(study.FallbackListItems)
+	FallbackFreeWorker = string(study.FallbackFreeWorker)
+	FallbackNoAnswer   = string(study.FallbackNoAnswer)
+	FallbackEnded      = string(study.FallbackEnded)
 	fallbackUnknown    = "unknown-other" // not reached by the workflows' rules
 )
+
+// loggedFallbacks is the first schema version whose samples log the
+// fallback the workflow took (the `fallback` column).
+const loggedFallbacks = 3
 
 // RoleStep is one supervisory role's turns at one validation.
 type RoleStep struct {
@@ -127,6 +133,7 @@ type episodeKey struct {
 // workflow wf from its samples, by step; nil when it has no validation
 // samples.
 func WorkflowSteps(r *runlog.Run, wf string) []WorkflowStep {
+	logged := r.Manifest.SchemaVersion >= loggedFallbacks
 	bySteps := map[int64]map[episodeKey][]*runlog.SampleRow{}
 	order := map[int64][]episodeKey{}
 	for i := range r.Samples {
@@ -155,7 +162,7 @@ func WorkflowSteps(r *runlog.Run, wf string) []WorkflowStep {
 		w := WorkflowStep{Step: st}
 		roles := map[string]*RoleStep{}
 		for _, k := range order[st] {
-			addEpisode(&w, roles, bySteps[st][k])
+			addEpisode(&w, roles, bySteps[st][k], logged)
 		}
 		for _, role := range SupervisoryRoles {
 			if rs, ok := roles[role]; ok {
@@ -168,7 +175,8 @@ func WorkflowSteps(r *runlog.Run, wf string) []WorkflowStep {
 }
 
 // addEpisode adds one episode's rows (in turn order) to w.
-func addEpisode(w *WorkflowStep, roles map[string]*RoleStep, rows []*runlog.SampleRow) {
+// logged says the rows carry the fallback column.
+func addEpisode(w *WorkflowStep, roles map[string]*RoleStep, rows []*runlog.SampleRow, logged bool) {
 	var final *runlog.SampleRow
 	allParsed := true
 	var lastGen *runlog.SampleRow
@@ -213,7 +221,11 @@ func addEpisode(w *WorkflowStep, roles map[string]*RoleStep, rows []*runlog.Samp
 		if !s.Compliant {
 			allParsed = false
 			rs.Unparsed++
-			rs.Fallbacks[fallbackOf(s, len(candidates))]++
+			if logged {
+				rs.Fallbacks[loggedFallbackOf(s)]++
+			} else {
+				rs.Fallbacks[derivedFallbackOf(s, len(candidates))]++
+			}
 		}
 		switch s.Role {
 		case study.Evaluator:
@@ -306,9 +318,30 @@ func addPick(w *WorkflowStep, sup *runlog.SampleRow, cands []*runlog.SampleRow) 
 	w.SupDiff[sup.ProblemID] = d
 }
 
-// fallbackOf names the fallback an unparsed supervisory turn took, from
-// what the logs keep of it (n candidates before an aggregator turn).
-func fallbackOf(s *runlog.SampleRow, n int) string {
+// loggedFallbackOf names the fallback class an unparsed supervisory turn
+// took from the samples' fallback column (schema 3 on); a turn the
+// workflow logged no word for (a synthesizer without an answer, an
+// orchestrator that proposed too many strategies) takes its role's
+// Unlogged class in the registry.
+func loggedFallbackOf(s *runlog.SampleRow) string {
+	if s.Fallback != "" {
+		return string(study.Fallback(s.Fallback).Class())
+	}
+	if f := study.RoleOf(s.Role).Unlogged; f != study.NoFallback {
+		return string(f)
+	}
+	return fallbackUnknown
+}
+
+// derivedFallbackOf names the fallback an unparsed supervisory turn took
+// in a log older than schema 3, which has no fallback column, from what
+// the logs keep of it (n candidates before an aggregator turn): the
+// output and the parsed value, so an aggregator's fallback is told apart
+// by whether its first digit named the selected candidate. An
+// orchestrator that proposed too many strategies (FallbackEnded) cannot be
+// told apart from list-items without the run's max_subtasks and counts
+// as list-items here.
+func derivedFallbackOf(s *runlog.SampleRow, n int) string {
 	switch s.Role {
 	case study.Evaluator:
 		return FallbackIncorrect
@@ -333,19 +366,14 @@ func fallbackOf(s *runlog.SampleRow, n int) string {
 	return fallbackUnknown
 }
 
-// Fallbacks are the fallback names a role can take, in print order.
+// Fallbacks are the fallback classes a role can take, in print order
+// (the registry's).
 func Fallbacks(role string) []string {
-	switch role {
-	case study.Evaluator:
-		return []string{FallbackIncorrect}
-	case study.Aggregator:
-		return []string{FallbackFirstDigit, FallbackCandidate1}
-	case study.Orchestrator:
-		return []string{FallbackListItems, FallbackFreeWorker}
-	case study.Synthesizer:
-		return []string{FallbackNoAnswer}
+	var out []string
+	for _, f := range study.RoleOf(role).Fallbacks {
+		out = append(out, string(f))
 	}
-	return nil
+	return out
 }
 
 // FinalWorkflowStep returns the metrics of the run view's last validation

@@ -294,3 +294,57 @@ func TestFinalRates(t *testing.T) {
 		t.Error("a run without samples has final rates")
 	}
 }
+
+// TestWorkflowStepsReadLoggedFallbacks: from schema 3 on the fallback
+// column decides an unparsed turn's fallback, not its text; a dropped
+// strategy counts as list-items, and a synthesizer without an answer
+// and an orchestrator that proposed too many strategies (both logged with
+// no word) as no-answer and ended. The same rows in an older log are
+// derived from their text.
+func TestWorkflowStepsReadLoggedFallbacks(t *testing.T) {
+	logged := func(s runlog.SampleRow, f study.Fallback) runlog.SampleRow {
+		s.Fallback = string(f)
+		return s
+	}
+	rows := []runlog.SampleRow{
+		// the text's first digit names candidate 2, but the workflow logged candidate-1
+		row("p1", study.Generator, "a", "1", true, false), row("p1", study.Generator, "b", "2", true, true),
+		logged(row("p1", study.Aggregator, "2 or 1", "1", false, false), study.FallbackFirstCandidate), row("p1", "final", "a", "1", true, false),
+		// the text has no digit, but the workflow logged first-digit
+		row("p2", study.Generator, "a", "1", true, false), row("p2", study.Generator, "b", "2", true, true),
+		logged(row("p2", study.Aggregator, "none", "2", false, true), study.FallbackFirstDigit), row("p2", "final", "b", "2", true, true),
+		// dropped strategies, and a synthesizer without an answer
+		logged(row("o1", study.Orchestrator, "Strategy 1: a\nStrategy 2: a", "a", false, false), study.FallbackDropped),
+		row("o1", study.Worker, "z", "3", true, true), row("o1", study.Synthesizer, "hmm", "", false, false), row("o1", "final", "", "", false, false),
+		// too many strategies: the episode ended, no fallback logged
+		row("o2", study.Orchestrator, "Strategy 1: a\nStrategy 2: b\nStrategy 3: c", "a\nb\nc", false, false), row("o2", "final", "", "", false, false),
+	}
+	for _, tc := range []struct {
+		schema                               int
+		firstDigit, candidate1, lists, ended int
+	}{{3, 1, 1, 1, 1}, {2, 0, 2, 2, 0}} {
+		r := &runlog.Run{Manifest: runlog.Manifest{SchemaVersion: tc.schema}, Samples: rows}
+		w := WorkflowSteps(r, "w")[0]
+		agg, or, sy := w.Role(study.Aggregator), w.Role(study.Orchestrator), w.Role(study.Synthesizer)
+		if agg.Fallbacks[FallbackFirstDigit] != tc.firstDigit || agg.Fallbacks[FallbackCandidate1] != tc.candidate1 {
+			t.Errorf("schema %d: aggregator fallbacks %v, want first-digit %d candidate-1 %d", tc.schema, agg.Fallbacks, tc.firstDigit, tc.candidate1)
+		}
+		if or.Fallbacks[FallbackListItems] != tc.lists || or.Fallbacks[FallbackEnded] != tc.ended || or.Unparsed != 2 {
+			t.Errorf("schema %d: orchestrator %d unparsed, fallbacks %v, want list-items %d ended %d", tc.schema, or.Unparsed, or.Fallbacks, tc.lists, tc.ended)
+		}
+		if sy.Fallbacks[FallbackNoAnswer] != 1 || len(sy.Fallbacks) != 1 {
+			t.Errorf("schema %d: synthesizer fallbacks %v, want no-answer 1", tc.schema, sy.Fallbacks)
+		}
+	}
+}
+
+func TestSupervisorOf(t *testing.T) {
+	for wf, want := range map[string]string{
+		study.Single: "", study.EvalOpt: study.Evaluator, study.Voting: study.Aggregator,
+		study.OrchWorkers: study.Synthesizer, "unknown": "",
+	} {
+		if got := SupervisorOf(wf); got != want {
+			t.Errorf("SupervisorOf(%s) = %q, want %q", wf, got, want)
+		}
+	}
+}

@@ -18,15 +18,19 @@ import (
 // claims are not testable there (SupervisorRule).
 
 // SupervisorOf is the supervisory role whose value is measured in a
-// workflow ("" for a workflow without one).
+// workflow ("" for a workflow without one), from the registry: the
+// supervisory role that chooses among candidates (voting's aggregator,
+// orch-workers' synthesizer), else its first supervisory role (eval-opt's
+// evaluator).
 func SupervisorOf(workflow string) string {
-	switch workflow {
-	case study.Voting:
-		return study.Aggregator
-	case study.OrchWorkers:
-		return study.Synthesizer
-	case study.EvalOpt:
-		return study.Evaluator
+	sup := study.WorkflowOf(workflow).Supervisory()
+	for _, r := range sup {
+		if study.RoleOf(r).Chooses != "" {
+			return r
+		}
+	}
+	if len(sup) > 0 {
+		return sup[0]
 	}
 	return ""
 }

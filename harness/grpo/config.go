@@ -30,9 +30,9 @@ type Config struct {
 	// only. The first one's accuracy is reported to Progress.
 	EvalWorkflows []string `json:"eval_workflows"`
 
-	NVotes        int `json:"n_votes"`
-	MaxIterations int `json:"max_iterations"`
-	MaxSubtasks   int `json:"max_subtasks"`
+	// Settings are the workflow settings, encoded (and hashed) as the
+	// fields n_votes, max_iterations and max_subtasks.
+	study.Settings
 
 	Rollouts        int             `json:"rollouts"`          // G, rollouts per problem
 	ProblemsPerStep int             `json:"problems_per_step"` // problems per training step
@@ -75,7 +75,7 @@ const AdvEps = 1e-6
 
 // steps is the number of training steps the loop runs.
 func (c Config) steps() int {
-	if c.Condition == study.Base {
+	if cond, ok := study.ConditionOf(c.Condition); ok && !cond.Trains {
 		return 0
 	}
 	return c.Steps
@@ -92,7 +92,7 @@ func (c Config) evalWorkflows() []string {
 // workflowConfig is the workflow.Config of one workflow under this run.
 func (c Config) workflowConfig(name string) workflow.Config {
 	return workflow.Config{
-		Name: name, NVotes: c.NVotes, MaxIterations: c.MaxIterations, MaxSubtasks: c.MaxSubtasks,
+		Name: name, Settings: c.Settings,
 		Temperature: c.Temperature, MaxNewTokens: c.MaxNewTokens, DefaultMaxNewTokens: c.DefaultMaxNewTokens,
 	}
 }
@@ -108,8 +108,8 @@ func (c Config) Validate() error {
 	if _, err := Router(c.Condition); err != nil {
 		return bad("%w", err)
 	}
-	if c.Condition == study.SARL && c.Workflow != study.Single {
-		return bad("condition sa-rl trains the single workflow, not %q", c.Workflow)
+	if cond, _ := study.ConditionOf(c.Condition); cond.TrainsIn != "" && c.Workflow != cond.TrainsIn {
+		return bad("condition %s trains the %s workflow, not %q", cond.Name, cond.TrainsIn, c.Workflow)
 	}
 	for _, w := range append([]string{c.Workflow}, c.EvalWorkflows...) {
 		if err := c.workflowConfig(w).Validate(); err != nil {

@@ -495,7 +495,7 @@ func TestValidationSamples(t *testing.T) {
 // spec's; the runner maps them onto Config).
 func recipeConfig() Config {
 	return Config{
-		NVotes: 3, MaxIterations: 3, MaxSubtasks: 3,
+		Settings: study.Settings{NVotes: 3, MaxIterations: 3, MaxSubtasks: 3},
 		Rollouts: 8, ProblemsPerStep: 4,
 		LR:       1e-4,
 		Schedule: engine.Schedule{Kind: "cosine", MinRatio: 0.1},

@@ -14,15 +14,7 @@ import (
 
 // answerRole reports whether a role's turns hold an answer to the problem
 // graded by the task's verifier (rather than a verdict or a selection).
-func answerRole(role string) bool {
-	return role == study.Generator || role == study.Worker || role == study.Synthesizer
-}
-
-// candidateRole is the role whose answers a selecting role chooses among.
-var candidateRole = map[string]string{
-	study.Aggregator:  study.Generator,
-	study.Synthesizer: study.Worker,
-}
+func answerRole(role string) bool { return study.RoleOf(role).Answers }
 
 func ratio(num, den int) float64 {
 	if den == 0 {
@@ -125,8 +117,8 @@ func EvalRows(runID string, step int64, wf string, eps []*workflow.Episode) []ru
 		if anyAnswer {
 			total.anyCorrect++
 		}
-		for sel, cand := range candidateRole {
-			if seen[sel] && roleAny[cand] {
+		for _, sel := range study.Roles {
+			if cand := study.RoleOf(sel).Chooses; cand != "" && seen[sel] && roleAny[cand] {
 				by[sel].selEligible++
 				if roleAny[sel] {
 					by[sel].selCorrect++
@@ -153,7 +145,7 @@ func EvalRows(runID string, step int64, wf string, eps []*workflow.Episode) []ru
 		if a.graded == 0 {
 			row.AnyCorrect = math.NaN()
 		}
-		if _, ok := candidateRole[r]; ok {
+		if study.RoleOf(r).Chooses != "" {
 			row.SelectionAcc = ratio(a.selCorrect, a.selEligible)
 		}
 		rows = append(rows, row)

@@ -127,20 +127,14 @@ func Calibrate(ctx context.Context, s *spec.Spec, job Job, eng engine.Engine, op
 // 3 math and 2 code, when unset) with its grpo temperature and completion
 // budgets.
 func WorkflowConfig(s *spec.Spec, name, kind string) workflow.Config {
-	iters := s.Workflow.MaxIterations
-	if iters == 0 {
-		iters = 3
-		if kind == datasets.KindCode {
-			iters = 2
-		}
-	}
+	ws := spec.ResolveWorkflowSettings(s.Workflow, kind)
 	mnt := map[string]int{}
 	for k, v := range s.GRPO.MaxNewTokens {
 		if k != "default" {
 			mnt[k] = v
 		}
 	}
-	return workflow.Config{Name: name, NVotes: s.Workflow.NVotes, MaxIterations: iters, MaxSubtasks: s.Workflow.MaxSubtasks,
+	return workflow.Config{Name: name, Settings: ws,
 		Temperature: s.GRPO.Temperature, MaxNewTokens: mnt, DefaultMaxNewTokens: s.GRPO.MaxNewTokens["default"]}
 }
 

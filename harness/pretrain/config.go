@@ -39,12 +39,12 @@ type RoleMix = spec.PretrainRoles
 type Noise = spec.PretrainNoise
 
 // Teacher roles: the workflow roles plus the reviser (eval-opt's revision
-// turn of the generator).
-const RoleReviser = "reviser"
+// turn of the generator); the registry (package study) lists them.
+const RoleReviser = study.Reviser
 
 // TeacherRoles lists the teacher roles in the fixed order used for
 // sampling.
-var TeacherRoles = []string{study.Generator, RoleReviser, study.Evaluator, study.Aggregator, study.Orchestrator, study.Worker, study.Synthesizer}
+var TeacherRoles = study.TeacherRoles
 
 // DefaultConfig returns the defaults of the spec's pretrain section, the
 // settings the committed checkpoints were built with.

@@ -28,9 +28,7 @@ func TrainerConfig(rc spec.RunConfig) grpo.Config {
 	c.Workflow = rc.Workflow
 	c.EvalWorkflows = append([]string(nil), rc.EvalWorkflows...)
 
-	c.NVotes = rc.WorkflowSet.NVotes
-	c.MaxIterations = rc.WorkflowSet.MaxIterations
-	c.MaxSubtasks = rc.WorkflowSet.MaxSubtasks
+	c.Settings = rc.WorkflowSet
 
 	c.Rollouts = g.Rollouts
 	c.ProblemsPerStep = g.ProblemsPerStep

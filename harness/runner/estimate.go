@@ -284,5 +284,5 @@ func workflowTurns(w string, ws spec.WorkflowSettings) []workflow.RoleTurns {
 
 // workflowConfig is the workflow.Config of workflow w's shape under ws.
 func workflowConfig(w string, ws spec.WorkflowSettings) workflow.Config {
-	return workflow.Config{Name: w, NVotes: ws.NVotes, MaxIterations: ws.MaxIterations, MaxSubtasks: ws.MaxSubtasks}
+	return workflow.Config{Name: w, Settings: ws}
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/marlowlab/marlow/harness/grpo"
 	"github.com/marlowlab/marlow/harness/model"
 	"github.com/marlowlab/marlow/harness/spec"
-	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
@@ -159,19 +158,19 @@ func maxTurns(wf string, ws spec.WorkflowSettings) int {
 }
 
 // laterPrompts is how many distinct prompts one episode of a workflow
-// has besides its first-turn prompt (which repeats with the problem):
-// eval-opt's evaluator and revision turns, voting's aggregator,
-// orch-workers' workers (one strategy each) and synthesizer.
+// has besides its first-turn prompt (which repeats with the problem, and
+// is shared by the agents of a first stage of several, like voting's
+// generators): every turn after its first stage's (eval-opt's evaluator
+// and revision turns, voting's aggregator, orch-workers' workers, one
+// strategy each, and synthesizer).
 func laterPrompts(wf string, ws spec.WorkflowSettings) int {
-	switch wf {
-	case study.EvalOpt:
-		return 2*max(ws.MaxIterations, 1) - 1
-	case study.Voting:
-		return 1
-	case study.OrchWorkers:
-		return ws.MaxSubtasks + 1
+	n := 0
+	for i, t := range workflowTurns(wf, ws) {
+		if i > 0 {
+			n += t.N
+		}
 	}
-	return 0
+	return n
 }
 
 // loraParams counts one adapter's parameters: rank x (in + out) for every

@@ -18,24 +18,14 @@ import (
 
 // TestSpecVocabularyHasImplementations proves that every value a spec
 // accepts for the study's enums maps to a real implementation: each
-// workflow runs with the roles the spec says it calls, each condition
+// workflow has a definition that runs with the spec's settings, each condition
 // routes every role, each LoRA target names a
 // module, each task source opens (or fails on its data, not on its name),
 // and the native engine is registered under its spec name. (Each loss mode is checked against the
 // native engine in its TestEveryLossModeTrains.)
 func TestSpecVocabularyHasImplementations(t *testing.T) {
 	for _, wf := range spec.Workflows {
-		roles, err := workflow.Roles(wf)
-		if err != nil {
-			t.Errorf("workflow %s: %v", wf, err)
-			continue
-		}
-		want := slices.Clone(spec.WorkflowRoles[wf])
-		slices.Sort(want)
-		if !slices.Equal(roles, want) {
-			t.Errorf("workflow %s calls roles %v, the spec says %v", wf, roles, want)
-		}
-		cfg := workflow.Config{Name: wf, NVotes: 3, MaxIterations: 2, MaxSubtasks: 3, Temperature: 0.7, DefaultMaxNewTokens: 8}
+		cfg := workflow.Config{Name: wf, Settings: study.Settings{NVotes: 3, MaxIterations: 2, MaxSubtasks: 3}, Temperature: 0.7, DefaultMaxNewTokens: 8}
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("workflow %s: %v", wf, err)
 		}
@@ -49,9 +39,6 @@ func TestSpecVocabularyHasImplementations(t *testing.T) {
 		if _, err := grpo.Adapters(c, spec.Workflows...); err != nil {
 			t.Errorf("condition %s: %v", c, err)
 		}
-	}
-	if !slices.Equal(spec.Roles, study.Roles) || !slices.Equal(workflow.AllRoles, sorted(study.Roles)) {
-		t.Errorf("roles: spec %v, workflow %v", spec.Roles, workflow.AllRoles)
 	}
 	for _, target := range spec.LoraTarget {
 		if _, err := model.TargetModule(target); err != nil {
@@ -86,10 +73,4 @@ func TestSpecVocabularyHasImplementations(t *testing.T) {
 			t.Errorf("engine %s is registered but a spec cannot select it (spec engines %v)", name, spec.Engines)
 		}
 	}
-}
-
-func sorted(xs []string) []string {
-	out := slices.Clone(xs)
-	slices.Sort(out)
-	return out
 }

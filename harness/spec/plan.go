@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/marlowlab/marlow/datasets/filetask"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // SeedVersion names the seed derivation function. Changing DeriveSeed
@@ -134,8 +135,8 @@ func RunID(workflow, condition, task, scale, arm string, seed int) string {
 	if arm != "" {
 		task += "-" + arm
 	}
-	if condition == "sa-rl" {
-		return fmt.Sprintf("sa-rl-%s-%s-seed%d", scale, task, seed)
+	if condition == study.SARL {
+		return fmt.Sprintf("%s-%s-%s-seed%d", study.SARL, scale, task, seed)
 	}
 	return fmt.Sprintf("%s-%s-%s-%s-seed%d", workflow, condition, scale, task, seed)
 }
@@ -251,11 +252,19 @@ func pretrainOf(s *Spec, scale string, m Model) *Pretrain {
 	return &p
 }
 
+// trains reports whether a condition runs GRPO (the registry's
+// Condition.Trains; a name it does not hold counts as trained).
+func trains(cond string) bool {
+	c, ok := study.ConditionOf(cond)
+	return !ok || c.Trains
+}
+
 // planArm expands the grid of one arm ("" is the main matrix) into runs.
 func planArm(s *Spec, arm string, errs *errList) ([]Run, error) {
 	mx := s.ArmMatrix(arm)
 	var runs []Run
-	evalAll := append([]string{"single"}, mx.Workflows...)
+	sarl, _ := study.ConditionOf(study.SARL)
+	evalAll := append([]string{sarl.TrainsIn}, mx.Workflows...)
 	slices.Sort(evalAll)
 	evalAll = slices.Compact(evalAll)
 	for _, seed := range s.ArmSeeds(arm) {
@@ -273,17 +282,12 @@ func planArm(s *Spec, arm string, errs *errList) ([]Run, error) {
 				if err := errs.err(); err != nil {
 					return nil, err
 				}
-				if w.MaxIterations == 0 {
-					w.MaxIterations = 3
-					if t.Kind() == "code" {
-						w.MaxIterations = 2
-					}
-				}
+				w = ResolveWorkflowSettings(w, t.Kind())
 				add := func(workflow, cond string, eval []string) error {
 					id := RunID(workflow, cond, task, scale, arm, seed)
 					rc := RunConfig{
 						ID: id, Arm: arm, Workflow: workflow, EvalWorkflows: eval, Condition: cond,
-						Train: cond != "base", Task: task, Scale: scale, SeedIndex: seed,
+						Train: trains(cond), Task: task, Scale: scale, SeedIndex: seed,
 						Seed: DeriveSeed(s.MasterSeed, id), SeedVersion: SeedVersion,
 						ValSeed: DeriveSeed(s.MasterSeed, ValKey(task, scale, seed)),
 						Model: ModelConfig{Scale: scale, Engine: m.Engine, Checkpoint: m.Checkpoint, Tiny: m.Tiny, Pretrain: pretrainOf(s, scale, m),
@@ -303,14 +307,16 @@ func planArm(s *Spec, arm string, errs *errList) ([]Run, error) {
 						Task: task, Scale: scale, SeedIndex: seed, Seed: rc.Seed, ConfigHash: h, Config: rc})
 					return nil
 				}
-				if slices.Contains(mx.Conditions, "sa-rl") {
-					if err := add("single", "sa-rl", evalAll); err != nil {
+				if slices.Contains(mx.Conditions, study.SARL) {
+					if err := add(sarl.TrainsIn, study.SARL, evalAll); err != nil {
 						return nil, err
 					}
 				}
 				for _, wf := range mx.Workflows {
 					for _, cond := range mx.Conditions {
-						if cond == "sa-rl" || (wf == "single" && cond != "base") {
+						// sa-rl is planned above; a trained condition in its
+						// workflow would be the same run as sa-rl's
+						if cond == study.SARL || (wf == sarl.TrainsIn && trains(cond)) {
 							continue
 						}
 						if err := add(wf, cond, []string{wf}); err != nil {

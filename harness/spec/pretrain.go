@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // Pretrain are the settings of `marlow pretrain` for the tiny scales: the
@@ -118,8 +120,9 @@ func (p *Pretrain) setDefaults() {
 		CandidateCorrect: 0.5}
 }
 
-// pretrainRoleKeys name the shares of PretrainRoles.Weights.
-var pretrainRoleKeys = []string{"generator", "reviser", "evaluator", "aggregator", "orchestrator", "worker", "synthesizer"}
+// pretrainRoleKeys name the shares of PretrainRoles.Weights (the
+// registry's teacher roles, in their order).
+var pretrainRoleKeys = study.TeacherRoles
 
 func validatePretrain(p Pretrain, c checker) {
 	if _, ok := p.Steps["default"]; !ok {

@@ -28,21 +28,20 @@ import (
 // (workflows, roles, conditions, loss modes, LoRA targets, engines) and
 // package datasets (task sources and kinds).
 var (
-	Workflows     = study.Workflows
-	Conditions    = study.Conditions
-	Sources       = datasets.Sources
-	Engines       = study.Engines
-	Devices       = []string{"auto", "cuda", "cpu"}                    // torch engine devices
-	DTypes        = []string{"auto", "float32", "bfloat16", "float16"} // torch engine dtypes
-	GenBackends   = []string{"reference", "slots"}                     // torch engine generation backends
-	Roles         = study.Roles
-	LoraTarget    = study.LoRATargets
-	LossAggs      = study.LossAggs
-	WorkflowRoles = study.WorkflowRoles
-	SourceKind    = datasets.SourceKind
-	Schedules     = []string{"cosine", "constant"}
-	AnswerMode    = []string{"answer", "boxed"}
-	Operators     = []string{"+", "-", "*"}
+	Workflows   = study.Workflows
+	Conditions  = study.Conditions
+	Sources     = datasets.Sources
+	Engines     = study.Engines
+	Devices     = []string{"auto", "cuda", "cpu"}                    // torch engine devices
+	DTypes      = []string{"auto", "float32", "bfloat16", "float16"} // torch engine dtypes
+	GenBackends = []string{"reference", "slots"}                     // torch engine generation backends
+	Roles       = study.Roles
+	LoraTarget  = study.LoRATargets
+	LossAggs    = study.LossAggs
+	SourceKind  = datasets.SourceKind
+	Schedules   = []string{"cosine", "constant"}
+	AnswerMode  = []string{"answer", "boxed"}
+	Operators   = []string{"+", "-", "*"}
 )
 
 // MaxSpecBytes bounds the size of a spec file.
@@ -319,21 +318,24 @@ type Adam struct {
 
 func (a *Adam) setDefaults() { *a = Adam{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0} }
 
-// WorkflowSettings are the knobs of the multi-agent workflows.
-type WorkflowSettings struct {
-	NVotes int `yaml:"n_votes" json:"n_votes"`
-	// MaxIterations is the eval-opt generator-turn budget; 0 means by task
-	// kind (3 math, 2 code), resolved in each run's config.
-	MaxIterations int `yaml:"max_iterations" json:"max_iterations"`
-	MaxSubtasks   int `yaml:"max_subtasks" json:"max_subtasks"`
-}
-
-func (w *WorkflowSettings) setDefaults() { *w = WorkflowSettings{NVotes: 3, MaxSubtasks: 3} }
+// WorkflowSettings are the knobs of the multi-agent workflows (the
+// registry's type: a run's config and an episode's workflow.Config carry
+// the same one). MaxIterations 0 means by task kind (3 math, 2 code),
+// resolved in each run's config.
+type WorkflowSettings = study.Settings
 
 // DefaultWorkflowSettings returns the defaults of the workflow section.
-func DefaultWorkflowSettings() WorkflowSettings {
-	var w WorkflowSettings
-	w.setDefaults()
+func DefaultWorkflowSettings() WorkflowSettings { return WorkflowSettings{NVotes: 3, MaxSubtasks: 3} }
+
+// ResolveWorkflowSettings returns w with an unset (0) max_iterations
+// resolved by the task kind: 3 for math, 2 for code.
+func ResolveWorkflowSettings(w WorkflowSettings, kind string) WorkflowSettings {
+	if w.MaxIterations == 0 {
+		w.MaxIterations = 3
+		if kind == datasets.KindCode {
+			w.MaxIterations = 2
+		}
+	}
 	return w
 }
 
@@ -384,7 +386,7 @@ func (s *Spec) setDefaults() {
 	s.Tasks = map[string]Task{}
 	s.Arms = map[string]Arm{}
 	s.GRPO.setDefaults()
-	s.Workflow.setDefaults()
+	s.Workflow = DefaultWorkflowSettings()
 	s.Eval.setDefaults()
 	s.Checkpoint.setDefaults()
 	s.Analysis.setDefaults()

@@ -315,7 +315,7 @@ func (s *Spec) roleSet(arm string) []string {
 		if !slices.Contains(Workflows, w) {
 			return nil
 		}
-		for _, r := range WorkflowRoles[w] {
+		for _, r := range study.WorkflowOf(w).Roles() {
 			set[r] = true
 		}
 	}

@@ -1,6 +1,7 @@
 // Package study owns the words of the study that several packages share:
 // workflows and the roles they call, conditions, loss aggregation modes,
-// LoRA targets and engine names. It imports nothing, so every package
+// LoRA targets and engine names, and the registry of workflow facts
+// (registry.go). It imports only the standard library, so every package
 // (the spec, the workflows, GRPO routing, the engines, analysis and
 // reports) takes these words from here instead of spelling them again.
 // Task sources and task kinds belong to package datasets.
@@ -14,8 +15,14 @@ const (
 	OrchWorkers = "orch-workers"
 )
 
-// Workflows lists the workflows in the design's order.
-var Workflows = []string{Single, EvalOpt, Voting, OrchWorkers}
+// Workflows lists the workflows in the design's order (the registry's).
+var Workflows = func() []string {
+	out := make([]string, len(registry))
+	for i, w := range registry {
+		out[i] = w.Name
+	}
+	return out
+}()
 
 // Role types. An agent is one call of a role; agent names add an index
 // (generator0, worker2) where a workflow has several agents of a role.
@@ -29,16 +36,14 @@ const (
 )
 
 // Roles lists every role type in the design's order (the order of the
-// workflows that introduce them).
-var Roles = []string{Generator, Evaluator, Aggregator, Orchestrator, Worker, Synthesizer}
-
-// WorkflowRoles lists the role types each workflow calls, in calling order.
-var WorkflowRoles = map[string][]string{
-	Single:      {Generator},
-	EvalOpt:     {Generator, Evaluator},
-	Voting:      {Generator, Aggregator},
-	OrchWorkers: {Orchestrator, Worker, Synthesizer},
-}
+// workflows that introduce them; the registry's).
+var Roles = func() []string {
+	out := make([]string, len(roleInfos))
+	for i, r := range roleInfos {
+		out[i] = r.Name
+	}
+	return out
+}()
 
 // Conditions of a cell.
 const (
@@ -48,8 +53,14 @@ const (
 	IP   = "ip"    // isolated policy: one adapter per role type
 )
 
-// Conditions lists the conditions in the design's order.
-var Conditions = []string{Base, SARL, SP, IP}
+// Conditions lists the conditions in the design's order (the registry's).
+var Conditions = func() []string {
+	out := make([]string, len(conditionInfos))
+	for i, c := range conditionInfos {
+		out[i] = c.Name
+	}
+	return out
+}()
 
 // Loss aggregation modes of a GRPO step.
 const (

@@ -11,15 +11,8 @@ import (
 
 func init() {
 	register(Definition{
-		Name:     study.EvalOpt,
-		Roles:    []string{study.Evaluator, study.Generator},
-		Answerer: study.Generator,
-		Check:    func(c Config) error { return atLeast1(c, "max_iterations", c.MaxIterations) },
-		Turns: func(c Config) []RoleTurns {
-			it := max(1, c.MaxIterations)
-			return []RoleTurns{{Role: study.Generator, N: 1}, {Role: study.Generator, Revision: true, N: it - 1}, {Role: study.Evaluator, N: it}}
-		},
-		New: func(Config) Flow { return &EvalOptFlow{} },
+		Name: study.EvalOpt,
+		New:  func(Config) Flow { return &EvalOptFlow{} },
 	})
 }
 

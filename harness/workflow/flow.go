@@ -51,33 +51,19 @@ type Call struct {
 }
 
 // Fallback names what a workflow did with a supervisory turn's output in
-// place of a parsed one. Its values are short stable words, fit for a log
-// column.
-type Fallback string
+// place of a parsed one; the registry (package study) owns the words and
+// what each means.
+type Fallback = study.Fallback
 
-// The fallbacks of the workflows, the same as the paper's code.
+// The fallbacks the workflows take (study's).
 const (
-	// NoFallback: the output was used as parsed.
-	NoFallback Fallback = ""
-	// FallbackIncorrect: an evaluator verdict that did not parse counts as
-	// Incorrect (with no feedback), so eval-opt revises.
-	FallbackIncorrect Fallback = "incorrect"
-	// FallbackFirstDigit: an aggregator output without a valid `Selected:`
-	// line selects the candidate named by its first digit.
-	FallbackFirstDigit Fallback = "first-digit"
-	// FallbackFirstCandidate: an aggregator output without a valid
-	// `Selected:` line whose first digit names no candidate selects
-	// candidate 1.
-	FallbackFirstCandidate Fallback = "candidate-1"
-	// FallbackListItems: an orchestrator output without `Strategy K:` lines
-	// has its numbered or bulleted lines taken as the strategies.
-	FallbackListItems Fallback = "list-items"
-	// FallbackDropped: an orchestrator output had empty or duplicate
-	// strategies, which were dropped; the rest were used.
-	FallbackDropped Fallback = "dropped"
-	// FallbackFreeWorker: an orchestrator output with no usable strategy
-	// gets one worker with a free choice of method.
-	FallbackFreeWorker Fallback = "free-worker"
+	NoFallback             = study.NoFallback
+	FallbackIncorrect      = study.FallbackIncorrect
+	FallbackFirstDigit     = study.FallbackFirstDigit
+	FallbackFirstCandidate = study.FallbackFirstCandidate
+	FallbackListItems      = study.FallbackListItems
+	FallbackDropped        = study.FallbackDropped
+	FallbackFreeWorker     = study.FallbackFreeWorker
 )
 
 // Reading is how one supervisory turn's output was read.
@@ -93,18 +79,22 @@ type Reading struct {
 	Fallback Fallback
 }
 
-// Definition describes one workflow for the registry.
+// Definition is one workflow's episode state machine with the facts of its
+// registry entry (package study) that the runner reads: its roles,
+// answering role, settings check and turn counts, which register derives
+// from the entry.
 type Definition struct {
 	Name  string   // a study workflow name (study.Workflows)
-	Roles []string // the role types it calls, sorted
+	Roles []string // the role types it calls, sorted (the registry's)
 	// Answerer is the role whose answer becomes the episode's final answer
-	// (voting's aggregator only selects a generator's).
+	// (the registry's Workflow.Answerer).
 	Answerer string
 	// Check reports the first setting of its own the workflow cannot run
-	// with (nil when it has none); Config.Validate checks the shared ones.
+	// with: each setting its entry reads must be at least 1
+	// (Config.Validate checks the shared ones).
 	Check func(Config) error
 	// Turns lists the most agent turns of each role one episode runs,
-	// in calling order.
+	// in calling order (from its entry's stages: stageTurns).
 	Turns func(Config) []RoleTurns
 	// New starts the state of one episode.
 	New func(Config) Flow
@@ -121,13 +111,63 @@ type RoleTurns struct {
 
 var registry = map[string]Definition{}
 
-// register adds a workflow to the registry; each workflow's file calls it
-// from init.
+// register adds a workflow's state machine to the registry; each
+// workflow's file calls it from init with the name and New. The name must
+// be one of study's registry, whose entry gives the definition the rest.
 func register(d Definition) {
 	if _, dup := registry[d.Name]; dup {
 		panic("workflow: " + d.Name + " registered twice")
 	}
+	w, ok := study.Lookup(d.Name)
+	if !ok {
+		panic("workflow: " + d.Name + " is not in study's registry")
+	}
+	d.Roles = w.Roles()
+	slices.Sort(d.Roles)
+	d.Answerer = w.Answerer
+	d.Check = settingsCheck(w)
+	d.Turns = stageTurns(w)
 	registry[d.Name] = d
+}
+
+// settingsCheck refuses a setting of the entry's below 1, the first in
+// the entry's order.
+func settingsCheck(w study.Workflow) func(Config) error {
+	return func(c Config) error {
+		for _, key := range w.Settings {
+			v, _ := c.Value(key)
+			if err := atLeast1(c, key, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// stageTurns counts the most turns per role of the entry's stages, in
+// calling order: a stage runs max(1, its Agents setting) agents, max(1,
+// its Repeats setting) times; a stage that Revises counts its first run
+// apart from the later ones, which revise.
+func stageTurns(w study.Workflow) func(Config) []RoleTurns {
+	return func(c Config) []RoleTurns {
+		at := func(key string) int {
+			if key == "" {
+				return 1
+			}
+			v, _ := c.Value(key)
+			return max(1, v)
+		}
+		var out []RoleTurns
+		for _, s := range w.Stages {
+			agents, runs := at(s.Agents), at(s.Repeats)
+			if s.Revises {
+				out = append(out, RoleTurns{Role: s.Role, N: agents}, RoleTurns{Role: s.Role, Revision: true, N: agents * (runs - 1)})
+				continue
+			}
+			out = append(out, RoleTurns{Role: s.Role, N: agents * runs})
+		}
+		return out
+	}
 }
 
 // Lookup returns the definition of a workflow by name.

@@ -134,7 +134,8 @@ func TestRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatalf("study workflow %s: %v", name, err)
 		}
-		want := slices.Clone(study.WorkflowRoles[name])
+		entry, _ := study.Lookup(name)
+		want := entry.Roles()
 		slices.Sort(want)
 		if d.Name != name || !reflect.DeepEqual(d.Roles, want) {
 			t.Errorf("%s: definition %s roles %v, want %v", name, d.Name, d.Roles, want)
@@ -148,9 +149,10 @@ func TestRegistry(t *testing.T) {
 				turnRoles = append(turnRoles, rt.Role)
 			}
 		}
-		if !reflect.DeepEqual(turnRoles, study.WorkflowRoles[name]) {
-			t.Errorf("%s: turns name roles %v, want %v in calling order", name, turnRoles, study.WorkflowRoles[name])
+		if !reflect.DeepEqual(turnRoles, entry.Roles()) {
+			t.Errorf("%s: turns name roles %v, want %v in calling order", name, turnRoles, entry.Roles())
 		}
+
 		// Roles hands out a copy.
 		roles, _ := wf.Roles(name)
 		roles[0] = "x"
@@ -202,6 +204,50 @@ func TestMaxTurns(t *testing.T) {
 		}
 		if longest != n {
 			t.Errorf("%s: the longest of %d episodes ran %d turns, MaxTurns says %d", c.name, len(eps), longest, n)
+		}
+	}
+}
+
+// TestTurnsFromStages: the turn counts register derives from the
+// registry's stages, written out for the settings of cfg (3 votes, 3
+// iterations, 3 subtasks) and with every setting 0 (counted as 1).
+func TestTurnsFromStages(t *testing.T) {
+	g, e, a := study.Generator, study.Evaluator, study.Aggregator
+	o, w, s := study.Orchestrator, study.Worker, study.Synthesizer
+	for _, tc := range []struct {
+		name string
+		zero bool
+		want []wf.RoleTurns
+	}{
+		{study.Single, false, []wf.RoleTurns{{Role: g, N: 1}}},
+		{study.EvalOpt, false, []wf.RoleTurns{{Role: g, N: 1}, {Role: g, Revision: true, N: 2}, {Role: e, N: 3}}},
+		{study.EvalOpt, true, []wf.RoleTurns{{Role: g, N: 1}, {Role: g, Revision: true, N: 0}, {Role: e, N: 1}}},
+		{study.Voting, false, []wf.RoleTurns{{Role: g, N: 3}, {Role: a, N: 1}}},
+		{study.Voting, true, []wf.RoleTurns{{Role: g, N: 1}, {Role: a, N: 1}}},
+		{study.OrchWorkers, false, []wf.RoleTurns{{Role: o, N: 1}, {Role: w, N: 3}, {Role: s, N: 1}}},
+		{study.OrchWorkers, true, []wf.RoleTurns{{Role: o, N: 1}, {Role: w, N: 1}, {Role: s, N: 1}}},
+	} {
+		c := cfg(tc.name)
+		if tc.zero {
+			c.Settings = study.Settings{}
+		}
+		got, err := wf.MaxTurns(tc.name, c)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s (zero settings %v): turns %v, %v; want %v", tc.name, tc.zero, got, err, tc.want)
+		}
+	}
+	// the check refuses each setting the workflow reads below 1, by name
+	for _, tc := range []struct{ name, setting string }{
+		{study.EvalOpt, "max_iterations 0"}, {study.Voting, "n_votes 0"}, {study.OrchWorkers, "max_subtasks 0"},
+	} {
+		c := cfg(tc.name)
+		c.Settings = study.Settings{NVotes: 3, MaxIterations: 3, MaxSubtasks: 3}
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		c.Settings = study.Settings{}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.setting+" must be >= 1") {
+			t.Errorf("%s with no settings: %v, want %q refused", tc.name, err, tc.setting)
 		}
 	}
 }

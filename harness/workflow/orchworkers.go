@@ -11,13 +11,7 @@ import (
 
 func init() {
 	register(Definition{
-		Name:     study.OrchWorkers,
-		Roles:    []string{study.Orchestrator, study.Synthesizer, study.Worker},
-		Answerer: study.Synthesizer,
-		Check:    func(c Config) error { return atLeast1(c, "max_subtasks", c.MaxSubtasks) },
-		Turns: func(c Config) []RoleTurns {
-			return []RoleTurns{{Role: study.Orchestrator, N: 1}, {Role: study.Worker, N: max(1, c.MaxSubtasks)}, {Role: study.Synthesizer, N: 1}}
-		},
+		Name: study.OrchWorkers,
 		New: func(Config) Flow {
 			return &OrchWorkersFlow{Orchestrator: Reading{Turn: -1, Role: study.Orchestrator}, Synthesizer: Reading{Turn: -1, Role: study.Synthesizer}}
 		},

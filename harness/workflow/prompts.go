@@ -25,6 +25,7 @@ package workflow
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,8 +34,12 @@ import (
 	"github.com/marlowlab/marlow/harness/study"
 )
 
-// AllRoles lists every role type (package study names them), sorted.
-var AllRoles = []string{study.Aggregator, study.Evaluator, study.Generator, study.Orchestrator, study.Synthesizer, study.Worker}
+// AllRoles lists every role type (the registry's, study.Roles), sorted.
+var AllRoles = func() []string {
+	out := slices.Clone(study.Roles)
+	slices.Sort(out)
+	return out
+}()
 
 // SystemPrompt is the fixed system message of a role. instructions are the
 // task's answer-format instructions (datasets.Task.Instructions) and are

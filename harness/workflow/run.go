@@ -7,15 +7,16 @@ import (
 
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/study"
 )
 
 // Config is a workflow's shape and sampling settings.
 type Config struct {
-	Name          string // study.Single, study.EvalOpt, study.Voting or study.OrchWorkers
-	NVotes        int    // voting: generators per episode
-	MaxIterations int    // eval-opt: generator turns at most
-	MaxSubtasks   int    // orch-workers: strategies (and workers) at most
-	Temperature   float64
+	Name string // a workflow of the registry (study.Workflows)
+	// Settings are the workflow settings (n_votes, max_iterations,
+	// max_subtasks); each workflow reads those its registry entry names.
+	study.Settings
+	Temperature float64
 	// MaxNewTokens caps each role's completion; roles absent from the map
 	// use DefaultMaxNewTokens.
 	MaxNewTokens        map[string]int

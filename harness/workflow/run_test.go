@@ -38,7 +38,7 @@ func right(user string) string { return fmt.Sprintf("Answer: %d", sum(user)) }
 func wrong(user string) string { return fmt.Sprintf("Answer: %d", sum(user)+1) }
 
 func cfg(name string) wf.Config {
-	return wf.Config{Name: name, NVotes: 3, MaxIterations: 3, MaxSubtasks: 3, Temperature: 0.7, DefaultMaxNewTokens: 64}
+	return wf.Config{Name: name, Settings: study.Settings{NVotes: 3, MaxIterations: 3, MaxSubtasks: 3}, Temperature: 0.7, DefaultMaxNewTokens: 64}
 }
 
 func jobs(t *testing.T, n, rollouts int) []wf.Job {
@@ -287,7 +287,7 @@ func TestRunErrors(t *testing.T) {
 		{"no votes", wf.Config{Name: study.Voting, Temperature: 1, DefaultMaxNewTokens: 8}, "n_votes"},
 		{"no iterations", wf.Config{Name: study.EvalOpt, Temperature: 1, DefaultMaxNewTokens: 8}, "max_iterations"},
 		{"no subtasks", wf.Config{Name: study.OrchWorkers, Temperature: 1, DefaultMaxNewTokens: 8}, "max_subtasks"},
-		{"no token budget for a role", wf.Config{Name: study.Voting, NVotes: 2, Temperature: 1, MaxNewTokens: map[string]int{"generator": 8}}, "role aggregator"},
+		{"no token budget for a role", wf.Config{Name: study.Voting, Settings: study.Settings{NVotes: 2}, Temperature: 1, MaxNewTokens: map[string]int{"generator": 8}}, "role aggregator"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,11 +8,8 @@ import (
 
 func init() {
 	register(Definition{
-		Name:     study.Single,
-		Roles:    []string{study.Generator},
-		Answerer: study.Generator,
-		Turns:    func(Config) []RoleTurns { return []RoleTurns{{Role: study.Generator, N: 1}} },
-		New:      func(Config) Flow { return &SingleFlow{Generator: -1} },
+		Name: study.Single,
+		New:  func(Config) Flow { return &SingleFlow{Generator: -1} },
 	})
 }
 

@@ -9,14 +9,8 @@ import (
 
 func init() {
 	register(Definition{
-		Name:     study.Voting,
-		Roles:    []string{study.Aggregator, study.Generator},
-		Answerer: study.Generator,
-		Check:    func(c Config) error { return atLeast1(c, "n_votes", c.NVotes) },
-		Turns: func(c Config) []RoleTurns {
-			return []RoleTurns{{Role: study.Generator, N: max(1, c.NVotes)}, {Role: study.Aggregator, N: 1}}
-		},
-		New: func(Config) Flow { return &VotingFlow{Aggregator: Reading{Turn: -1, Role: study.Aggregator}} },
+		Name: study.Voting,
+		New:  func(Config) Flow { return &VotingFlow{Aggregator: Reading{Turn: -1, Role: study.Aggregator}} },
 	})
 }
 

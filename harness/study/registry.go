@@ -1,0 +1,285 @@
+package study
+
+import "slices"
+
+// The registry of workflow facts: one entry per workflow (its stages, so
+// its roles in calling order and how many agents of each, the role whose
+// answer it returns, the settings it reads), one per role (whether it
+// answers the problem, whose answers it chooses among, the fallbacks of a
+// supervisory role) and one per condition. Every package that needs such a
+// fact reads it here; the behaviour of each workflow (its prompts, parsers
+// and state machine) lives in package workflow.
+
+// Workflow settings: the keys of a spec's workflow section.
+const (
+	SettingNVotes        = "n_votes"
+	SettingMaxIterations = "max_iterations"
+	SettingMaxSubtasks   = "max_subtasks"
+)
+
+// Settings are the knobs of the multi-agent workflows (a spec's workflow
+// section, a run's config and an episode's workflow.Config carry this one
+// type). Each is read by the workflows whose Settings name its key.
+type Settings struct {
+	NVotes int `yaml:"n_votes" json:"n_votes"` // voting: generators per episode
+	// MaxIterations is the eval-opt generator-turn budget; in a spec, 0
+	// means by task kind (3 math, 2 code), resolved in each run's config.
+	MaxIterations int `yaml:"max_iterations" json:"max_iterations"`
+	MaxSubtasks   int `yaml:"max_subtasks" json:"max_subtasks"` // orch-workers: strategies (and workers) at most
+}
+
+// Value returns the setting named by key (a Setting* constant), ok false
+// for a key that names none.
+func (s Settings) Value(key string) (int, bool) {
+	switch key {
+	case SettingNVotes:
+		return s.NVotes, true
+	case SettingMaxIterations:
+		return s.MaxIterations, true
+	case SettingMaxSubtasks:
+		return s.MaxSubtasks, true
+	}
+	return 0, false
+}
+
+// Stage is one step of a workflow's episode: agents of one role called
+// together.
+type Stage struct {
+	Role string
+	// Agents is the setting that counts the stage's agents (several agents
+	// of the same role, called in one stage), "" for one agent.
+	Agents string
+	// Repeats is the setting that bounds how often the stage runs again
+	// in one episode (eval-opt's generator and evaluator), "" for once.
+	Repeats string
+	// Revises: the stage's later runs revise its agents' earlier answers
+	// (eval-opt's generator after a verdict), with longer prompts.
+	Revises bool
+}
+
+// Workflow is the registry's entry of one workflow.
+type Workflow struct {
+	Name   string
+	Stages []Stage // in calling order
+	// Answerer is the role whose answer becomes the episode's final
+	// answer (voting's aggregator only selects a generator's).
+	Answerer string
+	// Settings are the workflow settings it reads.
+	Settings []string
+}
+
+// Roles returns the role types the workflow calls, in calling order.
+func (w Workflow) Roles() []string {
+	var out []string
+	for _, s := range w.Stages {
+		if !slices.Contains(out, s.Role) {
+			out = append(out, s.Role)
+		}
+	}
+	return out
+}
+
+// SameRoleAgents reports whether a stage of the workflow runs several
+// agents of the same role (voting's generators, orch-workers' workers):
+// the structure the paper's claim c is about.
+func (w Workflow) SameRoleAgents() bool {
+	return slices.ContainsFunc(w.Stages, func(s Stage) bool { return s.Agents != "" })
+}
+
+// Supervisory returns the workflow's supervisory roles (RoleInfo's
+// Supervisory), sorted.
+func (w Workflow) Supervisory() []string {
+	var out []string
+	for _, r := range w.Roles() {
+		if RoleOf(r).Supervisory {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// registry holds the workflows in the design's order.
+var registry = []Workflow{
+	{Name: Single, Stages: []Stage{{Role: Generator}}, Answerer: Generator},
+	{Name: EvalOpt, Stages: []Stage{{Role: Generator, Repeats: SettingMaxIterations, Revises: true}, {Role: Evaluator, Repeats: SettingMaxIterations}},
+		Answerer: Generator, Settings: []string{SettingMaxIterations}},
+	{Name: Voting, Stages: []Stage{{Role: Generator, Agents: SettingNVotes}, {Role: Aggregator}},
+		Answerer: Generator, Settings: []string{SettingNVotes}},
+	{Name: OrchWorkers, Stages: []Stage{{Role: Orchestrator}, {Role: Worker, Agents: SettingMaxSubtasks}, {Role: Synthesizer}},
+		Answerer: Synthesizer, Settings: []string{SettingMaxSubtasks}},
+}
+
+// Lookup returns the registry's entry of a workflow, ok false for a name
+// that names none.
+func Lookup(name string) (Workflow, bool) {
+	i := slices.IndexFunc(registry, func(w Workflow) bool { return w.Name == name })
+	if i < 0 {
+		return Workflow{}, false
+	}
+	return registry[i], true
+}
+
+// WorkflowOf returns the registry's entry of a workflow, the zero
+// Workflow (no roles) for a name that names none.
+func WorkflowOf(name string) Workflow {
+	w, _ := Lookup(name)
+	return w
+}
+
+// SameRoleWorkflows lists the workflows whose stages run several agents
+// of the same role (Workflow.SameRoleAgents), in the design's order.
+func SameRoleWorkflows() []string {
+	var out []string
+	for _, w := range registry {
+		if w.SameRoleAgents() {
+			out = append(out, w.Name)
+		}
+	}
+	return out
+}
+
+// Fallback names what a workflow did with a supervisory turn's output in
+// place of a parsed one. Its values are short stable words, fit for a log
+// column (the samples' `fallback` since schema 3).
+type Fallback string
+
+// The fallbacks of the workflows, the same as the paper's code.
+const (
+	// NoFallback: the output was used as parsed.
+	NoFallback Fallback = ""
+	// FallbackIncorrect: an evaluator verdict that did not parse counts as
+	// Incorrect (with no feedback), so eval-opt revises.
+	FallbackIncorrect Fallback = "incorrect"
+	// FallbackFirstDigit: an aggregator output without a valid `Selected:`
+	// line selects the candidate named by its first digit.
+	FallbackFirstDigit Fallback = "first-digit"
+	// FallbackFirstCandidate: an aggregator output without a valid
+	// `Selected:` line whose first digit names no candidate selects
+	// candidate 1.
+	FallbackFirstCandidate Fallback = "candidate-1"
+	// FallbackListItems: an orchestrator output without `Strategy K:` lines
+	// has its numbered or bulleted lines taken as the strategies.
+	FallbackListItems Fallback = "list-items"
+	// FallbackDropped: an orchestrator output had empty or duplicate
+	// strategies, which were dropped; the rest were used. Analysis counts
+	// it with FallbackListItems (Class): both leave a strategy list.
+	FallbackDropped Fallback = "dropped"
+	// FallbackFreeWorker: an orchestrator output with no usable strategy
+	// gets one worker with a free choice of method.
+	FallbackFreeWorker Fallback = "free-worker"
+	// FallbackNoAnswer: a synthesizer output without an answer leaves the
+	// episode none. The workflow logs no word for it (the turn is not
+	// compliant); analysis names it so.
+	FallbackNoAnswer Fallback = "no-answer"
+	// FallbackEnded: an orchestrator output proposing more strategies than
+	// max_subtasks ends the episode without an answer. The workflow logs
+	// no word for it; analysis names it so.
+	FallbackEnded Fallback = "ended"
+)
+
+// Class is the fallback as analysis counts it: FallbackDropped counts as
+// FallbackListItems, every other fallback as itself.
+func (f Fallback) Class() Fallback {
+	if f == FallbackDropped {
+		return FallbackListItems
+	}
+	return f
+}
+
+// RoleInfo is the registry's entry of one role type.
+type RoleInfo struct {
+	Name string
+	// Answers: the role's turns hold an answer to the problem, graded by
+	// the task's verifier (rather than a verdict, a selection or a plan).
+	Answers bool
+	// Chooses is the role whose answers this role reads as numbered
+	// candidates ("" for none).
+	Chooses string
+	// Supervisory: the workflows parse the role's output for their own
+	// control flow (its compliance decides the strict grade).
+	Supervisory bool
+	// Fallbacks are the fallback classes the role can take, in print order.
+	Fallbacks []Fallback
+	// Unlogged is the class of an unparsed turn the workflow logs no
+	// fallback word for ("" when it logs one for every unparsed turn).
+	Unlogged Fallback
+}
+
+// roleInfos holds the role types in the design's order (Roles).
+var roleInfos = []RoleInfo{
+	{Name: Generator, Answers: true},
+	{Name: Evaluator, Supervisory: true, Fallbacks: []Fallback{FallbackIncorrect}},
+	{Name: Aggregator, Chooses: Generator, Supervisory: true, Fallbacks: []Fallback{FallbackFirstDigit, FallbackFirstCandidate}},
+	{Name: Orchestrator, Supervisory: true, Fallbacks: []Fallback{FallbackListItems, FallbackFreeWorker, FallbackEnded}, Unlogged: FallbackEnded},
+	{Name: Worker, Answers: true},
+	{Name: Synthesizer, Answers: true, Chooses: Worker, Supervisory: true, Fallbacks: []Fallback{FallbackNoAnswer}, Unlogged: FallbackNoAnswer},
+}
+
+// RoleOf returns the registry's entry of a role type, a RoleInfo with
+// only its name for one the registry does not hold.
+func RoleOf(name string) RoleInfo {
+	i := slices.IndexFunc(roleInfos, func(r RoleInfo) bool { return r.Name == name })
+	if i < 0 {
+		return RoleInfo{Name: name}
+	}
+	return roleInfos[i]
+}
+
+// SupervisoryRoles lists the supervisory role types, sorted.
+func SupervisoryRoles() []string {
+	var out []string
+	for _, r := range roleInfos {
+		if r.Supervisory {
+			out = append(out, r.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Condition is the registry's entry of one condition.
+type Condition struct {
+	Name string
+	// Trains: the condition runs GRPO (base evaluates the untrained model).
+	Trains bool
+	// TrainsIn is the workflow it trains in whatever the cell's ("" for
+	// the cell's own): sa-rl trains in the single workflow.
+	TrainsIn string
+}
+
+var conditionInfos = []Condition{
+	{Name: Base},
+	{Name: SARL, Trains: true, TrainsIn: Single},
+	{Name: SP, Trains: true},
+	{Name: IP, Trains: true},
+}
+
+// ConditionOf returns the registry's entry of a condition, ok false for a
+// name that names none.
+func ConditionOf(name string) (Condition, bool) {
+	i := slices.IndexFunc(conditionInfos, func(c Condition) bool { return c.Name == name })
+	if i < 0 {
+		return Condition{}, false
+	}
+	return conditionInfos[i], true
+}
+
+// Reviser is the pretraining teacher's name for eval-opt's revision turn
+// of the generator (a Stage that Revises), which the tiny models learn as
+// a role of its own.
+const Reviser = "reviser"
+
+// TeacherRoles lists the roles the tiny models' pretraining teacher
+// renders, in its fixed sampling order (the spec's pretrain.roles keys):
+// every role type, with the reviser after the generator.
+var TeacherRoles = func() []string {
+	out := []string{}
+	for _, r := range roleInfos {
+		out = append(out, r.Name)
+		if r.Name == Generator {
+			out = append(out, Reviser)
+		}
+	}
+	return out
+}()
