@@ -120,17 +120,9 @@ func headlineGainsFigure(gains []condGain) (Figure, error) {
 		p.Add(lbl)
 		names = append(names, fmt.Sprintf("%s (%s)", g.cond, plural(len(g.views), "run view")))
 	}
-	zero, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: 0}, {X: float64(len(names)) - 0.5, Y: 0}})
-	if err != nil {
+	if err := gainAxes(p, names, lo, hi); err != nil {
 		return Figure{}, err
 	}
-	zero.Color, zero.Dashes = grey(120), []vg.Length{vg.Points(3), vg.Points(3)}
-	p.Add(zero)
-	p.NominalX(names...)
-	p.X.Min, p.X.Max = -0.5, float64(len(names))-0.5
-	m := yMargin * math.Max(hi-lo, 0.05)
-	p.Y.Min, p.Y.Max = lo-m, hi+m
-	p.Y.Tick.Marker = niceTicks{lo: -1, hi: 1}
 	pb, sb, err := render(p, nil)
 	if err != nil {
 		return Figure{}, fmt.Errorf("figure headline: %w", err)

@@ -330,9 +330,25 @@ func gainsOneCellFigure(st *analysis.Study, cell *analysis.CellResult) (Figure, 
 		p.Add(lbl)
 		lo, hi = math.Min(lo, e.Value), math.Max(hi, e.Value)
 	}
+	if err := gainAxes(p, names, lo, hi); err != nil {
+		return Figure{}, err
+	}
+	pb, sb, err := render(p, nil)
+	if err != nil {
+		return Figure{}, fmt.Errorf("figure gains_final: %w", err)
+	}
+	caption := fmt.Sprintf("Final accuracy of each trained condition minus base accuracy in %s, the study's one cell of the main matrix (mean over seeds), with its %g%% interval as a bar; the dashed line is no change. "+
+		"One cell gives one number per condition, so they share one axis instead of a heat map each.", cell.Key, st.Params.CI*100)
+	return Figure{Name: "gains_final", Kind: kindGains, Title: title, PNG: pb, SVG: sb, Caption: caption}, nil
+}
+
+// gainAxes finishes a figure of one column per name on a gain scale: a
+// dashed line at no change, the names on the x axis, and a y range from lo
+// to hi with a margin.
+func gainAxes(p *plot.Plot, names []string, lo, hi float64) error {
 	zero, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: 0}, {X: float64(len(names)) - 0.5, Y: 0}})
 	if err != nil {
-		return Figure{}, err
+		return err
 	}
 	zero.Color, zero.Dashes = grey(120), []vg.Length{vg.Points(3), vg.Points(3)}
 	p.Add(zero)
@@ -341,11 +357,5 @@ func gainsOneCellFigure(st *analysis.Study, cell *analysis.CellResult) (Figure, 
 	m := yMargin * math.Max(hi-lo, 0.05)
 	p.Y.Min, p.Y.Max = lo-m, hi+m
 	p.Y.Tick.Marker = niceTicks{lo: -1, hi: 1}
-	pb, sb, err := render(p, nil)
-	if err != nil {
-		return Figure{}, fmt.Errorf("figure gains_final: %w", err)
-	}
-	caption := fmt.Sprintf("Final accuracy of each trained condition minus base accuracy in %s, the study's one cell of the main matrix (mean over seeds), with its %g%% interval as a bar; the dashed line is no change. "+
-		"One cell gives one number per condition, so they share one axis instead of a heat map each.", cell.Key, st.Params.CI*100)
-	return Figure{Name: "gains_final", Kind: kindGains, Title: title, PNG: pb, SVG: sb, Caption: caption}, nil
+	return nil
 }
