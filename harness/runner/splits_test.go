@@ -58,20 +58,7 @@ eval:
 		{0, ""},
 	}
 	for _, tc := range cases {
-		p := filepath.Join(dir, fmt.Sprintf("small-%d.yaml", tc.valSize))
-		if err := os.WriteFile(p, []byte(fmt.Sprintf(text, file, tc.valSize)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		s, err := spec.Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs, err := spec.Plan(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := strings.Join(SplitProblems(runs, nil), "\n")
-		perr := Preflight(context.Background(), s, "", reg)
+		got, perr := checkSplits(t, filepath.Join(dir, fmt.Sprintf("small-%d.yaml", tc.valSize)), fmt.Sprintf(text, file, tc.valSize), reg)
 		if tc.want == "" {
 			if got != "" || perr != nil {
 				t.Errorf("eval.val_size %d: split problems %q, preflight %v", tc.valSize, got, perr)
@@ -159,20 +146,7 @@ eval:
 		{"unreadable row, once for all runs", "base, sa-rl", bad, 0.25, 0, 1, `row 2 (line 2): field "answer" (answer): missing; the row has fields "answr", "question"`},
 	}
 	for _, tc := range cases {
-		p := filepath.Join(dir, "file.yaml")
-		if err := os.WriteFile(p, []byte(fmt.Sprintf(text, tc.cond, tc.path, tc.valFrac, tc.trainSize, tc.valSize)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		s, err := spec.Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs, err := spec.Plan(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := strings.Join(SplitProblems(runs, nil), "\n")
-		perr := Preflight(context.Background(), s, "", reg)
+		got, perr := checkSplits(t, filepath.Join(dir, "file.yaml"), fmt.Sprintf(text, tc.cond, tc.path, tc.valFrac, tc.trainSize, tc.valSize), reg)
 		if tc.want == "" {
 			if got != "" || perr != nil {
 				t.Errorf("%s: split problems %q, preflight %v", tc.name, got, perr)
@@ -186,4 +160,22 @@ eval:
 			t.Errorf("%s: preflight %v, want %q", tc.name, perr, tc.want)
 		}
 	}
+}
+
+// checkSplits writes the spec text to path and returns what SplitProblems
+// says of its runs (one line each, joined) and the preflight's error.
+func checkSplits(t *testing.T, path, text string, reg *engine.Registry) (string, error) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := spec.Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(SplitProblems(runs, nil), "\n"), Preflight(context.Background(), s, "", reg)
 }
