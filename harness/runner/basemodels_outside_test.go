@@ -28,18 +28,7 @@ func TestBaseModelsSpecOutsideRepo(t *testing.T) {
 	}
 	t.Chdir(root)
 	t.Setenv(pretrain.CacheEnv, t.TempDir())
-	s, err := spec.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	planned, err := spec.Plan(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bases, err := BaseModels(s, planned)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bases := planBases(t, p)
 	for _, b := range bases {
 		if b.Where != BaseCommitted || !strings.HasPrefix(b.Dir, filepath.Join(root, pretrain.CommittedDir)) {
 			t.Errorf("scale %s: %s %s, want committed under %s", b.Scale, b.Where, b.Dir, filepath.Join(root, pretrain.CommittedDir))
@@ -63,18 +52,7 @@ func TestBaseModelsOutsideAnyRepoSaysWhereItLooked(t *testing.T) {
 	cache := t.TempDir()
 	t.Setenv(pretrain.CacheEnv, cache)
 	t.Chdir(away)
-	s, err := spec.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	planned, err := spec.Plan(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bases, err := BaseModels(s, planned)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bases := planBases(t, p)
 	if len(bases) != 1 || bases[0].Where != BasePretrain {
 		t.Fatalf("bases %+v, want one to be pretrained", bases)
 	}
@@ -111,4 +89,22 @@ func TestOnlyWarnings(t *testing.T) {
 			t.Errorf("--only %q: warnings %q, want one naming %s", tc.only, got, tc.want)
 		}
 	}
+}
+
+// planBases loads and plans the spec at path and returns its base models.
+func planBases(t *testing.T, path string) []BaseModel {
+	t.Helper()
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, err := spec.Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bases, err := BaseModels(s, planned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bases
 }

@@ -41,14 +41,7 @@ tasks:
 eval:
   val_size: %d
 `
-	reg := &engine.Registry{}
-	if err := reg.Register(engine.Driver{Name: "native", Version: "test",
-		Open: func(context.Context, string, engine.Options) (engine.Engine, error) {
-			t.Error("preflight opened an engine")
-			return nil, fmt.Errorf("unreachable")
-		}}); err != nil {
-		t.Fatal(err)
-	}
+	reg := noEngineRegistry(t)
 	cases := []struct {
 		valSize int
 		want    string // "" when the split is large enough
@@ -119,14 +112,7 @@ tasks:
 eval:
   val_size: %d
 `
-	reg := &engine.Registry{}
-	if err := reg.Register(engine.Driver{Name: "native", Version: "test",
-		Open: func(context.Context, string, engine.Options) (engine.Engine, error) {
-			t.Error("preflight opened an engine")
-			return nil, fmt.Errorf("unreachable")
-		}}); err != nil {
-		t.Fatal(err)
-	}
+	reg := noEngineRegistry(t)
 	cases := []struct {
 		name      string
 		cond      string
@@ -178,4 +164,19 @@ func checkSplits(t *testing.T, path, text string, reg *engine.Registry) (string,
 		t.Fatal(err)
 	}
 	return strings.Join(SplitProblems(runs, nil), "\n"), Preflight(context.Background(), s, "", reg)
+}
+
+// noEngineRegistry is a registry whose native engine fails the test when
+// opened: a preflight's size checks must not start an engine.
+func noEngineRegistry(t *testing.T) *engine.Registry {
+	t.Helper()
+	reg := &engine.Registry{}
+	if err := reg.Register(engine.Driver{Name: "native", Version: "test",
+		Open: func(context.Context, string, engine.Options) (engine.Engine, error) {
+			t.Error("preflight opened an engine")
+			return nil, fmt.Errorf("unreachable")
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }
