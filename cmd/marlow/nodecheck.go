@@ -366,19 +366,14 @@ func gpuList(devs []engine.Device) string {
 	return strings.Join(names, ", ")
 }
 
-// commitOf is the commit of this binary, as marlow version reads it.
+// commitOf is the commit of this binary, as marlow version reports it,
+// with "-dirty" for a build from a modified tree.
 func commitOf() string {
-	f := strings.Fields(versionString())
-	for i := range len(f) - 1 {
-		if f[i] == "commit" {
-			c := f[i+1]
-			if i+2 < len(f) && f[i+2] == "(dirty)" {
-				c += "-dirty"
-			}
-			return c
-		}
+	_, rev, dirty := buildInfo()
+	if dirty {
+		return rev + "-dirty"
 	}
-	return "unknown"
+	return rev
 }
 
 func tailText(s string, n int) string {

@@ -27,9 +27,11 @@ func newVersionCmd() *cobra.Command {
 // or one whose VCS could not be read).
 var buildCommit string
 
-// versionString describes the binary from its embedded build information.
-func versionString() string {
-	version, rev, dirty := "(devel)", "unknown", ""
+// buildInfo is the binary's module version and the commit it was built
+// from, with whether the tree had uncommitted changes: the Go toolchain's
+// VCS stamp, else the Makefile's buildCommit.
+func buildInfo() (version, rev string, dirty bool) {
+	version, rev = "(devel)", "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Version != "" {
 			version = bi.Main.Version
@@ -39,17 +41,22 @@ func versionString() string {
 			case "vcs.revision":
 				rev = s.Value
 			case "vcs.modified":
-				if s.Value == "true" {
-					dirty = " (dirty)"
-				}
+				dirty = s.Value == "true"
 			}
 		}
 	}
 	if rev == "unknown" && buildCommit != "" {
-		rev, dirty = strings.TrimSuffix(buildCommit, "-dirty"), ""
-		if strings.HasSuffix(buildCommit, "-dirty") {
-			dirty = " (dirty)"
-		}
+		rev, dirty = strings.TrimSuffix(buildCommit, "-dirty"), strings.HasSuffix(buildCommit, "-dirty")
 	}
-	return fmt.Sprintf("marlow %s commit %s%s %s %s/%s", version, rev, dirty, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return version, rev, dirty
+}
+
+// versionString describes the binary from its embedded build information.
+func versionString() string {
+	version, rev, dirty := buildInfo()
+	mark := ""
+	if dirty {
+		mark = " (dirty)"
+	}
+	return fmt.Sprintf("marlow %s commit %s%s %s %s/%s", version, rev, mark, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
