@@ -441,9 +441,7 @@ def engine_for(model: Model, adapters: Adapters, opts: SlotOptions) -> SlotEngin
     if eng is not None and eng.matches(adapters, opts):
         return eng
     model.slot_engine = None
-    del eng
-    if model.device.type == "cuda":
-        torch.cuda.empty_cache()
+    del eng  # released before the new pool is sized (pool_blocks empties the allocator's cache)
     eng = SlotEngine(model, adapters, opts)
     model.slot_engine = eng
     return eng
