@@ -23,6 +23,10 @@ type Config struct {
 	// runner gives every run of a cell the same one (common random numbers).
 	ValSeed   uint64 `json:"val_seed,omitempty"`
 	Condition string `json:"condition"` // study.Base, study.SARL, study.SP or study.IP
+	// Routing is a declared routing of an sp or ip run (its From is
+	// Condition); nil (the condition's own routing) leaves the JSON
+	// encoding, and so Hash, as before routings existed.
+	Routing *study.Routing `json:"routing,omitempty"`
 	// Workflow is the workflow trained in (Single for sa-rl), or evaluated
 	// in for base.
 	Workflow string `json:"workflow"`
@@ -105,8 +109,17 @@ func (c Config) Validate() error {
 	if c.RunID == "" {
 		return bad("run_id is empty")
 	}
-	if _, err := Router(c.Condition); err != nil {
+	if _, err := Router(c.Condition, c.Routing); err != nil {
 		return bad("%w", err)
+	}
+	if c.Routing != nil {
+		var problems []string
+		c.Routing.Validate(c.Routing.Name, func(key, format string, a ...any) {
+			problems = append(problems, fmt.Sprintf("routing %s: %s: %s", c.Routing.Name, key, fmt.Sprintf(format, a...)))
+		})
+		if len(problems) > 0 {
+			return bad("%s", problems[0])
+		}
 	}
 	if cond, _ := study.ConditionOf(c.Condition); cond.TrainsIn != "" && c.Workflow != cond.TrainsIn {
 		return bad("condition %s trains the %s workflow, not %q", cond.Name, cond.TrainsIn, c.Workflow)
@@ -183,13 +196,16 @@ func (c Config) Hash() string {
 	return hex.EncodeToString(s[:])
 }
 
-// trainOptions are the engine's options at a training step (1-based). A
-// schedule whose Total is 0 spans the run's Steps. Without the coherence
+// trainOptions are the engine's options for one adapter at a training step
+// (1-based); roles are the roles routed to it. A schedule whose Total is 0
+// spans the run's Steps. The routing's settings of the adapter apply: its
+// learning-rate multiplier scales the scheduled rate, and its KL
+// coefficient is that of each of its roles. Without the coherence
 // regularizer the step still keeps each role's gradient EMA and reports the
 // cosine to it (engine.CoherenceMonitor: decay
 // engine.DefaultCoherenceEMADecay, every scale 1, the gradients untouched),
 // for the gradient-amplification detector.
-func (c Config) trainOptions(step int) engine.TrainOptions {
+func (c Config) trainOptions(step int, adapter string, roles []string) engine.TrainOptions {
 	sched := c.Schedule
 	if sched.Total == 0 {
 		sched.Total = c.Steps
@@ -198,11 +214,26 @@ func (c Config) trainOptions(step int) engine.TrainOptions {
 	if coh == nil {
 		coh = engine.CoherenceMonitor()
 	}
+	set := c.Routing.Settings(adapter)
+	lr := sched.LR(c.LR, step-1)
+	if set.LRMult != nil {
+		lr *= *set.LRMult
+	}
+	kl := c.KLCoef
+	if set.KLCoef != nil {
+		kl = make(map[string]float64, len(c.KLCoef)+len(roles))
+		for role, k := range c.KLCoef {
+			kl[role] = k
+		}
+		for _, role := range roles {
+			kl[role] = *set.KLCoef
+		}
+	}
 	return engine.TrainOptions{
 		ClipLow: c.ClipLow, ClipHigh: c.ClipHigh, LossAgg: c.LossAgg, Temperature: c.Temperature,
-		LR:    sched.LR(c.LR, step-1),
+		LR:    lr,
 		Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.AdamEps, WeightDecay: c.WeightDecay, GradClip: c.GradClip,
-		KLCoef: c.KLCoef, Coherence: coh,
+		KLCoef: kl, Coherence: coh,
 	}
 }
 

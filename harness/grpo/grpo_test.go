@@ -31,7 +31,7 @@ func TestRoute(t *testing.T) {
 		{study.SP, "critic", "", "unknown role"},
 	}
 	for _, c := range cases {
-		got, err := Route(c.cond, c.role)
+		got, err := Route(c.cond, nil, c.role)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("Route(%q, %q) err = %v, want %q", c.cond, c.role, err, c.err)
@@ -55,13 +55,71 @@ func TestRoute(t *testing.T) {
 		{study.IP, []string{study.EvalOpt, study.Voting}, []string{"aggregator", "evaluator", "generator"}},
 	}
 	for _, c := range adapters {
-		got, err := Adapters(c.cond, c.wfs...)
+		got, err := Adapters(c.cond, nil, c.wfs...)
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("Adapters(%s, %v) = %v, %v; want %v", c.cond, c.wfs, got, err, c.want)
 		}
 	}
-	if _, err := Adapters(study.SP, "debate"); err == nil {
+	if _, err := Adapters(study.SP, nil, "debate"); err == nil {
 		t.Error("Adapters accepted an unknown workflow")
+	}
+}
+
+func f64(v float64) *float64 { return &v }
+
+// TestRouteDeclared routes roles by declared routings: a frozen role has no
+// adapter, grouped roles share one, unlisted roles go where From sends them.
+func TestRouteDeclared(t *testing.T) {
+	frozen := &study.Routing{Name: "ip_frozen_agg", From: study.IP, Roles: map[string]string{study.Aggregator: study.FrozenBase}}
+	grouped := &study.Routing{Name: "supervisors", From: study.IP, Roles: map[string]string{study.Aggregator: "sup", study.Evaluator: "sup"}}
+	spFrozen := &study.Routing{Name: "sp_frozen_eval", From: study.SP, Roles: map[string]string{study.Evaluator: study.FrozenBase}}
+	cases := []struct {
+		r    *study.Routing
+		cond string
+		wfs  []string
+		want []string
+		err  string
+	}{
+		{frozen, study.IP, []string{study.Voting}, []string{"generator"}, ""},
+		{frozen, study.IP, []string{study.EvalOpt}, []string{"evaluator", "generator"}, ""},
+		{grouped, study.IP, []string{study.EvalOpt, study.Voting}, []string{"generator", "sup"}, ""},
+		{spFrozen, study.SP, []string{study.EvalOpt}, []string{"shared"}, ""},
+		{frozen, study.SP, []string{study.Voting}, nil, "starts from"},
+	}
+	for _, c := range cases {
+		got, err := Adapters(c.cond, c.r, c.wfs...)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("Adapters(%s, %s, %v) err = %v, want %q", c.cond, c.r.Name, c.wfs, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Adapters(%s, %s, %v) = %v, %v; want %v", c.cond, c.r.Name, c.wfs, got, err, c.want)
+		}
+	}
+	if a, _ := Route(study.IP, frozen, study.Aggregator); a != "" {
+		t.Errorf("frozen aggregator routed to %q, want the base model", a)
+	}
+}
+
+// TestTrainOptionsAdapterSettings: a routing's lr_mult scales the adapter's
+// scheduled rate and its kl_coef becomes that of the adapter's roles only.
+func TestTrainOptionsAdapterSettings(t *testing.T) {
+	c := Config{LR: 1e-3, Steps: 10, Schedule: engine.Schedule{Kind: "constant"}, KLCoef: map[string]float64{study.Generator: 0.5}}
+	c.Condition = study.IP
+	c.Routing = &study.Routing{Name: "slow_agg", From: study.IP, Adapters: map[string]study.AdapterSettings{
+		study.Aggregator: {LRMult: f64(0.25), KLCoef: f64(0.1)}}}
+	agg := c.trainOptions(1, study.Aggregator, []string{study.Aggregator})
+	gen := c.trainOptions(1, study.Generator, []string{study.Generator})
+	if agg.LR != 0.25e-3 || gen.LR != 1e-3 {
+		t.Errorf("lr: aggregator %v generator %v, want 2.5e-4 and 1e-3", agg.LR, gen.LR)
+	}
+	if agg.KLCoef[study.Aggregator] != 0.1 || gen.KLCoef[study.Aggregator] != 0 || gen.KLCoef[study.Generator] != 0.5 {
+		t.Errorf("kl: aggregator adapter %v generator adapter %v", agg.KLCoef, gen.KLCoef)
+	}
+	if c.KLCoef[study.Aggregator] != 0 {
+		t.Errorf("trainOptions wrote into the config's kl_coef: %v", c.KLCoef)
 	}
 }
 
@@ -246,11 +304,11 @@ func TestCoherenceOffKeepsTheHash(t *testing.T) {
 	if on.Hash() == c.Hash() {
 		t.Error("turning the regularizer on does not change the config hash")
 	}
-	if o := on.trainOptions(1); o.Coherence == nil || *o.Coherence != *on.Coherence {
+	if o := on.trainOptions(1, "shared", nil); o.Coherence == nil || *o.Coherence != *on.Coherence {
 		t.Errorf("train options carry coherence %v", o.Coherence)
 	}
 	// Off, the step still keeps the measuring-only gradient EMA.
-	if o := c.trainOptions(1); o.Coherence == nil || *o.Coherence != (engine.Coherence{Lambda: 0, EMADecay: engine.DefaultCoherenceEMADecay}) {
+	if o := c.trainOptions(1, "shared", nil); o.Coherence == nil || *o.Coherence != (engine.Coherence{Lambda: 0, EMADecay: engine.DefaultCoherenceEMADecay}) {
 		t.Errorf("train options without the regularizer carry coherence %v, want the monitor (lambda 0, decay %v)", o.Coherence, engine.DefaultCoherenceEMADecay)
 	}
 }
@@ -307,11 +365,11 @@ func TestTrainOptionsSchedule(t *testing.T) {
 		want float64
 	}{{1, 0.5}, {2, 1}, {3, 1}, {10, 0.5 * (1 + math.Cos(math.Pi*7/8))}}
 	for _, cs := range cases {
-		if got := c.trainOptions(cs.step).LR; math.Abs(got-cs.want) > 1e-12 {
+		if got := c.trainOptions(cs.step, "shared", nil).LR; math.Abs(got-cs.want) > 1e-12 {
 			t.Errorf("step %d lr %v, want %v (schedule spans Steps when Total is 0)", cs.step, got, cs.want)
 		}
 	}
-	o := c.trainOptions(3)
+	o := c.trainOptions(3, "shared", nil)
 	if o.ClipLow != 0.2 || o.ClipHigh != 0.28 || o.LossAgg != engine.SeqMeanTokenMean || o.Temperature != 0.7 {
 		t.Errorf("options %+v", o)
 	}

@@ -84,10 +84,10 @@ func (t *Trainer) Run(ctx context.Context, lastStep int64) error {
 	}
 	// Engine calls are never cancelled: a step in progress always finishes.
 	ectx := context.WithoutCancel(ctx)
-	route, _ := Router(cfg.Condition)
+	route, _ := Router(cfg.Condition, cfg.Routing)
 	t.route = route
 	var err error
-	t.adapters, err = Adapters(cfg.Condition, append([]string{cfg.Workflow}, cfg.evalWorkflows()...)...)
+	t.adapters, err = Adapters(cfg.Condition, cfg.Routing, append([]string{cfg.Workflow}, cfg.evalWorkflows()...)...)
 	if err != nil {
 		return fmt.Errorf("grpo: run %s: %w", cfg.RunID, err)
 	}
@@ -294,7 +294,8 @@ func policyTurns(eps []*workflow.Episode, adv [][]float64) map[string][]engine.T
 
 // train takes one optimizer step per policy of the workflow (in policy
 // order) and returns the step rows: one per role routed to the policy and
-// its total.
+// its total. Roles routed to the frozen base model are not trained and
+// have no rows.
 func (t *Trainer) train(ctx context.Context, step int64, eps []*workflow.Episode, adv [][]float64, groups []GroupStats) ([]runlog.StepRow, error) {
 	cfg := t.Config
 	turns := policyTurns(eps, adv)
@@ -307,9 +308,12 @@ func (t *Trainer) train(ctx context.Context, step int64, eps []*workflow.Episode
 		a := t.route(role)
 		byPolicy[a] = append(byPolicy[a], role)
 	}
-	opt := cfg.trainOptions(int(step))
 	var stepRows []runlog.StepRow
 	for _, a := range slices.Sorted(maps.Keys(byPolicy)) {
+		if a == "" {
+			continue
+		}
+		opt := cfg.trainOptions(int(step), a, byPolicy[a])
 		stats := engine.StepStats{Adapter: a, Total: engine.UndefinedStats("*")}
 		if len(turns[a]) > 0 {
 			stats, err = t.Engine.TrainStep(ctx, a, turns[a], opt)

@@ -25,6 +25,7 @@ func TrainerConfig(rc spec.RunConfig) grpo.Config {
 	c.Seed = rc.Seed
 	c.ValSeed = rc.ValSeed
 	c.Condition = rc.Condition
+	c.Routing = rc.Routing
 	c.Workflow = rc.Workflow
 	c.EvalWorkflows = append([]string(nil), rc.EvalWorkflows...)
 

@@ -68,7 +68,7 @@ func EstimateFootprint(r spec.Run) Footprint {
 		steps = rc.GRPO.Steps
 	}
 	roles, _ := workflow.Roles(r.Workflow)
-	adapters, _ := grpo.Adapters(r.Condition, append([]string{r.Workflow}, r.EvalWorkflows...)...)
+	adapters, _ := grpo.Adapters(r.Condition, rc.Routing, append([]string{r.Workflow}, r.EvalWorkflows...)...)
 	maxTok := 0
 	for _, v := range rc.GRPO.MaxNewTokens {
 		maxTok = max(maxTok, v)
@@ -135,7 +135,7 @@ func EstimateFootprint(r spec.Run) Footprint {
 	// (coherence.safetensors; every run keeps it, regularizer or not).
 	var emaFiles, emas int
 	if steps > 0 {
-		trained, _ := grpo.Adapters(r.Condition, r.Workflow)
+		trained, _ := grpo.Adapters(r.Condition, rc.Routing, r.Workflow)
 		emaFiles, emas = len(trained), len(roles)
 	}
 	// a run keeps its last two checkpoints (one when it committed once)

@@ -32,11 +32,11 @@ func TestSpecVocabularyHasImplementations(t *testing.T) {
 	}
 	for _, c := range spec.Conditions {
 		for _, role := range spec.Roles {
-			if _, err := grpo.Route(c, role); err != nil {
+			if _, err := grpo.Route(c, nil, role); err != nil {
 				t.Errorf("condition %s, role %s: %v", c, role, err)
 			}
 		}
-		if _, err := grpo.Adapters(c, spec.Workflows...); err != nil {
+		if _, err := grpo.Adapters(c, nil, spec.Workflows...); err != nil {
 			t.Errorf("condition %s: %v", c, err)
 		}
 	}

@@ -134,7 +134,7 @@ func validateArms(s *Spec, c checker) {
 		checkList(c, p+".matrix.workflows", a.Matrix.Workflows, Workflows, nil)
 		checkList(c, p+".matrix.tasks", a.Matrix.Tasks, nil, taskNameRe)
 		checkList(c, p+".matrix.scales", a.Matrix.Scales, nil, scaleNameRe)
-		checkList(c, p+".matrix.conditions", a.Matrix.Conditions, Conditions, nil)
+		checkList(c, p+".matrix.conditions", a.Matrix.Conditions, s.conditionNames(), nil)
 		for i, t := range a.Matrix.Tasks {
 			if _, ok := s.Tasks[t]; !ok {
 				c.errf(fmt.Sprintf("%s.matrix.tasks[%d]", p, i), "unknown task %q:%s define it under tasks:", t, didYouMean(t, sortedKeys(s.Tasks)))

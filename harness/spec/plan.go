@@ -85,7 +85,11 @@ type RunConfig struct {
 	Workflow      string   `json:"workflow"`       // the workflow trained in ("single" for sa-rl)
 	EvalWorkflows []string `json:"eval_workflows"` // sorted
 	Condition     string   `json:"condition"`
-	Train         bool     `json:"train"` // false for base (evaluation only)
+	// Routing is the declared routing of the run (the condition is its
+	// From); nil (absent) for the built-in routings, so the configs and
+	// hashes of sp and ip runs are as before routings existed.
+	Routing *study.Routing `json:"routing,omitempty"`
+	Train   bool           `json:"train"` // false for base (evaluation only)
 	Task          string   `json:"task"`
 	Scale         string   `json:"scale"`
 	SeedIndex     int      `json:"seed_index"`
@@ -129,8 +133,9 @@ func ValKey(task, scale string, seed int) string {
 }
 
 // RunID returns the ID of a run: "sa-rl-<scale>-<task>-seed<N>" for sa-rl
-// and "<workflow>-<condition>-<scale>-<task>-seed<N>" otherwise; a run of
-// an arm has "-<arm>" before "-seed<N>".
+// and "<workflow>-<condition>-<scale>-<task>-seed<N>" otherwise (a run of a
+// declared routing has the routing's name as its condition); a run of an
+// arm has "-<arm>" before "-seed<N>".
 func RunID(workflow, condition, task, scale, arm string, seed int) string {
 	if arm != "" {
 		task += "-" + arm
@@ -285,8 +290,12 @@ func planArm(s *Spec, arm string, errs *errList) ([]Run, error) {
 				w = ResolveWorkflowSettings(w, t.Kind())
 				add := func(workflow, cond string, eval []string) error {
 					id := RunID(workflow, cond, task, scale, arm, seed)
+					routing := s.routing(cond)
+					if routing != nil {
+						cond = routing.From
+					}
 					rc := RunConfig{
-						ID: id, Arm: arm, Workflow: workflow, EvalWorkflows: eval, Condition: cond,
+						ID: id, Arm: arm, Workflow: workflow, EvalWorkflows: eval, Condition: cond, Routing: routing,
 						Train: trains(cond), Task: task, Scale: scale, SeedIndex: seed,
 						Seed: DeriveSeed(s.MasterSeed, id), SeedVersion: SeedVersion,
 						ValSeed: DeriveSeed(s.MasterSeed, ValKey(task, scale, seed)),

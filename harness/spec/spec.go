@@ -64,6 +64,10 @@ type Spec struct {
 	// Arms are named variants of the recipe planned next to the matrix
 	// (arms.go).
 	Arms map[string]Arm `yaml:"arms,omitempty" json:"arms,omitempty"`
+	// Routings are declared routings of roles to adapters (routing.go),
+	// which the matrix's and the arms' conditions may name beside the
+	// built-in sp and ip.
+	Routings map[string]study.Routing `yaml:"routings,omitempty" json:"routings,omitempty"`
 
 	// File is the absolute path of the spec file.
 	File string `yaml:"-" json:"-"`

@@ -160,6 +160,7 @@ func validate(s *Spec, root *yaml.Node, errs *errList) {
 	validatePretrain(s.Pretrain, c.section("pretrain"))
 	resolvePretrains(s, errs)
 	validateArms(s, c)
+	validateRoutings(s, c)
 	validateWorkflowUse(s, c)
 	// Every (task, scale) cell of the main matrix and of each arm, with its
 	// overrides applied.

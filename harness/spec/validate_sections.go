@@ -29,7 +29,7 @@ func validateMatrix(s *Spec, c checker) {
 	checkList(c, "matrix.workflows", s.Matrix.Workflows, Workflows, nil)
 	checkList(c, "matrix.tasks", s.Matrix.Tasks, nil, taskNameRe)
 	checkList(c, "matrix.scales", s.Matrix.Scales, nil, scaleNameRe)
-	checkList(c, "matrix.conditions", s.Matrix.Conditions, Conditions, nil)
+	checkList(c, "matrix.conditions", s.Matrix.Conditions, s.conditionNames(), nil)
 	for i, t := range s.Matrix.Tasks {
 		if _, ok := s.Tasks[t]; ok {
 			continue
