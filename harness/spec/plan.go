@@ -88,13 +88,13 @@ type RunConfig struct {
 	// Routing is the declared routing of the run (the condition is its
 	// From); nil (absent) for the built-in routings, so the configs and
 	// hashes of sp and ip runs are as before routings existed.
-	Routing *study.Routing `json:"routing,omitempty"`
-	Train   bool           `json:"train"` // false for base (evaluation only)
-	Task          string   `json:"task"`
-	Scale         string   `json:"scale"`
-	SeedIndex     int      `json:"seed_index"`
-	Seed          uint64   `json:"seed"`
-	SeedVersion   string   `json:"seed_version"`
+	Routing     *study.Routing `json:"routing,omitempty"`
+	Train       bool           `json:"train"` // false for base (evaluation only)
+	Task        string         `json:"task"`
+	Scale       string         `json:"scale"`
+	SeedIndex   int            `json:"seed_index"`
+	Seed        uint64         `json:"seed"`
+	SeedVersion string         `json:"seed_version"`
 	// ValSeed keys validation sampling. Every run of one (task, scale,
 	// seed) shares it, so base, sa-rl, sp and ip are validated with common
 	// random numbers: at step 0, where all of them are the base policy, their
