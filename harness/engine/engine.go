@@ -226,21 +226,26 @@ func (o TrainOptions) Validate() error {
 // the whole step when Role is "*"). Undefined values are NaN.
 type RoleStats struct {
 	Role         string
-	Loss         float64            // this role's share of the aggregated loss
-	GradNorm     float64            // L2 norm of the gradient of the role's share alone
-	GradShare    float64            // |g_role|^2 / sum over roles of |g_role|^2
-	AgentCosMean float64            // mean pairwise cosine between same-role agents' gradients
-	AgentCosMin  float64            // min pairwise cosine between same-role agents' gradients
-	RoleCos      map[string]float64 // cosine to each other role's gradient in the same adapter
-	Tokens       int                // completion tokens
-	Seqs         int                // turns
-	MeanLen      float64            // mean completion length in tokens
-	Entropy      float64            // mean per-token entropy of the current policy
-	Perplexity   float64            // exp(mean per-token negative log-likelihood)
-	RatioMean    float64            // mean importance ratio
-	RatioMax     float64
-	ClipFrac     float64 // fraction of tokens whose ratio was clipped
-	KL           float64 // mean k3 estimate of KL(current || base)
+	Loss         float64 // this role's share of the aggregated loss
+	GradNorm     float64 // L2 norm of the gradient of the role's share alone
+	GradShare    float64 // |g_role|^2 / sum over roles of |g_role|^2
+	AgentCosMean float64 // mean pairwise cosine between same-role agents' gradients
+	AgentCosMin  float64 // min pairwise cosine between same-role agents' gradients
+	// AgentCos is, for each agent of a role with two or more agents in the
+	// step (voting's generator0..2), the mean cosine between its gradient
+	// and each other same-role agent's, keyed by agent; nil with one agent
+	// and on "*". Its mean over the agents is AgentCosMean.
+	AgentCos   map[string]float64
+	RoleCos    map[string]float64 // cosine to each other role's gradient in the same adapter
+	Tokens     int                // completion tokens
+	Seqs       int                // turns
+	MeanLen    float64            // mean completion length in tokens
+	Entropy    float64            // mean per-token entropy of the current policy
+	Perplexity float64            // exp(mean per-token negative log-likelihood)
+	RatioMean  float64            // mean importance ratio
+	RatioMax   float64
+	ClipFrac   float64 // fraction of tokens whose ratio was clipped
+	KL         float64 // mean k3 estimate of KL(current || base)
 	// CoherenceCos is the cosine between the role's gradient and its EMA
 	// (TrainOptions.Coherence), CoherenceScale the role's factor
 	// 1 - Lambda max(0, cos) (1 with Lambda 0), which the paper's form

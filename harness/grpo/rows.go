@@ -293,5 +293,6 @@ func stepRow(runID string, step int64, policy string, rs engine.RoleStats, rewar
 		Entropy: rs.Entropy, Perplexity: rs.Perplexity, RatioMean: rs.RatioMean, RatioMax: rs.RatioMax,
 		ClipFrac: rs.ClipFrac, KL: rs.KL, RewardMean: m, RewardStd: s, ZeroVarFrac: zeroVar, LR: lr,
 		CoherenceCos: rs.CoherenceCos, CoherenceScale: rs.CoherenceScale,
+		AgentCos: maps.Clone(rs.AgentCos),
 	}
 }

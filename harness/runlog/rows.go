@@ -39,6 +39,10 @@ type StepRow struct {
 	// off); NaN on the "*" row, the cosine also at the role's first step.
 	CoherenceCos   float64
 	CoherenceScale float64
+	// AgentCos is, for a role with several agents in the policy's step,
+	// each agent's mean gradient cosine with the other same-role agents,
+	// keyed by agent; nil otherwise and in logs before schema 4.
+	AgentCos map[string]float64
 }
 
 // TimingRow is one row of timing/: wall-clock seconds of a step. Wall time

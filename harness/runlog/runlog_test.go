@@ -54,6 +54,7 @@ func TestRoundTrip(t *testing.T) {
 				{RunID: "r", Role: "b", RoleCos: map[string]float64{}},
 				{RunID: "r", Role: "c", RoleCos: map[string]float64{"z": 1, "a": math.NaN(), "m": math.Inf(-1)}},
 				{RunID: "r", Role: "d", Loss: math.Inf(1), GradNorm: math.NaN(), LR: -0.5},
+				{RunID: "r", Role: "generator", AgentCos: map[string]float64{"generator0": 0.25, "generator1": math.NaN(), "generator2": -0.5}},
 			})
 		}},
 		{"evals", func(t *testing.T) { roundTrip(t, evalsDef, genEvals("r", 9)) }},

@@ -21,7 +21,9 @@ import (
 // strict_accuracy and fallback_rate and samples' fallback; in files of
 // versions 1 and 2, which lack them, they read as null (NaN, a nil map, an
 // empty string).
-const SchemaVersion = 3
+// Version 4 appended steps' agent_cos (each same-role agent's mean gradient
+// cosine with the others); in older files it reads as null (a nil map).
+const SchemaVersion = 4
 
 // MinReadVersion is the oldest schema version the readers accept. Runs of
 // an older version than SchemaVersion are read, never resumed.
@@ -125,6 +127,10 @@ type tableDef[R any] struct {
 	// or 2 holds (0: all of them); the columns after it were appended in
 	// version 3.
 	before3 int
+	// before4 is the number of leading columns a file of schema version 3
+	// (or older, up to before3) holds (0: all of them); the columns after it
+	// were appended in version 4.
+	before4 int
 }
 
 // reads reports whether the definition reads files of schema version v.
@@ -184,6 +190,7 @@ var stepsDef = &tableDef[StepRow]{
 		{"lr", kFloat64, "learning rate used at this step", func(r *StepRow) any { return &r.LR }},
 		{"coherence_cos", kFloat64, "cosine between the role's gradient and the EMA of its past gradients, before scaling: the coherence regularizer's (`grpo.coherence`), or without it the measuring-only EMA every run keeps (`ema_decay` 0.9, never applied); null on the `*` row and at the role's first trained step (no EMA yet), and in logs written before the measuring-only EMA when the regularizer is off. Since schema 3", func(r *StepRow) any { return &r.CoherenceCos }},
 		{"coherence_scale", kFloat64, "the role's factor `1 - lambda * max(0, coherence_cos)`, which the regularizer's paper form multiplies the role's gradient by before the roles' gradients are summed (1 at the role's first trained step, and always 1 without the regularizer: lambda 0); on the `*` row null, except with `grpo.coherence.form: step`, where it is the factor the optimizer's step was multiplied by (the roles' factors weighted by `grad_share`); null in logs written before the measuring-only EMA when the regularizer is off. Since schema 3", func(r *StepRow) any { return &r.CoherenceScale }},
+		{"agent_cos", kFloatMap, "roles with two or more agents in the policy's step (voting's `generator0`..): for each agent, the mean cosine between its gradient and each other same-role agent's, keyed by agent (their mean is `agent_cos_mean`), so an amplification signature can be placed on an agent of the role; null with one agent and on the `*` row. Since schema 4 (null in older files)", func(r *StepRow) any { return &r.AgentCos }},
 	},
 	order: func(a, b *StepRow) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Role, b.Role))
@@ -192,6 +199,7 @@ var stepsDef = &tableDef[StepRow]{
 	step:    func(r *StepRow) int64 { return r.Step },
 	run:     func(r *StepRow) *string { return &r.RunID },
 	before3: 23,
+	before4: 25,
 }
 
 var evalsDef = &tableDef[EvalRow]{
@@ -263,7 +271,7 @@ var samplesDef = &tableDef[SampleRow]{
 	},
 	step:     func(r *SampleRow) int64 { return r.Step },
 	run:      func(r *SampleRow) *string { return &r.RunID },
-	versions: []int{2, 3},
+	versions: []int{2, 3, 4},
 	before3:  18,
 }
 
@@ -301,7 +309,7 @@ var promptsDef = &tableDef[PromptRow]{
 	key:      func(r *PromptRow) string { return strconv.FormatInt(r.ID, 10) },
 	step:     func(r *PromptRow) int64 { return r.Step },
 	run:      func(r *PromptRow) *string { return &r.RunID },
-	versions: []int{2, 3},
+	versions: []int{2, 3, 4},
 }
 
 // promptKey is what the Writer tells prompts apart by: the SHA-256 of
@@ -352,12 +360,16 @@ type tableInfo struct {
 	cols      []colInfo
 	reads     func(version int) bool
 	before3   int // columns of a file of version 1 or 2 (all when 0)
+	before4   int // columns of a file of version 3 or older (all when 0)
 }
 
 // colsAt is the number of leading columns a file of schema version v holds.
 func (t tableInfo) colsAt(v int) int {
 	if v < 3 && t.before3 > 0 {
 		return t.before3
+	}
+	if v < 4 && t.before4 > 0 {
+		return t.before4
 	}
 	return len(t.cols)
 }
@@ -373,7 +385,7 @@ type colInfo struct {
 }
 
 func (t *tableDef[R]) info() tableInfo {
-	ti := tableInfo{name: t.name, doc: t.doc, schema: t.schema(), reads: t.reads, before3: t.before3}
+	ti := tableInfo{name: t.name, doc: t.doc, schema: t.schema(), reads: t.reads, before3: t.before3, before4: t.before4}
 	for _, c := range t.cols {
 		ti.cols = append(ti.cols, colInfo{name: c.name, kind: c.kind, doc: c.doc,
 			dict: c.name == "prompt_id" && t.name == TableSamples, distinct: c.name == "prompt" && t.name == TablePrompts})
@@ -409,8 +421,8 @@ func SchemaMarkdown() string {
 	fmt.Fprintf(&b, "Schema version: **%d**. Every Parquet file stores it in its key-value metadata as `%s`, "+
 		"with the table name as `%s`; readers refuse files of another table and of versions they do not know. "+
 		"The readers read every version from %d on: version 2 moved the prompt text of `samples/` into `prompts/`, "+
-		"and version 3 appended the columns marked \"Since schema 3\" below, which read as null in older files "+
-		"(an empty string for `fallback`). A run of an older version is read but not resumed.\n\n",
+		"version 3 appended the columns marked \"Since schema 3\" below, which read as null in older files "+
+		"(an empty string for `fallback`), and version 4 the one marked \"Since schema 4\". A run of an older version is read but not resumed.\n\n",
 		SchemaVersion, MetaSchemaVersion, MetaTable, MinReadVersion)
 	b.WriteString("A run directory `runs/<experiment>/<run-id>/` holds `manifest.json` and one folder per table. " +
 		"Each folder holds Parquet segments (zstd) named after the step they were committed at, " +

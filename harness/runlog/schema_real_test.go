@@ -95,7 +95,7 @@ func TestSchemaAgainstRealLogs(t *testing.T) {
 		}
 	})
 
-	t.Run("version-1 files read the columns of version 2 as null", func(t *testing.T) {
+	t.Run("version-1 files read the columns of versions 3 and 4 as null", func(t *testing.T) {
 		for _, r := range runs {
 			if r.Manifest.SchemaVersion != 1 {
 				t.Fatalf("%s: manifest version %d; this check needs the demo's version-1 logs", r.Manifest.RunID, r.Manifest.SchemaVersion)
@@ -103,6 +103,9 @@ func TestSchemaAgainstRealLogs(t *testing.T) {
 			for _, s := range r.Steps {
 				if !math.IsNaN(s.CoherenceCos) || !math.IsNaN(s.CoherenceScale) {
 					t.Fatalf("%s step %d: coherence %v %v, want NaN", r.Manifest.RunID, s.Step, s.CoherenceCos, s.CoherenceScale)
+				}
+				if s.AgentCos != nil {
+					t.Fatalf("%s step %d: agent_cos %v in a version-1 file, want null", r.Manifest.RunID, s.Step, s.AgentCos)
 				}
 			}
 			for _, e := range r.Evals {

@@ -173,7 +173,7 @@ func (e *Engine) TrainStep(ctx context.Context, adapter string, turns []engine.T
 		if sq > 0 {
 			rs.GradShare = dot(g, g) / sq
 		}
-		rs.AgentCosMean, rs.AgentCosMin = agentCos(byRole[r])
+		rs.AgentCosMean, rs.AgentCosMin, rs.AgentCos = agentCos(byRole[r])
 		rs.RoleCos = map[string]float64{}
 		for _, o := range roles {
 			if o != r {
@@ -242,27 +242,34 @@ func grad(turns []engine.Turn) []float64 {
 	return g
 }
 
-func agentCos(turns []engine.Turn) (mean, min float64) {
+func agentCos(turns []engine.Turn) (mean, min float64, per map[string]float64) {
 	by := map[string][]engine.Turn{}
 	for _, t := range turns {
 		by[t.Agent] = append(by[t.Agent], t)
 	}
 	agents := slices.Sorted(maps.Keys(by))
 	if len(agents) < 2 {
-		return math.NaN(), math.NaN()
+		return math.NaN(), math.NaN(), nil
 	}
 	min = math.Inf(1)
 	var sum float64
 	n := 0
+	per = make(map[string]float64, len(agents))
 	for i := range agents {
-		for j := i + 1; j < len(agents); j++ {
+		for j := range agents {
+			if j == i {
+				continue
+			}
 			c := cosine(grad(by[agents[i]]), grad(by[agents[j]]))
-			sum += c
-			n++
-			min = math.Min(min, c)
+			per[agents[i]] += c / float64(len(agents)-1)
+			if j > i {
+				sum += c
+				n++
+				min = math.Min(min, c)
+			}
 		}
 	}
-	return sum / float64(n), min
+	return sum / float64(n), min, per
 }
 
 func dot(a, b []float64) float64 {

@@ -81,6 +81,26 @@ func pairCosines(agentGrad [][]float32, members []int) []float64 {
 	return cs
 }
 
+// agentCos is, for each member (an agent index) of a role with two or
+// more agents, the mean of its gradient's cosines with each other member's,
+// summed in member order, keyed by agent name; nil with fewer than two.
+func agentCos(agentGrad [][]float32, members []int, names []string) map[string]float64 {
+	if len(members) < 2 {
+		return nil
+	}
+	out := make(map[string]float64, len(members))
+	for i, a := range members {
+		var s float64
+		for j, b := range members {
+			if j != i {
+				s += cosine(agentGrad[a], agentGrad[b])
+			}
+		}
+		out[names[a]] = s / float64(len(members)-1)
+	}
+	return out
+}
+
 // meanMin is the mean and minimum of cs (NaN, NaN when empty).
 func meanMin(cs []float64) (mean, mn float64) {
 	if len(cs) == 0 {
@@ -121,6 +141,7 @@ func grpoStats(b *grpoBatch, toks []tokenStat, opt engine.TrainOptions, gg *grpo
 		}
 		pairs := pairCosines(gg.agent, members)
 		rs.AgentCosMean, rs.AgentCosMin = meanMin(pairs)
+		rs.AgentCos = agentCos(gg.agent, members, b.agents)
 		allPairs = append(allPairs, pairs...)
 		rs.RoleCos = map[string]float64{}
 		for o, other := range b.roles {

@@ -214,3 +214,65 @@ func TestSharedTrainStep(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentCos: each same-role agent's cosine is the mean of its pairwise
+// cosines with the others, their mean is the role's agent_cos_mean, and a
+// role with one agent has none.
+func TestAgentCos(t *testing.T) {
+	e := testEngine(t, false, 1)
+	if err := e.NewAdapter(context.Background(), "p", adapterCfg(4)); err != nil {
+		t.Fatal(err)
+	}
+	copy(e.adapters["p"].Data, randVec(len(e.adapters["p"].Data), 21, 0.3))
+	turns := shareTurns(t, e)
+	// a third generator, so each agent's mean differs from its one cosine
+	for _, tr := range slices.Clone(turns) {
+		if tr.Agent == "generator1" {
+			tr.Agent = "generator2"
+			tr.Advantage = -tr.Advantage + 0.3
+			turns = append(turns, tr)
+		}
+	}
+	st, gg, err := e.grpoStep(context.Background(), "p", turns, defaultTrainOptions(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := map[string]int{}
+	for a, name := range gg.agents {
+		idx[name] = a
+	}
+	pair := func(a, b string) float64 { return cosine(gg.agent[idx[a]], gg.agent[idx[b]]) }
+	for _, rs := range st.Roles {
+		switch rs.Role {
+		case "aggregator":
+			if rs.AgentCos != nil {
+				t.Errorf("aggregator (one agent) has agent cosines %v", rs.AgentCos)
+			}
+		case "generator":
+			want := map[string]float64{
+				"generator0": (pair("generator0", "generator1") + pair("generator0", "generator2")) / 2,
+				"generator1": (pair("generator1", "generator0") + pair("generator1", "generator2")) / 2,
+				"generator2": (pair("generator2", "generator0") + pair("generator2", "generator1")) / 2,
+			}
+			if len(rs.AgentCos) != 3 {
+				t.Fatalf("generator agent cosines %v, want three", rs.AgentCos)
+			}
+			var mean float64
+			for a, w := range want {
+				if math.Abs(rs.AgentCos[a]-w) > 1e-12 {
+					t.Errorf("%s: %v, want %v", a, rs.AgentCos[a], w)
+				}
+				mean += rs.AgentCos[a] / 3
+			}
+			if math.Abs(mean-rs.AgentCosMean) > 1e-12 {
+				t.Errorf("mean of the agents' cosines %v, agent_cos_mean %v", mean, rs.AgentCosMean)
+			}
+			if w0, w1 := want["generator0"], want["generator1"]; w0 == w1 {
+				t.Fatal("test shows nothing: two agents have the same mean")
+			}
+		}
+	}
+	if st.Total.AgentCos != nil {
+		t.Errorf("the total row has agent cosines %v", st.Total.AgentCos)
+	}
+}

@@ -477,15 +477,18 @@ type wireStats struct {
 	AgentCosMean num            `json:"agent_cos_mean"`
 	AgentCosMin  num            `json:"agent_cos_min"`
 	RoleCos      map[string]num `json:"role_cos"`
-	Tokens       int            `json:"tokens"`
-	Seqs         int            `json:"seqs"`
-	MeanLen      num            `json:"mean_len"`
-	Entropy      num            `json:"entropy"`
-	Perplexity   num            `json:"perplexity"`
-	RatioMean    num            `json:"ratio_mean"`
-	RatioMax     num            `json:"ratio_max"`
-	ClipFrac     num            `json:"clip_frac"`
-	KL           num            `json:"kl"`
+	// AgentCos is engine.RoleStats.AgentCos; absent from a server without
+	// it and for roles with one agent.
+	AgentCos   map[string]num `json:"agent_cos,omitempty"`
+	Tokens     int            `json:"tokens"`
+	Seqs       int            `json:"seqs"`
+	MeanLen    num            `json:"mean_len"`
+	Entropy    num            `json:"entropy"`
+	Perplexity num            `json:"perplexity"`
+	RatioMean  num            `json:"ratio_mean"`
+	RatioMax   num            `json:"ratio_max"`
+	ClipFrac   num            `json:"clip_frac"`
+	KL         num            `json:"kl"`
 	// The coherence regularizer's cosine and scale; absent from a server
 	// without it (NaN then, as null).
 	CoherenceCos   *num `json:"coherence_cos"`
@@ -510,6 +513,12 @@ func (w wireStats) stats() engine.RoleStats {
 		s.RoleCos = map[string]float64{}
 		for k, v := range w.RoleCos {
 			s.RoleCos[k] = float64(v)
+		}
+	}
+	if len(w.AgentCos) > 0 {
+		s.AgentCos = make(map[string]float64, len(w.AgentCos))
+		for k, v := range w.AgentCos {
+			s.AgentCos[k] = float64(v)
 		}
 	}
 	return s

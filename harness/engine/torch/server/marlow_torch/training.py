@@ -232,6 +232,10 @@ class RoleStats:
     agent_cos_min: float = NAN
     role_cos: dict[str, float] = field(default_factory=dict)
     """Cosine of this role's gradient with each other role's."""
+    agent_cos: dict[str, float] = field(default_factory=dict)
+    """For each agent of a role with two or more agents: the mean cosine of
+    its gradient with each other same-role agent's (native agentCos); empty
+    with one agent."""
     coherence_cos: float = NAN
     """Cosine of the role's gradient with its EMA (NaN without a coherence
     option, or at the role's first step)."""
@@ -273,6 +277,16 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else NAN
 
 
+def _agent_mean(agent_grads: Sequence[torch.Tensor], members: Sequence[int], i: int) -> float:
+    """The mean cosine of member i's gradient with each other member's,
+    summed in member order (native agentCos)."""
+    s = 0.0
+    for j, b in enumerate(members):
+        if j != i:
+            s += _cos(agent_grads[members[i]], agent_grads[b])
+    return s / (len(members) - 1)
+
+
 def step_stats(
     turns: Sequence[Turn],
     g: Grouping,
@@ -299,6 +313,8 @@ def step_stats(
         ]
         rs.agent_cos_mean = _mean(pairs)
         rs.agent_cos_min = min(pairs) if pairs else NAN
+        if len(members) >= 2:
+            rs.agent_cos = {g.agents[a]: _agent_mean(agent_grads, members, i) for i, a in enumerate(members)}
         all_pairs += pairs
         rs.role_cos = {o: _cos(role_grads[r], role_grads[k]) for k, o in enumerate(g.roles) if k != r}
         out.append(rs)

@@ -92,6 +92,17 @@ def test_step_stats_norms_shares_and_cosines() -> None:
     assert critic.role_cos == {"solver": 8.0 / (2.0 * math.sqrt(52.0))}
     assert tot.grad_norm == math.sqrt(36.0 + 36.0) and tot.grad_share == 1.0 and tot.role_cos == {}
     assert tot.agent_cos_mean == 3.0 / 5.0 and tot.tokens == 3 and tot.seqs == 3
+    assert critic.agent_cos == {} and tot.agent_cos == {}  # one agent; the total
+    assert solver.agent_cos == {"a": 3.0 / 5.0, "b": 3.0 / 5.0}
+
+
+def test_agent_cos_is_each_agents_mean_with_the_others() -> None:
+    turns = [trained("g", "g0"), trained("g", "g1"), trained("g", "g2")]
+    grads = [torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), torch.tensor([1.0, 1.0])]
+    _, (r,) = step_stats(turns, group(turns), grads, [grads[0] + grads[1] + grads[2]], grads[0] + grads[1] + grads[2])
+    h = 1.0 / math.sqrt(2.0)
+    assert r.agent_cos == pytest.approx({"g0": h / 2, "g1": h / 2, "g2": h})
+    assert sum(r.agent_cos.values()) / 3 == pytest.approx(r.agent_cos_mean)
 
 
 def test_zero_gradient_has_no_cosine_or_share() -> None:
