@@ -99,7 +99,13 @@ type Report struct {
 	// update against the plain step's (History).
 	CoherenceMinScale float64
 	History           History
-	Rollout           Rollout // the rollout agreement
+	// AgentCos is the largest |Δ| of a same-role agent's gradient cosine
+	// with the others (RoleStats.AgentCos) in the train step, over
+	// AgentCosN agents.
+	AgentCos  float64
+	AgentCosN int
+	Routing   Routing // the routing settings (routing.go)
+	Rollout   Rollout // the rollout agreement
 	LogProbTol        float64
 	StepTol           float64
 	NoiseFloor        float64
@@ -143,6 +149,7 @@ func (r Report) Failures() []string {
 		out = append(out, fmt.Sprintf("coherence regularizer: %d role-steps compared, smallest scale %.3g: the check scaled no gradient", r.CoherenceRoles, r.CoherenceMinScale))
 	}
 	out = append(out, r.History.failures(r.FP32(), r.StepTol)...)
+	out = append(out, r.Routing.failures(r.FP32(), r.StepTol)...)
 	if !r.FP32() {
 		return out
 	}
@@ -163,6 +170,9 @@ func (r Report) Failures() []string {
 		if !(v <= r.StepTol) {
 			out = append(out, fmt.Sprintf("%s: relative difference %.3g > %.3g", name, v, r.StepTol))
 		}
+	}
+	if !(r.AgentCos <= r.StepTol) || r.AgentCosN == 0 {
+		out = append(out, fmt.Sprintf("train step, same-role agents' cosines: max |Δ| %.3g over %d agents, want within %.3g over some", r.AgentCos, r.AgentCosN, r.StepTol))
 	}
 	st("train step loss", r.LossRel)
 	st("train step KL", r.KLRel)
@@ -201,6 +211,7 @@ func (r Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  train step, grad norm of role %-10s native %.6g torch %.6g relative Δ %.3g\n", k, r.GradNormNative[k], r.GradNormTorch[k], r.GradNormRel[k])
 	}
 	fmt.Fprintf(w, "  train step, max |Δ grad norm| over roles:   %.3g (max relative %.3g)\n", r.GradNormAbsMax(), r.GradNormMax())
+	fmt.Fprintf(w, "  train step, max |Δ agent cosine|:           %.3g over %d same-role agents\n", r.AgentCos, r.AgentCosN)
 	fmt.Fprintf(w, "  optimizer step: %d components, %d below the noise floor (|g| < max(%.3g x max |g|, %d eps) = %.3g)\n", r.Components, r.BelowFloor, r.NoiseFloor, FloorEps, r.Floor)
 	fmt.Fprintf(w, "  optimizer step, max |Δ update| above floor: %.3g lr (tolerance %.3g lr)\n", r.UpdateAbove, r.UpdateTol)
 	fmt.Fprintf(w, "  optimizer step, max |Δ update| below floor: %.3g lr (%d components differ by more than lr, %d above the floor)\n", r.UpdateBelow, r.Flipped, r.FlippedAbove)
@@ -212,6 +223,7 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  coherence, max |Δ scale|:                   %.3g\n", r.CoherenceScale)
 	fmt.Fprintf(w, "  coherence, relative Δ total grad norm:      %.3g\n", r.CoherenceGradRel)
 	r.History.print(w, r.StepTol)
+	r.Routing.print(w)
 	r.Rollout.print(w, r.FP32(), r.LogProbTol, r.RolloutShare, r.RolloutP99)
 }
 
@@ -412,6 +424,7 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 		c.stepAndCrossLoad,
 		c.update,
 		c.coherence,
+		c.routing,
 		c.rollout,
 	} {
 		if err := stage(ctx, &r); err != nil {
@@ -702,6 +715,17 @@ func compareStep(ctx context.Context, ne *native.Engine, te *torch.Engine, turns
 		r.GradNormRel[nr.Role] = rel(tr.GradNorm, nr.GradNorm)
 		r.LossRel = math.Max(r.LossRel, rel(tr.Loss, nr.Loss))
 		r.KLRel = math.Max(r.KLRel, rel(tr.KL, nr.KL))
+		if len(tr.AgentCos) != len(nr.AgentCos) {
+			return fmt.Errorf("train step: role %s has %d agent cosines in native, %d in torch", nr.Role, len(nr.AgentCos), len(tr.AgentCos))
+		}
+		for a, v := range nr.AgentCos {
+			tv, ok := tr.AgentCos[a]
+			if !ok {
+				return fmt.Errorf("train step: torch has no cosine of agent %s", a)
+			}
+			r.AgentCos = math.Max(r.AgentCos, absDiff(tv, v))
+			r.AgentCosN++
+		}
 	}
 	return nil
 }
