@@ -102,16 +102,16 @@ type Report struct {
 	// AgentCos is the largest |Δ| of a same-role agent's gradient cosine
 	// with the others (RoleStats.AgentCos) in the train step, over
 	// AgentCosN agents.
-	AgentCos  float64
-	AgentCosN int
-	Routing   Routing // the routing settings (routing.go)
-	Rollout   Rollout // the rollout agreement
-	LogProbTol        float64
-	StepTol           float64
-	NoiseFloor        float64
-	UpdateTol         float64
-	RolloutShare      float64
-	RolloutP99        float64
+	AgentCos     float64
+	AgentCosN    int
+	Routing      Routing // the routing settings (routing.go)
+	Rollout      Rollout // the rollout agreement
+	LogProbTol   float64
+	StepTol      float64
+	NoiseFloor   float64
+	UpdateTol    float64
+	RolloutShare float64
+	RolloutP99   float64
 }
 
 // FP32 reports whether the torch engine ran in float32 (an empty dtype is
