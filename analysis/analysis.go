@@ -15,6 +15,7 @@
 package analysis
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -383,4 +384,24 @@ func damagedRunsError(src string, err error) error {
 	}
 	return fmt.Errorf("analysis: reading runs from %s: %w\n%d damaged %s (as marlow check lists them; leave their runs out with --only, or run them again):\n%s",
 		src, err, len(probs), word, strings.Join(lines, "\n"))
+}
+
+// Routing returns the declared routing the run's config holds (its
+// condition is the routing's from), nil for a run of a built-in condition
+// and for logs written before routings existed.
+func (r *RunResult) Routing() *study.Routing {
+	if r.run == nil || r.run.Manifest.Config == nil {
+		return nil
+	}
+	b, err := json.Marshal(r.run.Manifest.Config)
+	if err != nil {
+		return nil
+	}
+	var c struct {
+		Routing *study.Routing `json:"routing"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return nil
+	}
+	return c.Routing
 }

@@ -45,6 +45,11 @@ type Amplification struct {
 	EMAAligned  int       // Steps whose EMA cosine exceeded amp_cos (evidence, not a condition)
 	PeakStep    int64     // step of the largest gradient norm (any step)
 	PeakNorm    float64
+	// AgentCos are the role's same-role agents' cosines (each agent's mean
+	// with the others, steps' agent_cos) at the first of Steps, keyed by
+	// agent: where the signature sits among the role's agents. Nil for a
+	// role with one agent and in logs before schema 4.
+	AgentCos    map[string]float64
 	Cosine      bool  // the role has a same-role cosine (two or more agents)
 	EMA         bool  // the logs have the role's cosine to its gradient EMA (coherence_cos)
 	Sustained   int64 // the step closing the first sustained window, -1 when none
@@ -120,6 +125,9 @@ func DetectAmplification(steps []runlog.StepRow, cliff Cliff, p Params) []Amplif
 				cosOK := !a.Cosine || (!math.IsNaN(r.AgentCosMean) && r.AgentCosMean > p.AmpCos)
 				hit := !math.IsNaN(r.GradNorm) && r.GradNorm > p.AmpK*a.EarlyMedian && cosOK
 				if hit {
+					if len(a.Steps) == 0 {
+						a.AgentCos = r.AgentCos
+					}
 					a.Steps = append(a.Steps, r.Step)
 					a.Norms = append(a.Norms, r.GradNorm)
 					a.Cos = append(a.Cos, r.AgentCosMean)

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -150,6 +151,37 @@ func writeMatrix(w md, st *analysis.Study) {
 				est(cs.Drop, false), est(cs.AUC, false), cs.CliffRuns, cs.Seeds,
 				est(cs.GainBaseFinal, true), est(cs.GainSARLFinal, true), cs.CIMethod)
 		}
+	}
+	writeRoutings(w, st)
+}
+
+// writeRoutings names the declared routings of the study's runs under the
+// matrix, one row per cell condition and routing; nothing for a study of
+// the built-in conditions only.
+func writeRoutings(w md, st *analysis.Study) {
+	type row struct {
+		key        analysis.CellKey
+		cond, name string
+		about      string
+	}
+	var rows []row
+	for _, r := range st.Runs {
+		rt := r.Routing()
+		if rt == nil {
+			continue
+		}
+		x := row{r.Cell, r.Condition, rt.Name, rt.Describe()}
+		if !slices.Contains(rows, x) {
+			rows = append(rows, x)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w("\nRoutings: these cell conditions ran a routing of roles to adapters declared in the spec (a role routed to `base` is the frozen base model, not trained); their runs are judged as runs of the condition the routing starts from.\n\n")
+	w("| task | workflow | scale | condition | routing | roles and adapters |\n|---|---|---|---|---|---|\n")
+	for _, x := range rows {
+		w("| %s | %s | %s | %s | %s | %s |\n", cellEsc(x.key.Task), cellEsc(x.key.Workflow), scaleCol(x.key), cellEsc(x.cond), cellEsc(x.name), cellEsc(x.about))
 	}
 }
 
@@ -300,8 +332,34 @@ func writeAmplification(w md, st *analysis.Study) {
 			w("| %s | %s | %s | %.4g | %d | %.4g | %s | %s | %s | %d | %.4g @ %d | %s | %v |\n", r.RunID, a.Policy, a.Role, a.EarlyMedian, a.Steps[0], a.Norms[0], f3(a.Cos[0]), f3(a.EMACos[0]), aligned, a.Sustained, a.PeakNorm, a.PeakStep, cliff, a.BeforeCliff)
 		}
 	}
+	writeAgentCos(w, st)
 	if ampRows == 0 {
 		w("No role's gradient norm rose above %g x its early median (after a %d-step warm-up) in %d of %d consecutive steps with same-role cosine above %[5]g where it has two or more agents.\n", p.AmpK, analysis.AmpWarmupSteps, analysis.AmpSustainK, analysis.AmpSustainN, p.AmpCos)
+	}
+}
+
+// writeAgentCos places the signature of each amplified role with several
+// agents on its agents: each agent's mean gradient cosine with the other
+// same-role agents at the role's first step over (steps' agent_cos, logged
+// since schema 4; nothing for older logs).
+func writeAgentCos(w md, st *analysis.Study) {
+	n := 0
+	for _, r := range st.Runs {
+		for _, a := range r.Amplification {
+			if !a.Amplified || len(a.AgentCos) == 0 {
+				continue
+			}
+			if n == 0 {
+				w("\nThe same-role agents of the amplified roles at the first step over: each agent's mean gradient cosine with the role's other agents (their mean is the table's cosine).\n\n")
+				w("| run | policy | role | step | agents |\n|---|---|---|---:|---|\n")
+			}
+			n++
+			var parts []string
+			for _, ag := range slices.Sorted(maps.Keys(a.AgentCos)) {
+				parts = append(parts, fmt.Sprintf("%s %s", ag, f3(a.AgentCos[ag])))
+			}
+			w("| %s | %s | %s | %d | %s |\n", r.RunID, a.Policy, a.Role, a.Steps[0], strings.Join(parts, ", "))
+		}
 	}
 }
 
