@@ -43,6 +43,22 @@ func validateRoutings(s *Spec, c checker) {
 			c.errf(join(p, key), format, a...)
 		})
 	}
+	used := map[string][]string{} // routing -> the workflows it runs in
+	for _, arm := range s.ArmNames() {
+		mx := s.ArmMatrix(arm)
+		for _, cond := range mx.Conditions {
+			if _, ok := s.Routings[cond]; ok {
+				for _, wf := range mx.Workflows {
+					if !slices.Contains(used[cond], wf) && trains(cond) && wf != study.Single {
+						used[cond] = append(used[cond], wf)
+					}
+				}
+			}
+		}
+	}
+	for _, name := range sortedKeys(s.Routings) {
+		checkRoutingUse(name, s.routing(name), used[name], c.section("routings."+name))
+	}
 	for _, arm := range s.ArmNames() {
 		rel := "matrix.conditions"
 		if arm != "" {
@@ -60,6 +76,45 @@ func validateRoutings(s *Spec, c checker) {
 				continue
 			}
 			by[as] = cond
+		}
+	}
+}
+
+// checkRoutingUse refuses what a routing would leave without effect in the
+// workflows it runs in (wfs): no workflow at all, a role none of them
+// calls, settings of an adapter none of them routes a role to, and a
+// workflow all of whose roles it freezes (nothing would train).
+func checkRoutingUse(name string, r *study.Routing, wfs []string, c checker) {
+	if len(wfs) == 0 {
+		c.errf("", "routing %s is named by no grid's conditions with a workflow it could train (single is trained by sa-rl only); name it in matrix.conditions or an arm's, or remove it", name)
+		return
+	}
+	var roles, adapters []string
+	for _, wf := range wfs {
+		trained := false
+		for _, role := range study.WorkflowOf(wf).Roles() {
+			if !slices.Contains(roles, role) {
+				roles = append(roles, role)
+			}
+			if a := r.Route(role); a != "" {
+				trained = true
+				if !slices.Contains(adapters, a) {
+					adapters = append(adapters, a)
+				}
+			}
+		}
+		if !trained {
+			c.errf("roles", "routes every role of workflow %s to %s: its runs would train nothing (the condition base evaluates the untrained model)", wf, study.FrozenBase)
+		}
+	}
+	for _, role := range sortedKeys(r.Roles) {
+		if !slices.Contains(roles, role) {
+			c.errf("roles."+role, "role %s is called by none of the workflows the routing runs in (%v); remove it", role, wfs)
+		}
+	}
+	for _, a := range sortedKeys(r.Adapters) {
+		if !slices.Contains(adapters, a) && slices.Contains(r.AdapterNames(), a) {
+			c.errf("adapters."+a, "adapter %s trains no role of the workflows the routing runs in (%v); remove it", a, wfs)
 		}
 	}
 }

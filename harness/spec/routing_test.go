@@ -111,6 +111,10 @@ func TestRoutingErrors(t *testing.T) {
 		{"redeclared builtin", "  rates:\n    from: ip", "  ip:\n    from: ip", "cannot be redeclared"},
 		{"unknown condition", "conditions: [base, sp, ip_frozen_agg]", "conditions: [base, sp, ip_frozen]", `"ip_frozen" is not allowed`},
 		{"two ip in a grid", "conditions: [base, sp, ip_frozen_agg]", "conditions: [base, ip, ip_frozen_agg]", "both ip runs of this grid"},
+		{"unused routing", "arms:\n", "  idle:\n    from: sp\narms:\n", "routing idle is named by no grid"},
+		{"role no workflow calls", "roles: {aggregator: base}", "roles: {evaluator: base}", "role evaluator is called by none of the workflows"},
+		{"every role frozen", "roles: {aggregator: base}", "roles: {aggregator: base, generator: base}", "would train nothing"},
+		{"adapter no workflow trains", "aggregator: {lr_mult", "evaluator: {lr_mult", "adapter evaluator trains no role"},
 		{"missing from", "from: ip\n    adapters", "adapters", "routings.rates.from"},
 	}
 	for _, c := range cases {

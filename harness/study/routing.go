@@ -121,7 +121,7 @@ func (r Routing) Validate(name string, add func(key, format string, a ...any)) {
 	for _, a := range slices.Sorted(maps.Keys(r.Adapters)) {
 		s := r.Adapters[a]
 		if a == FrozenBase || !routed[a] {
-			add("adapters."+a, "adapter %q is not one the routing trains (its adapters: %v)", a, r.adapterNames())
+			add("adapters."+a, "adapter %q is not one the routing trains (its adapters: %v)", a, r.AdapterNames())
 		}
 		if s.LRMult != nil && !(*s.LRMult > 0 && !math.IsInf(*s.LRMult, 0)) {
 			add("adapters."+a+".lr_mult", "lr_mult %v must be a finite number > 0 (route a role to %q to freeze it)", *s.LRMult, FrozenBase)
@@ -132,8 +132,9 @@ func (r Routing) Validate(name string, add func(key, format string, a ...any)) {
 	}
 }
 
-// adapterNames lists the adapters the routing sends some role to, sorted.
-func (r Routing) adapterNames() []string {
+// AdapterNames lists the adapters the routing sends some role type to,
+// sorted.
+func (r Routing) AdapterNames() []string {
 	var out []string
 	for _, role := range Roles {
 		if a := r.Route(role); a != "" && !slices.Contains(out, a) {
