@@ -167,7 +167,7 @@ var stepsDef = &tableDef[StepRow]{
 	cols: []column[StepRow]{
 		{"run_id", kString, "run id, as in the manifest", func(r *StepRow) any { return &r.RunID }},
 		{"step", kInt64, "training step: the optimizer step the row describes, 1 for the first (there is no step 0)", func(r *StepRow) any { return &r.Step }},
-		{"policy", kString, "adapter (policy) name: `policy` (the one adapter of an sa-rl run), `shared` (sp: one adapter for every role) or the role's name (ip: one adapter per role type)", func(r *StepRow) any { return &r.Policy }},
+		{"policy", kString, "adapter (policy) name: `policy` (the one adapter of an sa-rl run), `shared` (sp: one adapter for every role), the role's name (ip: one adapter per role type) or the adapter a declared routing sends the role to (a role it routes to the frozen base model has no rows)", func(r *StepRow) any { return &r.Policy }},
 		{"role", kString, "role type, or `*` for the policy's total", func(r *StepRow) any { return &r.Role }},
 		{"loss", kFloat64, "the role's share of the policy loss", func(r *StepRow) any { return &r.Loss }},
 		{"grad_norm", kFloat64, "L2 norm of the gradient of the role's share of the loss, computed separately before the shares are summed", func(r *StepRow) any { return &r.GradNorm }},
