@@ -63,7 +63,7 @@ func TestRolloutFigures(t *testing.T) {
 	// against native.
 	rep := Report{DType: "bfloat16", LogProbTol: DefaultLogProbTol, StepTol: DefaultStepTol, UpdateTol: DefaultUpdateTol,
 		RolloutShare: DefaultRolloutShare, RolloutP99: DefaultRolloutP99, FreshTensors: 1, CoherenceRoles: 2, CoherenceMinScale: 0.6, History: History{Roles: 2, StepFactor: 0.6},
-		LogProbBase: 0.02, LogProbAdapter: 0.03, LossRel: 0.025, Rollout: Rollout{Tokens: 100, P99: 0.01}}
+		LogProbBase: 0.02, LogProbAdapter: 0.03, LossRel: 0.025, Rollout: Rollout{Tokens: 100, P99: 0.01}, Routing: passedRouting(), AgentCosN: 2}
 	if f := rep.Failures(); len(f) != 0 {
 		t.Errorf("bfloat16 report: failures %q, want none", f)
 	}
