@@ -97,7 +97,7 @@ func TestCompareUpdate(t *testing.T) {
 		Components: u.components, BelowFloor: u.below, UpdateAbove: u.maxAbove,
 		CoherenceRoles: 2, CoherenceMinScale: 0.6, History: History{Roles: 2, StepFactor: 0.6}, // a coherence check that passed
 		Rollout: Rollout{Seqs: 1, Tokens: 3, Max: 2e-5}, // and a rollout agreement
-		Routing: passedRouting(), AgentCosN: 2} // and routing checks that passed
+		Routing: passedRouting(), AgentCosN: 2}          // and routing checks that passed
 	if f := r.Failures(); len(f) != 1 {
 		t.Errorf("failures %q, want the update above the floor only", f)
 	}
