@@ -82,9 +82,33 @@ func updateRatio(before, after, obefore, oafter []float64, k float64) (ratio, re
 	return do / oo, math.Sqrt(rr) / (k * math.Sqrt(oo))
 }
 
+// baseRecorder records every request an engine samples from the base
+// policy (no adapter), with its completion.
+type baseRecorder struct {
+	engine.Engine
+	reqs  []engine.Request
+	comps []engine.Completion
+}
+
+func (b *baseRecorder) Generate(ctx context.Context, reqs []engine.Request) ([]engine.Completion, error) {
+	comps, err := b.Engine.Generate(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range reqs {
+		if r.Adapter == "" {
+			b.reqs = append(b.reqs, r)
+			b.comps = append(b.comps, comps[i])
+		}
+	}
+	return comps, nil
+}
+
 // TestNativeRoutingFrozenRole: a role routed to the frozen base model has
 // no adapter, no step rows, and its turns sample the base policy, whose
-// weights and outputs do not change however long the other roles train.
+// weights and outputs do not change however long the other roles train:
+// every one of its turns, those of the last validation included, is what
+// an untrained engine gives for the same request, byte for byte.
 func TestNativeRoutingFrozenRole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("native engine loop in -short mode")
@@ -93,11 +117,13 @@ func TestNativeRoutingFrozenRole(t *testing.T) {
 	cfg := routingConfig("native-voting-frozen", r, 3)
 	dir := t.TempDir()
 	tr, w, last := nativeLoop(t, cfg)(dir)
+	ne := tr.Engine.(*native.Engine)
+	rec := &baseRecorder{Engine: ne}
+	tr.Engine = rec
 	if err := tr.Run(context.Background(), last); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
-	ne := tr.Engine.(*native.Engine)
 	if got := ne.Adapters(); !slices.Equal(got, []string{study.Generator}) {
 		t.Fatalf("adapters %v, want only the generator's", got)
 	}
@@ -129,25 +155,23 @@ func TestNativeRoutingFrozenRole(t *testing.T) {
 	if aggTurns == 0 {
 		t.Fatal("no aggregator turns were validated")
 	}
-	// The base policy's outputs after training are those of a fresh engine
-	// with the same weights, bit for bit.
+	// Every aggregator request of the run (the last validation's are the
+	// last ones), given again to a fresh, untrained engine: the same
+	// completions, bit for bit.
+	// one aggregator turn per episode: the validations' (aggTurns, from the
+	// samples) and every training rollout's
+	if want := aggTurns + cfg.Steps*cfg.Rollouts*cfg.ProblemsPerStep; len(rec.reqs) != want {
+		t.Fatalf("%d base-policy requests recorded, want the run's %d aggregator turns", len(rec.reqs), want)
+	}
 	fresh, _, _ := nativeLoop(t, cfg)(t.TempDir())
-	reqs := []engine.Request{
-		{Messages: []engine.Message{{Role: "user", Content: "Candidates: 1) 4 2) 5. Select one."}}, MaxNewTokens: 12, Temperature: 0.7, Seed: 3},
-		{Messages: []engine.Message{{Role: "user", Content: "What is 2+3?"}}, MaxNewTokens: 12, Temperature: 0.7, Seed: 4},
-	}
-	ctx := context.Background()
-	after, err := tr.Engine.Generate(ctx, reqs)
+	base, err := fresh.Engine.Generate(context.Background(), rec.reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := fresh.Engine.Generate(ctx, reqs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range reqs {
-		if after[i].Text != base[i].Text || !slices.Equal(after[i].LogProbs, base[i].LogProbs) {
-			t.Errorf("request %d: the base policy changed with training: %q vs fresh %q", i, after[i].Text, base[i].Text)
+	for i := range rec.reqs {
+		a, b := rec.comps[i], base[i]
+		if a.Text != b.Text || !slices.Equal(a.IDs, b.IDs) || !slices.Equal(a.LogProbs, b.LogProbs) {
+			t.Fatalf("base-policy request %d of %d: %q after training, %q from an untrained engine", i, len(rec.reqs), a.Text, b.Text)
 		}
 	}
 }
