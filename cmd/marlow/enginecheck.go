@@ -30,6 +30,10 @@ func newEngineCheckCmd() *cobra.Command {
 			"two engines. Updates above the floor must agree within --tol-update (in units of lr), and\n" +
 			"torch's stepped adapter with its below-floor components taken from native's must score within\n" +
 			"the log-prob tolerance; the raw after-step difference is printed, not judged.\n" +
+			"Each engine is also checked to honour a routing's adapter settings: from the seeded adapter\n" +
+			"a step at half the rate moves it by half the plain step, a KL coefficient changes the step,\n" +
+			"and the base policy (what a frozen role samples) scores and samples bit for bit the same\n" +
+			"before and after the steps; the same-role agents' gradient cosines are compared too.\n" +
 			"Last, torch samples completions (half on the base policy, half on the seeded adapter) and\n" +
 			"rescores them as training does; Δ = training − rollout log-prob is the log of the first\n" +
 			"step's importance ratio, fully on-policy. In float32 every |Δ| must be within --tol-logprob.\n" +
