@@ -333,7 +333,7 @@ func (w Workflow) Check() []DeclError {
 		default:
 			seenRole[s.Role] = i + 1
 			if r := RoleOf(s.Role); r.Kind != "" && k.Doc != "" && r.Kind != s.Kind {
-				bad(i, "kind", "role %q is a %s, not a %s: declare it with kind %s, or name another role", s.Role, r.Kind, s.Kind, r.Kind)
+				bad(i, "kind", "role %q is of kind %s, not %s: declare it with kind %s, or name another role", s.Role, r.Kind, s.Kind, r.Kind)
 			}
 		}
 		count(i, "agents", s.Agents)
