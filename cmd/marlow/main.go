@@ -52,7 +52,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newDataCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
 		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newSamplesCmd(), newSlurmCmd(), newBenchCmd(), newEngineCheckCmd(), newRandomCheckpointCmd(), newVersionCmd(),
-		newTensorboardCmd())
+		newTensorboardCmd(), newWorkflowsCmd())
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return withUsage(cmd, err) })
 	addUsageToArgErrors(root)
 	return root

@@ -46,16 +46,16 @@ func (s Settings) Value(key string) (int, bool) {
 // declarations (the study's own workflows), then those a spec's workflow
 // files declared (Register).
 var registry = []Workflow{
-	{Name: Single, Stages: []Stage{{Name: "generator", Kind: Answerer, Role: Generator}}, Final: "generator"},
-	{Name: EvalOpt, Stages: []Stage{
+	{Name: Single, Doc: "one generator answers", Stages: []Stage{{Name: "generator", Kind: Answerer, Role: Generator}}, Final: "generator"},
+	{Name: EvalOpt, Doc: "a generator answers and an evaluator judges, until Correct or max_iterations answers", Stages: []Stage{
 		{Name: "generator", Kind: Answerer, Role: Generator, Revises: true},
 		{Name: "evaluator", Kind: Judge, Role: Evaluator, Reads: "generator"},
 	}, Loop: &Loop{First: "generator", Last: "evaluator", Until: "evaluator", Max: Count{Setting: SettingMaxIterations}}, Final: "generator"},
-	{Name: Voting, Stages: []Stage{
+	{Name: Voting, Doc: "n_votes generators answer; the aggregator picks one", Stages: []Stage{
 		{Name: "generators", Kind: Answerer, Role: Generator, Agents: Count{Setting: SettingNVotes}},
 		{Name: "aggregator", Kind: Selector, Role: Aggregator, Reads: "generators"},
 	}, Final: "aggregator"},
-	{Name: OrchWorkers, Stages: []Stage{
+	{Name: OrchWorkers, Doc: "the orchestrator lists strategies, a worker solves with each, the synthesizer answers", Stages: []Stage{
 		{Name: "orchestrator", Kind: Planner, Role: Orchestrator, Most: Count{Setting: SettingMaxSubtasks}},
 		{Name: "workers", Kind: Answerer, Role: Worker, PerStrategy: "orchestrator"},
 		{Name: "synthesizer", Kind: SynthesizerKind, Role: Synthesizer, Reads: "workers"},
