@@ -1,6 +1,6 @@
 // Command marlow is the one CLI of the marlow research harness: plan, run,
 // status, list, data, pretrain, analyze, report, diff, archive, check,
-// samples, slurm, bench, engine-check, random-checkpoint, tensorboard and
+// samples, slurm, bench, engine-check, random-checkpoint, tensorboard, workflows and
 // version. Each subcommand is built by a
 // constructor in its own file, with its flags in the closure's variables;
 // the logic lives in the harness, analysis (with analysis/report) and

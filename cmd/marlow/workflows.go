@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/marlowlab/marlow/harness/pretrain"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow/declfile"
@@ -19,8 +20,8 @@ func newWorkflowsCmd() *cobra.Command {
 		Short: "List the workflows: their stages, role kinds, loop and final answer",
 		Long: `workflows lists the built-in workflows, then those a spec's workflow_files
 declare (with SPEC) or the declaration files given with --file, each with its
-stages in calling order (name, role kind, role and agent count, what the
-stage reads or sees), its loop, the stage whose output is final, its
+stages in calling order (name, role kind, role, the pretraining teacher the
+tiny models learn the role from, agent count, what the stage reads or sees), its loop, the stage whose output is final, its
 settings, and whether a stage runs several agents of one role (the structure
 claim c's same-role rule is about). It ends with the role kinds. A malformed
 declaration is refused with its file:line and what to do
@@ -65,7 +66,7 @@ func printWorkflows(out io.Writer, ws []study.Workflow) error {
 			fmt.Fprintf(&b, "  %s\n", w.Doc)
 		}
 		for i, s := range w.Stages {
-			fmt.Fprintf(&b, "  stage %d %s: %s, role %s%s\n", i+1, s.Name, s.Kind, s.Role, stageDetail(w, s))
+			fmt.Fprintf(&b, "  stage %d %s: %s, role %s (tiny models' teacher: %s)%s\n", i+1, s.Name, s.Kind, s.Role, pretrain.TeacherOf(s.Role), stageDetail(w, s))
 		}
 		if l := w.Loop; l != nil {
 			if l.Until != "" {
