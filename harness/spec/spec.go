@@ -76,7 +76,8 @@ type Spec struct {
 
 	pretrains map[string]Pretrain // per-scale pretrain sections, resolved by validate
 
-	declared []study.Workflow // the workflow files' declarations, in file order
+	declared   []study.Workflow // the workflow files' declarations, in file order
+	declFailed bool             // a workflow file failed to load
 }
 
 // PretrainFor returns the pretrain settings of a scale: the pretrain

@@ -26,7 +26,11 @@ func validateMatrix(s *Spec, c checker) {
 			c.errf("matrix."+k, "required key is missing")
 		}
 	}
-	checkList(c, "matrix.workflows", s.Matrix.Workflows, s.workflowNames(), nil)
+	if allowed := s.allowedWorkflows(); allowed != nil {
+		checkList(c, "matrix.workflows", s.Matrix.Workflows, allowed, nil)
+	} else {
+		checkList(c, "matrix.workflows", s.Matrix.Workflows, nil, taskNameRe)
+	}
 	checkList(c, "matrix.tasks", s.Matrix.Tasks, nil, taskNameRe)
 	checkList(c, "matrix.scales", s.Matrix.Scales, nil, scaleNameRe)
 	checkList(c, "matrix.conditions", s.Matrix.Conditions, Conditions, nil)

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -22,8 +23,17 @@ func loadWorkflowFiles(s *Spec, c checker) {
 			path = filepath.Join(filepath.Dir(s.File), path)
 		}
 		w, err := declfile.Load(path)
-		if err != nil {
+		var faults declfile.Errors
+		switch {
+		case errors.As(err, &faults):
+			for _, f := range faults {
+				c.errf(rel, "%v", f)
+			}
+			s.declFailed = true
+			continue
+		case err != nil:
 			c.errf(rel, "%v", err)
+			s.declFailed = true
 			continue
 		}
 		if slices.ContainsFunc(s.declared, func(d study.Workflow) bool { return d.Name == w.Name }) {
@@ -32,6 +42,7 @@ func loadWorkflowFiles(s *Spec, c checker) {
 		}
 		if err := study.Register(w); err != nil {
 			c.errf(rel, "%s: %v", path, err)
+			s.declFailed = true
 			continue
 		}
 		s.declared = append(s.declared, w)
@@ -46,6 +57,16 @@ func (s *Spec) workflowNames() []string {
 		out = append(out, w.Name)
 	}
 	return out
+}
+
+// allowedWorkflows is what matrix.workflows is checked against: the
+// workflow names, or nothing when a workflow file failed to load (its
+// errors say why, and the name it would have declared is unknown).
+func (s *Spec) allowedWorkflows() []string {
+	if s.declFailed {
+		return nil
+	}
+	return s.workflowNames()
 }
 
 // roleNames lists the role types the spec's workflows may call: the

@@ -355,7 +355,7 @@ func (w Workflow) Check() []DeclError {
 				bad(i, "per_strategy", "only an answerer stage fans out: make the stage an answerer")
 			}
 			if p, ok := earlier(i, "per_strategy", s.PerStrategy); ok && p.Kind != Planner {
-				bad(i, "per_strategy", "stage %q is a %s, not a planner: only a planner's strategies fan out; name a planner stage", p.Name, p.Kind)
+				bad(i, "per_strategy", "stage %q is of kind %s, not a planner: only a planner's strategies fan out; name a planner stage", p.Name, p.Kind)
 			}
 		}
 		switch {
@@ -365,7 +365,7 @@ func (w Workflow) Check() []DeclError {
 			bad(i, "reads", "a %s reads no stage's answers: drop it", s.Kind)
 		case s.Reads != "":
 			if r, ok := earlier(i, "reads", s.Reads); ok && !KindOf(r.Kind).Answers {
-				bad(i, "reads", "stage %q is a %s, which gives no answer: name a stage of answerers or a synthesizer", r.Name, r.Kind)
+				bad(i, "reads", "stage %q is of kind %s, which gives no answer: name a stage of answerers or a synthesizer", r.Name, r.Kind)
 			}
 		}
 		if (s.Revises || s.Others) && !w.InLoop(i) {
@@ -396,7 +396,7 @@ func (w Workflow) Check() []DeclError {
 			case !ok:
 				bad(-1, "loop.until", "no stage is named %q: name the judge stage that ends the loop", l.Until)
 			case u.Kind != Judge:
-				bad(-1, "loop.until", "stage %q is a %s: only a judge's Correct ends a loop; name a judge stage", u.Name, u.Kind)
+				bad(-1, "loop.until", "stage %q is of kind %s: only a judge's Correct ends a loop; name a judge stage", u.Name, u.Kind)
 			case okA && okB && (j < a || j > b):
 				bad(-1, "loop.until", "stage %q is outside the loop: name a judge stage in it", u.Name)
 			}

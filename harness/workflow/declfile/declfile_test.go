@@ -39,7 +39,7 @@ func TestMalformed(t *testing.T) {
 		{"unknown kind", head + "stages:\n  - {name: a, kind: voter, role: generator}\nfinal: a\n", 3, `unknown kind "voter"`},
 		{"a cycle", head + "stages:\n  - {name: a, kind: answerer, role: generator}\n  - name: j\n    kind: judge\n    role: evaluator\n    reads: j\nfinal: a\n", 7, "reads itself (a cycle)"},
 		{"a stage reading a later stage", head + "stages:\n  - {name: s, kind: selector, role: aggregator, reads: a}\n  - {name: a, kind: answerer, role: generator, agents: 2}\nfinal: s\n", 3, `stage "a" comes later`},
-		{"fan-out from a non-planner", head + "stages:\n  - {name: a, kind: answerer, role: generator}\n  - {name: w, kind: answerer, role: worker, per_strategy: a}\n  - {name: y, kind: synthesizer, role: synthesizer, reads: w}\nfinal: y\n", 4, "not a planner"},
+		{"fan-out from a non-planner", head + "stages:\n  - {name: a, kind: answerer, role: generator}\n  - {name: w, kind: answerer, role: worker, per_strategy: a}\n  - {name: y, kind: synthesizer, role: synthesizer, reads: w}\nfinal: y\n", 4, "is of kind answerer, not a planner"},
 		{"a role of another kind", head + "stages:\n  - {name: a, kind: judge, role: generator, reads: a}\nfinal: a\n", 3, "is of kind answerer, not judge"},
 		{"a role in two stages", head + "stages:\n  - {name: a, kind: answerer, role: generator}\n  - {name: b, kind: answerer, role: generator}\nfinal: b\n", 4, "a role's agents belong to one stage"},
 		{"an unknown field", head + "stages:\n  - {name: a, kind: answerer, role: generator, count: 2}\nfinal: a\n", 3, `unknown field "count"`},
