@@ -364,8 +364,13 @@ func (w Workflow) Check() []DeclError {
 		case k.Doc != "" && !k.Reads && s.Reads != "":
 			bad(i, "reads", "a %s reads no stage's answers: drop it", s.Kind)
 		case s.Reads != "":
-			if r, ok := earlier(i, "reads", s.Reads); ok && !KindOf(r.Kind).Answers {
+			r, ok := earlier(i, "reads", s.Reads)
+			switch {
+			case !ok:
+			case !KindOf(r.Kind).Answers:
 				bad(i, "reads", "stage %q is of kind %s, which gives no answer: name a stage of answerers or a synthesizer", r.Name, r.Kind)
+			case s.Kind == Judge && (r.Agents.Set() || r.PerStrategy != ""):
+				bad(i, "reads", "a judge judges one answer, and stage %q runs several agents: name a one-agent stage, or use a selector", r.Name)
 			}
 		}
 		if (s.Revises || s.Others) && !w.InLoop(i) {

@@ -47,6 +47,7 @@ func TestMalformed(t *testing.T) {
 		{"a final stage of several agents", head + "stages:\n  - {name: a, kind: answerer, role: generator, agents: 2}\nfinal: a\n", 4, "gives no single answer"},
 		{"a loop's judge outside it", head + "stages:\n  - {name: a, kind: answerer, role: generator}\n  - {name: j, kind: judge, role: evaluator, reads: a}\nloop: {from: a, to: a, until: j, max: 2}\nfinal: a\n", 5, "outside the loop"},
 		{"seeing others outside a loop", head + "stages:\n  - {name: a, kind: answerer, role: generator, agents: 2, sees: [others]}\n  - {name: s, kind: selector, role: aggregator, reads: a}\nfinal: s\n", 3, "only in a loop"},
+		{"a judge of several answers", head + "stages:\n  - {name: a, kind: answerer, role: generator, agents: 2}\n  - {name: j, kind: judge, role: evaluator, reads: a}\n  - {name: s, kind: selector, role: aggregator, reads: a}\nfinal: s\n", 4, "a judge judges one answer"},
 		{"a missing final", head + "stages:\n  - {name: a, kind: answerer, role: generator}\n", 1, `field "final" is missing`},
 		{"not YAML", "name: [x\n", 1, "not YAML"},
 	} {
