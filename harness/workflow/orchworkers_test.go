@@ -25,7 +25,7 @@ func TestOrchWorkersFlow(t *testing.T) {
 		synth      func(string) string
 		agents     [][]string
 		strategies []string // the workers' strategies ("" for a free choice)
-		state      []string // OrchWorkersFlow.Strategies
+		state      []string // the planner run's Strategies
 		proposed   int
 		readings   []wf.Reading
 		over       bool

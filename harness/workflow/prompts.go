@@ -1,26 +1,28 @@
-// Package workflow runs the study's four role graphs — single, eval-opt,
-// voting and orch-workers — as batched, deterministic episodes over an
+// Package workflow runs workflow declarations (package study: the four
+// built-in ones, single, eval-opt, voting and orch-workers, and those a
+// workflow file declares) as batched, deterministic episodes over an
 // engine.Engine.
 //
-// It owns everything about what agents see and say: one prompt builder per
-// role (marlow's own short wording, parameterised by the task's
-// instructions), the output formats of the roles that do not answer the
-// problem directly (verdicts, selections, strategy lists) together with
-// tolerant parsers that are strict about compliance, and the per-request
-// seed derivation. The pretraining teacher renders its transcripts with these
-// same builders and formatting functions, so a format is written down once.
+// It owns everything about what agents see and say: the prompt layout of
+// each role kind (marlow's own short wording, parameterised by the role and
+// the task's instructions), the output formats of the kinds that do not
+// answer the problem directly (verdicts, selections, strategy lists)
+// together with tolerant parsers that are strict about compliance, and the
+// per-request seed derivation. The pretraining teacher renders its
+// transcripts with these same builders and formatting functions, so a
+// format is written down once.
 //
-// Each workflow is a Flow in a file of its own (single.go, evalopt.go,
-// voting.go, orchworkers.go), registered by name with its roles, settings
-// check and turn counts (Definition, Lookup): a per-episode state machine
-// that asks for the calls of the next stage and absorbs their completions
-// into typed state (verdicts, the selected candidate, the strategies, and
-// how each supervisory turn was read, fallbacks included). Runner.Run
-// drives the flows stage-synchronously: every agent call of one stage,
-// across all (problem, rollout) episodes of a batch, goes to the engine in
-// a single Generate call. Every agent's own answer is regraded with the
-// task's verifier, so per-agent correctness is known as well as the
-// broadcast outcome.
+// One interpreter (Interp, interp.go) runs every declaration: a
+// per-episode state machine that asks for the calls of the next stage and
+// absorbs their completions by kind into typed state (verdicts, the
+// selected candidate, the strategies, and how each supervisory turn was
+// read, fallbacks included). Lookup derives a workflow's roles, settings
+// check and turn counts from its declaration. Runner.Run drives the
+// episodes stage-synchronously: every agent call of one stage, across all
+// (problem, rollout) episodes of a batch, goes to the engine in a single
+// Generate call. Every agent's own answer is regraded with the task's
+// verifier, so per-agent correctness is known as well as the broadcast
+// outcome.
 package workflow
 
 import (
