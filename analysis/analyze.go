@@ -29,6 +29,9 @@ func Analyze(runs []*runlog.Run) (*Study, error) {
 	if err := checkSettings(sorted); err != nil {
 		return nil, err
 	}
+	if err := registerDeclared(sorted); err != nil {
+		return nil, err
+	}
 	taken := map[slot]string{}
 	for _, r := range sorted {
 		if err := st.addRun(r, taken); err != nil {

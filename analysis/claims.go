@@ -139,17 +139,18 @@ const MinClaimSeeds = 2
 // workflows whose stages run several agents of the same role (the
 // registry's study.SameRoleWorkflows; the paper's voting and
 // orch-workers), so a new such workflow falls on that side of the rule
-// without being named.
-var cliffWorkflows = study.SameRoleWorkflows()
+// without being named (a workflow file's too, once a spec registered it).
+func cliffWorkflows() []string { return study.SameRoleWorkflows() }
 
 // SameRoleWorkflowsText names claim c's workflows (cliffWorkflows) as
 // prose, the last two joined by conj ("and", "or").
 func SameRoleWorkflowsText(conj string) string {
-	n := len(cliffWorkflows)
+	ws := cliffWorkflows()
+	n := len(ws)
 	if n < 2 {
-		return strings.Join(cliffWorkflows, "")
+		return strings.Join(ws, "")
 	}
-	return strings.Join(cliffWorkflows[:n-1], ", ") + " " + conj + " " + cliffWorkflows[n-1]
+	return strings.Join(ws[:n-1], ", ") + " " + conj + " " + ws[n-1]
 }
 
 // CondSeeds is a condition with its number of seeds.

@@ -78,7 +78,7 @@ func (t *cliffTally) addCell(st *Study, c *CellResult, conc *Concentration, prec
 	if !math.IsNaN(u.LRShare) && (math.IsNaN(conc.LRShare) || u.LRShare > conc.LRShare) {
 		conc.LRShare = u.LRShare
 	}
-	if slices.Contains(cliffWorkflows, c.Key.Workflow) {
+	if slices.Contains(cliffWorkflows(), c.Key.Workflow) {
 		t.rateV = append(t.rateV, ip.CliffRate)
 		conc.RunsV += ip.Seeds
 		conc.CliffsV += ip.CliffRuns

@@ -514,10 +514,10 @@ func exceeds(a LateRate, alpha float64, bs ...LateRate) LateTest {
 func lateClaimC(st *Study, g Gate, alpha float64) LateCliffClaim {
 	ci := st.Params.CI
 	var c LateCliffClaim
-	v := rateOf(g, "IP "+SameRoleWorkflowsText("and"), ci, plainIP(cliffWorkflows...), lateCliffHit)
+	v := rateOf(g, "IP "+SameRoleWorkflowsText("and"), ci, plainIP(cliffWorkflows()...), lateCliffHit)
 	e := rateOf(g, "IP eval-opt", ci, plainIP(study.EvalOpt), lateCliffHit)
 	s := rateOf(g, "SP "+SameRoleWorkflowsText("and"), ci, func(x RunEvents) bool {
-		return x.Condition == study.SP && x.Plain() && slices.Contains(cliffWorkflows, x.Cell.Workflow)
+		return x.Condition == study.SP && x.Plain() && slices.Contains(cliffWorkflows(), x.Cell.Workflow)
 	}, lateCliffHit)
 	c.Where = exceeds(v, alpha, e, s)
 	c.Signature = signatureTest(g, ci, alpha)

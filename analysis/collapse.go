@@ -59,7 +59,7 @@ func CompareCollapse(st *Study) []CollapseGroup {
 	var tasks []string
 	all := &counts{}
 	for _, r := range st.Runs {
-		if (r.Condition != study.IP && r.Condition != study.SP) || !slices.Contains(cliffWorkflows, r.Cell.Workflow) || r.Cell.Arm != "" {
+		if (r.Condition != study.IP && r.Condition != study.SP) || !slices.Contains(cliffWorkflows(), r.Cell.Workflow) || r.Cell.Arm != "" {
 			continue
 		}
 		judged, yes := FormatCollapsed(r, st.Params.CaptureFormatDrop)

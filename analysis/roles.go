@@ -336,23 +336,24 @@ func loggedFallbackOf(s *runlog.SampleRow) string {
 // derivedFallbackOf names the fallback an unparsed supervisory turn took
 // in a log older than schema 3, which has no fallback column, from what
 // the logs keep of it (n candidates before an aggregator turn): the
-// output and the parsed value, so an aggregator's fallback is told apart
+// output and the parsed value, by the role's kind, so a selector's
+// (the aggregator's) fallback is told apart
 // by whether its first digit named the selected candidate. An
 // orchestrator that proposed too many strategies (FallbackEnded) cannot be
 // told apart from list-items without the run's max_subtasks and counts
 // as list-items here.
 func derivedFallbackOf(s *runlog.SampleRow, n int) string {
-	switch s.Role {
-	case study.Evaluator:
+	switch study.RoleOf(s.Role).Kind {
+	case study.Judge:
 		return FallbackIncorrect
-	case study.Synthesizer:
+	case study.SynthesizerKind:
 		return FallbackNoAnswer
-	case study.Orchestrator:
+	case study.Planner:
 		if strings.TrimSpace(s.Parsed) == "" {
 			return FallbackFreeWorker
 		}
 		return FallbackListItems
-	case study.Aggregator:
+	case study.Selector:
 		for _, c := range s.Completion {
 			if c >= '0' && c <= '9' {
 				if d := int(c - '0'); d >= 1 && d <= n && strconv.Itoa(d) == s.Parsed {

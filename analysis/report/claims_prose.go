@@ -290,12 +290,14 @@ func ceilingText(c analysis.CeilingClaim) claimText {
 
 // sameRoleAnd and sameRoleOr name claim c's workflows, those whose
 // stages run several agents of the same role (analysis's rule).
-var sameRoleAnd, sameRoleOr = analysis.SameRoleWorkflowsText("and"), analysis.SameRoleWorkflowsText("or")
+func sameRoleAnd() string { return analysis.SameRoleWorkflowsText("and") }
+
+func sameRoleOr() string { return analysis.SameRoleWorkflowsText("or") }
 
 // cliffText is claim c.
 func cliffText(c analysis.CliffClaim, ci float64) claimText {
 	conc, prec := concentrationText(c.Concentration, ci), amplificationText(c.Amplification)
-	ct := claimText{id: "c", statement: "IP's terminal accuracy cliffs concentrate in " + sameRoleAnd + " and are preceded by same-role gradient amplification (per-role gradient norm rising with high cosine between same-role agents' gradients).",
+	ct := claimText{id: "c", statement: "IP's terminal accuracy cliffs concentrate in " + sameRoleAnd() + " and are preceded by same-role gradient amplification (per-role gradient norm rising with high cosine between same-role agents' gradients).",
 		rule:    "The verdict is refuted when either test is against; otherwise not testable at this budget when either is not testable; reproduced when both hold; inconclusive otherwise.",
 		verdict: verdictWord(c.Verdict), tests: []testText{conc, prec}}
 	switch c.Reason {
@@ -346,20 +348,20 @@ func concentrationText(c analysis.Concentration, ci float64) testText {
 			{name: "cliffs preceded by amplification", count: fmt.Sprintf("%d/%d", u.Amplified, u.CliffRuns)},
 		}}
 	}
-	t := testText{name: "IP cliffs concentrate in " + sameRoleAnd,
+	t := testText{name: "IP cliffs concentrate in " + sameRoleAnd(),
 		rule: "In each cell with IP runs, the cliff rate is the fraction of IP seeds with a terminal cliff, with its interval by the rule of *Definitions* (the cliff test rerun on resampled problems gives the problem part). " +
-			"Over the cells judged (two or more IP seeds), the mean cliff rate of the " + sameRoleAnd + " cells is compared with that of the other workflows' cells (the interval of a mean adds the cells' parts; the difference's interval is Welch–Satterthwaite's). " +
+			"Over the cells judged (two or more IP seeds), the mean cliff rate of the " + sameRoleAnd() + " cells is compared with that of the other workflows' cells (the interval of a mean adds the cells' parts; the difference's interval is Welch–Satterthwaite's). " +
 			fmt.Sprintf("A run has a late phase when it has %d or more validations in the second half of its training steps and that half carries %g or more of its summed learning rate (not checked for a run without step rows) (a linear decay to zero carries 0.25, a cosine decay to zero about 0.18): without one a terminal cliff can hardly occur. ", analysis.MinLateValidations, analysis.MinLateLRShare) +
 			"The test is not testable when fewer than half of the IP runs judged have a late phase; otherwise it holds when the interval of the difference lies above 0; it is against when it lies below 0; when no IP run judged fell off a cliff it is undecided (by the power rule: no cliff anywhere locates none, and a zero count is no test of where cliffs fall); " +
 			"it is undecided otherwise (a zero-width interval never counts), and when either group has no cell. The pooled cliff counts carry exact (Clopper–Pearson) intervals.",
 		outcome: outcomeWord(c.Outcome), units: units,
-		counts: []labelled{{"IP runs in " + sameRoleAnd, c.RunsV}, {"with a cliff in " + sameRoleAnd, c.CliffsV},
+		counts: []labelled{{"IP runs in " + sameRoleAnd(), c.RunsV}, {"with a cliff in " + sameRoleAnd(), c.CliffsV},
 			{"IP runs in other workflows", c.RunsO}, {"with a cliff in other workflows", c.CliffsO}, {"IP runs in cells without enough data", c.NoDataRuns}},
 		evidence: []evidence{
-			{name: fmt.Sprintf("mean cliff rate, "+sameRoleAnd+" (%d cells)", c.CellsV), value: c.RateV},
+			{name: fmt.Sprintf("mean cliff rate, "+sameRoleAnd()+" (%d cells)", c.CellsV), value: c.RateV},
 			{name: fmt.Sprintf("mean cliff rate, other workflows (%d cells)", c.CellsO), value: c.RateO},
 			{name: "difference", value: c.Diff, signed: true},
-			{name: "pooled cliff rate, " + sameRoleAnd + ", exact", count: rateText(c.ExactV)},
+			{name: "pooled cliff rate, " + sameRoleAnd() + ", exact", count: rateText(c.ExactV)},
 			{name: "pooled cliff rate, other workflows, exact", count: rateText(c.ExactO)},
 			{name: "IP runs judged with a late phase", count: fmt.Sprintf("%d/%d (largest second-half learning-rate share %s)", c.LateRuns, c.RunsV+c.RunsO, shareText(c.LRShare))}}}
 	switch judged := c.RunsV + c.RunsO; c.Reason {
@@ -368,23 +370,23 @@ func concentrationText(c analysis.Concentration, ci float64) testText {
 	case analysis.NoLatePhase:
 		t.short = fmt.Sprintf("%d of %d IP runs judged have a late phase", c.LateRuns, judged)
 	default:
-		t.short = fmt.Sprintf("cliffs in %d of %d IP runs in voting and orch-workers, %d of %d elsewhere", c.CliffsV, c.RunsV, c.CliffsO, c.RunsO)
+		t.short = fmt.Sprintf("cliffs in %d of %d IP runs in %s, %d of %d elsewhere", c.CliffsV, c.RunsV, sameRoleAnd(), c.CliffsO, c.RunsO)
 	}
 	switch c.Reason {
 	case analysis.NoneJudged:
 		t.why = fmt.Sprintf("None of the %d IP runs is in a cell with enough seeds to be judged.", c.NoDataRuns)
 	case analysis.NoControl:
-		t.why = fmt.Sprintf("%d of %d IP runs in "+sameRoleAnd+" fell off a cliff, %d of %d in other workflows, but the terminal-cliff detector has no positive control shown on real training in this regime, so its silence or its alarms cannot decide the claim.", c.CliffsV, c.RunsV, c.CliffsO, c.RunsO)
+		t.why = fmt.Sprintf("%d of %d IP runs in "+sameRoleAnd()+" fell off a cliff, %d of %d in other workflows, but the terminal-cliff detector has no positive control shown on real training in this regime, so its silence or its alarms cannot decide the claim.", c.CliffsV, c.RunsV, c.CliffsO, c.RunsO)
 	case analysis.NoLatePhase:
 		t.why = fmt.Sprintf("Only %d of the %d IP runs judged have a late phase (%d or more validations in the second half of training and %g or more of the learning rate in it; the largest share is %s).", c.LateRuns, c.RunsV+c.RunsO, analysis.MinLateValidations, analysis.MinLateLRShare, shareText(c.LRShare))
 	case analysis.NoCliffs:
-		t.why = fmt.Sprintf("None of the %d IP runs judged fell off a cliff (exact upper bounds: %s in "+sameRoleAnd+", %s elsewhere).", c.RunsV+c.RunsO, f3(c.ExactV.Hi), f3(c.ExactO.Hi))
+		t.why = fmt.Sprintf("None of the %d IP runs judged fell off a cliff (exact upper bounds: %s in "+sameRoleAnd()+", %s elsewhere).", c.RunsV+c.RunsO, f3(c.ExactV.Hi), f3(c.ExactO.Hi))
 	case analysis.NoCliffCell:
-		t.why = "No " + sameRoleOr + " cell with IP was judged."
+		t.why = "No " + sameRoleOr() + " cell with IP was judged."
 	case analysis.NoOtherCell:
-		t.why = fmt.Sprintf("%d of %d IP runs judged in "+sameRoleAnd+" fell off a cliff, but no cell of another workflow with IP was judged to compare with.", c.CliffsV, c.RunsV)
+		t.why = fmt.Sprintf("%d of %d IP runs judged in "+sameRoleAnd()+" fell off a cliff, but no cell of another workflow with IP was judged to compare with.", c.CliffsV, c.RunsV)
 	default:
-		t.why = fmt.Sprintf("%d of %d IP runs in "+sameRoleAnd+" fell off a cliff, %d of %d in other workflows; for the difference of mean cliff rates %s.", c.CliffsV, c.RunsV, c.CliffsO, c.RunsO, gainWhy(c.DiffReason))
+		t.why = fmt.Sprintf("%d of %d IP runs in "+sameRoleAnd()+" fell off a cliff, %d of %d in other workflows; for the difference of mean cliff rates %s.", c.CliffsV, c.RunsV, c.CliffsO, c.RunsO, gainWhy(c.DiffReason))
 	}
 	return t
 }

@@ -108,7 +108,7 @@ func pText(p float64) string {
 // lateCliffText is claim c under the late rules.
 func lateCliffText(lc *analysis.LateClaims) claimText {
 	c, a := lc.Cliffs, lc.Alpha
-	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP voting and orch-workers runs of the main matrix (no arm) without an intervention must exceed that of IP eval-opt runs and that of SP voting and orch-workers runs of the main matrix, each by a one-sided Fisher exact test below %.3g; by the power rule the test is against only when either of them exceeds it by the same test.", a), c.Where, a)
+	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP %s runs of the main matrix (no arm) without an intervention must exceed that of IP eval-opt runs and that of SP %s runs of the main matrix, each by a one-sided Fisher exact test below %.3g; by the power rule the test is against only when either of them exceeds it by the same test.", sameRoleAnd(), sameRoleAnd(), a), c.Where, a)
 	sig := lateTestText("signature", fmt.Sprintf("In each IP run of the main matrix (no arm, no intervention) with a late cliff, the amplification signature (a role's sustained gradient amplification, as in the short-run rule) must begin %d or more steps before the fall; in IP runs without a cliff it must be rare. "+
 		"Holds when a strict majority of cliff runs lead and at most %[2]g of the runs without a cliff carry it; by the power rule against only when a one-sided exact binomial test (p below %[3]g) finds significantly fewer than half leading or significantly more than %[2]g of the runs without a cliff carrying it; undecided between.", analysis.SignatureLead, analysis.RareShare, a), c.Signature, a)
 	for _, e := range lc.Gate.Runs {
@@ -130,7 +130,7 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 		}})
 	}
 	i6 := lateTestText("I6", fmt.Sprintf("IP runs with the coherence regularizer against IP runs without one in the same cells (workflow, task and scale) at the same rate, base model and n_votes: holds when the late-cliff rate is lower with I6 (one-sided Fisher exact below %.3g), the signature's rate is lower and the mean ceiling at most %g lower; by the power rule against only when the late-cliff rate is higher with I6 by the same test; not testable when no run without I6 beside them has a late cliff.", a, analysis.CeilingCost), c.I6, a)
-	ct := claimText{id: "c", statement: "IP's late accuracy cliffs concentrate in voting and orch-workers, are predicted by same-role gradient amplification, and the coherence regularizer (I6) prevents them (late-training rules).",
+	ct := claimText{id: "c", statement: "IP's late accuracy cliffs concentrate in " + sameRoleAnd() + ", are predicted by same-role gradient amplification, and the coherence regularizer (I6) prevents them (late-training rules).",
 		rule:    "The verdict is refuted when the signature test or the I6 test is against; otherwise not testable when a test is not testable; reproduced when all three hold; inconclusive otherwise.",
 		verdict: verdictWord(c.Verdict), tests: []testText{where, sig, i6}}
 	var parts []string

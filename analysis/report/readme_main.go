@@ -69,8 +69,8 @@ func studyHeadline(st *analysis.Study, cl *analysis.Claims) headline {
 		}
 		if best == nil || g.P < best.p {
 			best = &headlineTest{
-				sentence: fmt.Sprintf("a role's format collapsed in %d of %d IP runs against %d of %d SP runs in voting and orch-workers (%s; one-sided Fisher exact p = %.2g)", g.IP.K, g.IP.N, g.SP.K, g.SP.N, task, g.P),
-				labelA:   "IP, voting and orch-workers, " + task, labelB: "SP, voting and orch-workers, " + task,
+				sentence: fmt.Sprintf("a role's format collapsed in %d of %d IP runs against %d of %d SP runs in %s (%s; one-sided Fisher exact p = %.2g)", g.IP.K, g.IP.N, g.SP.K, g.SP.N, sameRoleAnd(), task, g.P),
+				labelA:   "IP, " + sameRoleAnd() + ", " + task, labelB: "SP, " + sameRoleAnd() + ", " + task,
 				a: g.IP, b: g.SP, p: g.P, condA: study.IP, condB: study.SP,
 			}
 		}

@@ -151,14 +151,14 @@ func writeRoleMetrics(w md, st *analysis.Study) {
 
 // writeCollapse writes the IP-vs-SP format-collapse comparison.
 func writeCollapse(w md, cl *analysis.Claims, ciPct string, arms bool) {
-	w("\n### Format collapse under IP and SP in voting and orch-workers\n\n")
+	w("\n### Format collapse under IP and SP in " + sameRoleAnd() + "\n\n")
 	if len(cl.Collapse) == 0 {
-		w("No voting or orch-workers cell has IP or SP runs with two validations.\n")
+		w("No " + sameRoleOr() + " cell has IP or SP runs with two validations.\n")
 		return
 	}
 	w("A run's roles collapse when some role's format compliance fell by capture_format_drop or more from its first validation to its last. "+
-		"Per task (and over every task) the IP and SP runs of the voting and orch-workers cells with a collapsed role are counted, with exact (Clopper–Pearson) %s intervals, and compared by a one-sided Fisher exact test (IP's rate above SP's). "+
-		"Lenient parsing hides such a collapse from accuracy (see the strict accuracy above).", ciPct)
+		"Per task (and over every task) the IP and SP runs of the %s cells with a collapsed role are counted, with exact (Clopper–Pearson) %s intervals, and compared by a one-sided Fisher exact test (IP's rate above SP's). "+
+		"Lenient parsing hides such a collapse from accuracy (see the strict accuracy above).", sameRoleAnd(), ciPct)
 	if arms {
 		w(" Only the main matrix's runs are counted: an arm's runs may have one condition only, or another recipe.")
 	}

@@ -1,6 +1,6 @@
 // Command marlow is the one CLI of the marlow research harness: plan, run,
 // status, list, data, pretrain, analyze, report, diff, archive, check,
-// samples, slurm, bench, engine-check, random-checkpoint, tensorboard and
+// samples, slurm, bench, engine-check, random-checkpoint, tensorboard, workflows and
 // version. Each subcommand is built by a
 // constructor in its own file, with its flags in the closure's variables;
 // the logic lives in the harness, analysis (with analysis/report) and
@@ -52,7 +52,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newPlanCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newDataCmd(), newPretrainCmd(), newAnalyzeCmd(), newReportCmd(),
 		newDiffCmd(), newArchiveCmd(), newCheckCmd(), newSamplesCmd(), newSlurmCmd(), newBenchCmd(), newEngineCheckCmd(), newRandomCheckpointCmd(), newVersionCmd(),
-		newTensorboardCmd())
+		newTensorboardCmd(), newWorkflowsCmd())
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return withUsage(cmd, err) })
 	addUsageToArgErrors(root)
 	return root

@@ -1,6 +1,7 @@
 package grpo
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"reflect"
@@ -240,7 +241,7 @@ func TestEvalRowsStrict(t *testing.T) {
 	}
 	voting := func(correct bool, agg workflow.Reading) *workflow.Episode {
 		return &workflow.Episode{Turns: []workflow.Turn{turn("generator0", true), turn("generator1", true), turn("aggregator", agg.Parsed)},
-			FinalVerdict: datasets.Verdict{Correct: correct}, Flow: &workflow.VotingFlow{Candidates: []int{0, 1}, Aggregator: agg}}
+			FinalVerdict: datasets.Verdict{Correct: correct}, Flow: fixedReadings{agg}}
 	}
 	parsed := workflow.Reading{Turn: 2, Role: study.Aggregator, Parsed: true}
 	digit := workflow.Reading{Turn: 2, Role: study.Aggregator, Fallback: workflow.FallbackFirstDigit}
@@ -374,3 +375,13 @@ func TestTrainOptionsSchedule(t *testing.T) {
 		t.Errorf("options %+v", o)
 	}
 }
+
+// fixedReadings is a Flow that only reports its readings (an episode's
+// state as EvalRows reads it).
+type fixedReadings []workflow.Reading
+
+func (fixedReadings) Next(*workflow.Env, *workflow.Episode) []workflow.Call { return nil }
+
+func (fixedReadings) Absorb(context.Context, *workflow.Env, *workflow.Episode, int) {}
+
+func (r fixedReadings) Readings() []workflow.Reading { return r }

@@ -15,6 +15,7 @@ package pretrain
 import (
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
+	"slices"
 )
 
 // Config is the pretraining section of an experiment: the teacher's role
@@ -45,6 +46,29 @@ const RoleReviser = study.Reviser
 // TeacherRoles lists the teacher roles in the fixed order used for
 // sampling.
 var TeacherRoles = study.TeacherRoles
+
+// KindTeacher is the teacher role whose transcripts show each role kind's
+// format: a role a workflow file declares has no teacher of its own, and
+// the tiny models learn its kind's layout and output format from this
+// teacher's transcripts (its system prompt names the role, the rest of
+// the layout is the kind's).
+var KindTeacher = map[study.Kind]string{
+	study.Answerer:        study.Generator,
+	study.Judge:           study.Evaluator,
+	study.Selector:        study.Aggregator,
+	study.Planner:         study.Orchestrator,
+	study.SynthesizerKind: study.Synthesizer,
+}
+
+// TeacherOf returns the teacher role a role's turns are pretrained from:
+// its own when the teacher renders it, else its kind's (KindTeacher); ""
+// for a role of no known kind.
+func TeacherOf(role string) string {
+	if slices.Contains(TeacherRoles, role) {
+		return role
+	}
+	return KindTeacher[study.RoleOf(role).Kind]
+}
 
 // DefaultConfig returns the defaults of the spec's pretrain section, the
 // settings the committed checkpoints were built with.

@@ -109,6 +109,18 @@ type RunConfig struct {
 	Eval        Eval             `json:"eval"`
 	Checkpoint  Checkpoint       `json:"checkpoint"`
 	Analysis    Analysis         `json:"analysis"`
+	// Declarations are the workflow files' declarations of the workflows
+	// the run trains or is evaluated in, in name order (absent when it
+	// uses built-in workflows only): their text is part of the config.
+	Declarations []Declaration `json:"workflow_declarations,omitempty"`
+}
+
+// Declaration is a workflow file's declaration as a run config records
+// it: the workflow's name, the file's base name and its text.
+type Declaration struct {
+	Workflow string `json:"workflow"`
+	File     string `json:"file"`
+	Text     string `json:"text"`
 }
 
 // Run is one planned run.
@@ -307,6 +319,7 @@ func planArm(s *Spec, arm string, errs *errList) ([]Run, error) {
 							Language: t.Language, Subsets: append([]string(nil), t.Subsets...), TestPath: t.TestPath,
 							SynthMath: t.SynthMath, SynthCode: t.SynthCode, File: t.File},
 						GRPO: g.clone(), WorkflowSet: w, Eval: s.Eval, Checkpoint: s.Checkpoint, Analysis: s.Analysis,
+						Declarations: s.declarationsOf(append([]string{workflow}, eval...)),
 					}
 					h, err := ConfigHash(rc)
 					if err != nil {

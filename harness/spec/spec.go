@@ -68,6 +68,10 @@ type Spec struct {
 	// which the matrix's and the arms' conditions may name beside the
 	// built-in sp and ip.
 	Routings map[string]study.Routing `yaml:"routings,omitempty" json:"routings,omitempty"`
+	// WorkflowFiles are workflow declaration files (relative to the spec's
+	// folder), whose workflows the matrix and arms may then name
+	// (workflows.go).
+	WorkflowFiles []string `yaml:"workflow_files,omitempty" json:"workflow_files,omitempty"`
 
 	// File is the absolute path of the spec file.
 	File string `yaml:"-" json:"-"`
@@ -75,6 +79,9 @@ type Spec struct {
 	org origins // where each top-level key path was set
 
 	pretrains map[string]Pretrain // per-scale pretrain sections, resolved by validate
+
+	declared   []study.Workflow // the workflow files' declarations, in file order
+	declFailed bool             // a workflow file failed to load
 }
 
 // PretrainFor returns the pretrain settings of a scale: the pretrain
@@ -458,6 +465,7 @@ func Parse(name, abs string, data []byte) (s *Spec, err error) {
 	}
 	d := &decoder{errs: errs}
 	d.decode(root, reflect.ValueOf(s).Elem(), "", "", s.org)
+	loadWorkflowFiles(s, checker{errs: errs, org: s.org})
 	validate(s, root, errs)
 	if err := errs.err(); err != nil {
 		return nil, err

@@ -26,7 +26,11 @@ func validateMatrix(s *Spec, c checker) {
 			c.errf("matrix."+k, "required key is missing")
 		}
 	}
-	checkList(c, "matrix.workflows", s.Matrix.Workflows, Workflows, nil)
+	if allowed := s.allowedWorkflows(); allowed != nil {
+		checkList(c, "matrix.workflows", s.Matrix.Workflows, allowed, nil)
+	} else {
+		checkList(c, "matrix.workflows", s.Matrix.Workflows, nil, taskNameRe)
+	}
 	checkList(c, "matrix.tasks", s.Matrix.Tasks, nil, taskNameRe)
 	checkList(c, "matrix.scales", s.Matrix.Scales, nil, scaleNameRe)
 	checkList(c, "matrix.conditions", s.Matrix.Conditions, s.conditionNames(), nil)
@@ -312,7 +316,7 @@ func validateSynthCode(m SynthCode, c checker) {
 func (s *Spec) roleSet(arm string) []string {
 	set := map[string]bool{"generator": true}
 	for _, w := range s.ArmMatrix(arm).Workflows {
-		if !slices.Contains(Workflows, w) {
+		if !slices.Contains(s.workflowNames(), w) {
 			return nil
 		}
 		for _, r := range study.WorkflowOf(w).Roles() {
@@ -320,7 +324,7 @@ func (s *Spec) roleSet(arm string) []string {
 		}
 	}
 	var out []string
-	for _, r := range Roles {
+	for _, r := range s.roleNames() {
 		if set[r] {
 			out = append(out, r)
 		}
@@ -406,17 +410,17 @@ func validateWorkflow(w WorkflowSettings, c checker) {
 // in the matrix: a knob is never accepted and then ignored.
 func validateWorkflowUse(s *Spec, c checker) {
 	for _, wf := range s.allWorkflows() {
-		if !slices.Contains(Workflows, wf) {
+		if !slices.Contains(s.workflowNames(), wf) {
 			return // a misspelt workflow is its own error; which knobs it uses is unknown
 		}
 	}
-	uses := map[string]string{"n_votes": "voting", "max_iterations": "eval-opt", "max_subtasks": "orch-workers"}
-	for _, k := range []string{"max_iterations", "max_subtasks", "n_votes"} {
-		if slices.Contains(s.allWorkflows(), uses[k]) {
+	for _, k := range []string{study.SettingMaxIterations, study.SettingMaxSubtasks, study.SettingNVotes} {
+		if slices.ContainsFunc(s.allWorkflows(), func(w string) bool { return slices.Contains(study.WorkflowOf(w).Settings(), k) }) {
 			continue
 		}
+		users := settingUsers(k)
 		if _, set := c.org["workflow."+k]; set {
-			c.errf("workflow."+k, "only used by workflow %s, which is not in matrix.workflows; remove it", uses[k])
+			c.errf("workflow."+k, "only used by workflow %s, which is not in matrix.workflows; remove it", users)
 		}
 		for _, t := range sortedKeys(s.Tasks) {
 			n := s.Tasks[t].Workflow
@@ -426,7 +430,7 @@ func validateWorkflowUse(s *Spec, c checker) {
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				if n.Content[i].Value == k {
 					c.errs.add(n.Content[i].Line, "tasks."+t+".workflow."+k,
-						"only used by workflow %s, which is not in matrix.workflows; remove it", uses[k])
+						"only used by workflow %s, which is not in matrix.workflows; remove it", users)
 				}
 			}
 		}

@@ -42,77 +42,34 @@ func (s Settings) Value(key string) (int, bool) {
 	return 0, false
 }
 
-// Stage is one step of a workflow's episode: agents of one role called
-// together.
-type Stage struct {
-	Role string
-	// Agents is the setting that counts the stage's agents (several agents
-	// of the same role, called in one stage), "" for one agent.
-	Agents string
-	// Repeats is the setting that bounds how often the stage runs again
-	// in one episode (eval-opt's generator and evaluator), "" for once.
-	Repeats string
-	// Revises: the stage's later runs revise its agents' earlier answers
-	// (eval-opt's generator after a verdict), with longer prompts.
-	Revises bool
-}
-
-// Workflow is the registry's entry of one workflow.
-type Workflow struct {
-	Name   string
-	Stages []Stage // in calling order
-	// Answerer is the role whose answer becomes the episode's final
-	// answer (voting's aggregator only selects a generator's).
-	Answerer string
-	// Settings are the workflow settings it reads.
-	Settings []string
-}
-
-// Roles returns the role types the workflow calls, in calling order.
-func (w Workflow) Roles() []string {
-	var out []string
-	for _, s := range w.Stages {
-		if !slices.Contains(out, s.Role) {
-			out = append(out, s.Role)
-		}
-	}
-	return out
-}
-
-// SameRoleAgents reports whether a stage of the workflow runs several
-// agents of the same role (voting's generators, orch-workers' workers):
-// the structure the paper's claim c is about.
-func (w Workflow) SameRoleAgents() bool {
-	return slices.ContainsFunc(w.Stages, func(s Stage) bool { return s.Agents != "" })
-}
-
-// Supervisory returns the workflow's supervisory roles (RoleInfo's
-// Supervisory), sorted.
-func (w Workflow) Supervisory() []string {
-	var out []string
-	for _, r := range w.Roles() {
-		if RoleOf(r).Supervisory {
-			out = append(out, r)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// registry holds the workflows in the design's order.
+// registry holds the workflows in the design's order: the four built-in
+// declarations (the study's own workflows), then those a spec's workflow
+// files declared (Register).
 var registry = []Workflow{
-	{Name: Single, Stages: []Stage{{Role: Generator}}, Answerer: Generator},
-	{Name: EvalOpt, Stages: []Stage{{Role: Generator, Repeats: SettingMaxIterations, Revises: true}, {Role: Evaluator, Repeats: SettingMaxIterations}},
-		Answerer: Generator, Settings: []string{SettingMaxIterations}},
-	{Name: Voting, Stages: []Stage{{Role: Generator, Agents: SettingNVotes}, {Role: Aggregator}},
-		Answerer: Generator, Settings: []string{SettingNVotes}},
-	{Name: OrchWorkers, Stages: []Stage{{Role: Orchestrator}, {Role: Worker, Agents: SettingMaxSubtasks}, {Role: Synthesizer}},
-		Answerer: Synthesizer, Settings: []string{SettingMaxSubtasks}},
+	{Name: Single, Doc: "one generator answers", Stages: []Stage{{Name: "generator", Kind: Answerer, Role: Generator}}, Final: "generator"},
+	{Name: EvalOpt, Doc: "a generator answers and an evaluator judges, until Correct or max_iterations answers", Stages: []Stage{
+		{Name: "generator", Kind: Answerer, Role: Generator, Revises: true},
+		{Name: "evaluator", Kind: Judge, Role: Evaluator, Reads: "generator"},
+	}, Loop: &Loop{First: "generator", Last: "evaluator", Until: "evaluator", Max: Count{Setting: SettingMaxIterations}}, Final: "generator"},
+	{Name: Voting, Doc: "n_votes generators answer; the aggregator picks one", Stages: []Stage{
+		{Name: "generators", Kind: Answerer, Role: Generator, Agents: Count{Setting: SettingNVotes}},
+		{Name: "aggregator", Kind: Selector, Role: Aggregator, Reads: "generators"},
+	}, Final: "aggregator"},
+	{Name: OrchWorkers, Doc: "the orchestrator lists strategies, a worker solves with each, the synthesizer answers", Stages: []Stage{
+		{Name: "orchestrator", Kind: Planner, Role: Orchestrator, Most: Count{Setting: SettingMaxSubtasks}},
+		{Name: "workers", Kind: Answerer, Role: Worker, PerStrategy: "orchestrator"},
+		{Name: "synthesizer", Kind: SynthesizerKind, Role: Synthesizer, Reads: "workers"},
+	}, Final: "synthesizer"},
 }
+
+// builtins is how many of registry's entries are the study's own.
+var builtins = len(registry)
 
 // Lookup returns the registry's entry of a workflow, ok false for a name
 // that names none.
 func Lookup(name string) (Workflow, bool) {
+	regMu.RLock()
+	defer regMu.RUnlock()
 	i := slices.IndexFunc(registry, func(w Workflow) bool { return w.Name == name })
 	if i < 0 {
 		return Workflow{}, false
@@ -130,6 +87,8 @@ func WorkflowOf(name string) Workflow {
 // SameRoleWorkflows lists the workflows whose stages run several agents
 // of the same role (Workflow.SameRoleAgents), in the design's order.
 func SameRoleWorkflows() []string {
+	regMu.RLock()
+	defer regMu.RUnlock()
 	var out []string
 	for _, w := range registry {
 		if w.SameRoleAgents() {
@@ -187,9 +146,11 @@ func (f Fallback) Class() Fallback {
 	return f
 }
 
-// RoleInfo is the registry's entry of one role type.
+// RoleInfo is the registry's entry of one role type. Its kind owns every
+// fact but Chooses (KindOf): RoleOf fills them in.
 type RoleInfo struct {
 	Name string
+	Kind Kind
 	// Answers: the role's turns hold an answer to the problem, graded by
 	// the task's verifier (rather than a verdict, a selection or a plan).
 	Answers bool
@@ -206,31 +167,45 @@ type RoleInfo struct {
 	Unlogged Fallback
 }
 
-// roleInfos holds the role types in the design's order (Roles).
+// roleInfos holds the role types in the design's order (Roles), then
+// those a workflow file declared (Register): each role's kind, and the
+// role it chooses among.
 var roleInfos = []RoleInfo{
-	{Name: Generator, Answers: true},
-	{Name: Evaluator, Supervisory: true, Fallbacks: []Fallback{FallbackIncorrect}},
-	{Name: Aggregator, Chooses: Generator, Supervisory: true, Fallbacks: []Fallback{FallbackFirstDigit, FallbackFirstCandidate}},
-	{Name: Orchestrator, Supervisory: true, Fallbacks: []Fallback{FallbackListItems, FallbackFreeWorker, FallbackEnded}, Unlogged: FallbackEnded},
-	{Name: Worker, Answers: true},
-	{Name: Synthesizer, Answers: true, Chooses: Worker, Supervisory: true, Fallbacks: []Fallback{FallbackNoAnswer}, Unlogged: FallbackNoAnswer},
+	{Name: Generator, Kind: Answerer},
+	{Name: Evaluator, Kind: Judge},
+	{Name: Aggregator, Kind: Selector, Chooses: Generator},
+	{Name: Orchestrator, Kind: Planner},
+	{Name: Worker, Kind: Answerer},
+	{Name: Synthesizer, Kind: SynthesizerKind, Chooses: Worker},
 }
 
-// RoleOf returns the registry's entry of a role type, a RoleInfo with
-// only its name for one the registry does not hold.
+// builtinRoles is how many of roleInfos' entries are the study's own.
+var builtinRoles = len(roleInfos)
+
+// RoleOf returns the registry's entry of a role type, with the facts its
+// kind owns; a RoleInfo with only its name for one the registry does not
+// hold.
 func RoleOf(name string) RoleInfo {
+	regMu.RLock()
+	defer regMu.RUnlock()
 	i := slices.IndexFunc(roleInfos, func(r RoleInfo) bool { return r.Name == name })
 	if i < 0 {
 		return RoleInfo{Name: name}
 	}
-	return roleInfos[i]
+	r := roleInfos[i]
+	k := KindOf(r.Kind)
+	r.Answers, r.Supervisory = k.Answers, k.Supervisory
+	r.Fallbacks, r.Unlogged = slices.Clone(k.Fallbacks), k.Unlogged
+	return r
 }
 
 // SupervisoryRoles lists the supervisory role types, sorted.
 func SupervisoryRoles() []string {
+	regMu.RLock()
+	defer regMu.RUnlock()
 	var out []string
 	for _, r := range roleInfos {
-		if r.Supervisory {
+		if KindOf(r.Kind).Supervisory {
 			out = append(out, r.Name)
 		}
 	}

@@ -31,8 +31,11 @@ func TestRegistryEntries(t *testing.T) {
 		if w.SameRoleAgents() != tc.sameRole {
 			t.Errorf("%s: same-role agents %v, want %v", tc.name, w.SameRoleAgents(), tc.sameRole)
 		}
-		if !slices.Contains(w.Roles(), w.Answerer) {
-			t.Errorf("%s: answerer %q is not one of its roles", tc.name, w.Answerer)
+		if !slices.Contains(w.Roles(), w.Answerer()) {
+			t.Errorf("%s: answerer %q is not one of its roles", tc.name, w.Answerer())
+		}
+		if errs := w.Check(); len(errs) > 0 {
+			t.Errorf("%s: the built-in declaration has faults: %v", tc.name, errs)
 		}
 	}
 	if _, ok := Lookup("debate"); ok {
@@ -62,13 +65,8 @@ func TestRegistryIsConsistent(t *testing.T) {
 				t.Errorf("%s: stage of unknown role %q", name, s.Role)
 			}
 			called[s.Role] = true
-			for _, key := range []string{s.Agents, s.Repeats} {
-				if key == "" {
-					continue
-				}
-				if _, ok := (Settings{}).Value(key); !ok || !slices.Contains(w.Settings, key) {
-					t.Errorf("%s: stage %s counts by %q, not a setting it reads %v", name, s.Role, key, w.Settings)
-				}
+			if RoleOf(s.Role).Kind != s.Kind {
+				t.Errorf("%s: stage %s is a %s, its role a %s", name, s.Name, s.Kind, RoleOf(s.Role).Kind)
 			}
 		}
 	}

@@ -46,9 +46,9 @@ type Episode struct {
 	// Ended says why the episode ended early ("" when it ran to its end),
 	// e.g. the orchestrator proposed too many strategies.
 	Ended string
-	// Flow is the workflow's typed state of the episode (*SingleFlow,
-	// *EvalOptFlow, *VotingFlow or *OrchWorkersFlow): its decisions, and
-	// how each supervisory turn was read (Flow.Readings).
+	// Flow is the workflow's typed state of the episode (an *Interp):
+	// its decisions, and how each supervisory turn was read
+	// (Flow.Readings).
 	Flow Flow
 }
 

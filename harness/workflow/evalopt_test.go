@@ -70,20 +70,29 @@ func TestEvalOptFlow(t *testing.T) {
 			wc.MaxIterations = c.maxIter
 			ep, stages := drive(t, wc, byRole(map[string]func(string) string{study.Generator: c.gen, study.Evaluator: c.eval}))
 			checkEpisode(t, ep, stages, c.agents, c.parsed, c.readings, c.final)
-			f := ep.Flow.(*wf.EvalOptFlow)
-			if len(f.Rounds) != len(c.verdicts) {
-				t.Fatalf("%d rounds, want %d", len(f.Rounds), len(c.verdicts))
+			f := ep.Flow.(*wf.Interp)
+			if len(f.Runs) != 2*len(c.verdicts) {
+				t.Fatalf("%d stage runs, want %d", len(f.Runs), 2*len(c.verdicts))
 			}
-			for i, r := range f.Rounds {
-				if r.Generator != 2*i || r.Evaluator.Turn != 2*i+1 || r.Verdict != c.verdicts[i] {
+			var judges []wf.StageRun
+			for i, r := range f.Runs {
+				if r.Round != i/2 || !reflect.DeepEqual(r.Turns, []int{i}) {
+					t.Errorf("stage run %d: %+v, want round %d, turn %d", i, r, i/2, i)
+				}
+				if i%2 == 1 {
+					judges = append(judges, r)
+				}
+			}
+			for i, r := range judges {
+				if r.Judged != 2*i || r.Reading.Turn != 2*i+1 || r.Verdict != c.verdicts[i] {
 					t.Errorf("round %d: %+v, want generator %d, evaluator %d, verdict %+v", i, r, 2*i, 2*i+1, c.verdicts[i])
 				}
-				if r.Accepted() != (i == len(f.Rounds)-1 && c.verdicts[i].Correct) {
+				if r.Accepted() != (i == len(judges)-1 && c.verdicts[i].Correct) {
 					t.Errorf("round %d accepted=%v", i, r.Accepted())
 				}
-				ev := ep.Turns[r.Evaluator.Turn]
+				ev := ep.Turns[r.Reading.Turn]
 				if !ev.Graded || ev.Verdict.Correct != c.evalRight[i] || ev.Verdict.Answer != ev.Parsed {
-					t.Errorf("evaluator turn %d graded=%v verdict %+v, want graded, correct=%v, answer %q", r.Evaluator.Turn, ev.Graded, ev.Verdict, c.evalRight[i], ev.Parsed)
+					t.Errorf("evaluator turn %d graded=%v verdict %+v, want graded, correct=%v, answer %q", r.Reading.Turn, ev.Graded, ev.Verdict, c.evalRight[i], ev.Parsed)
 				}
 			}
 			// Each stage's call: its round, and the prompt the round calls for.
@@ -94,7 +103,7 @@ func TestEvalOptFlow(t *testing.T) {
 				if s%2 == 0 {
 					want = wf.GeneratorPrompt(instr, ep.Problem)
 					if round > 0 {
-						want = wf.RevisionPrompt(instr, ep.Problem, ep.Turns[2*round-2].Completion.Text, f.Rounds[round-1].Verdict.Feedback)
+						want = wf.RevisionPrompt(instr, ep.Problem, ep.Turns[2*round-2].Completion.Text, judges[round-1].Verdict.Feedback)
 					}
 				}
 				if len(cs) != 1 || cs[0].Iteration != round || !reflect.DeepEqual(cs[0].Messages, want) {

@@ -13,11 +13,10 @@ import (
 // Flow is one episode's state machine for one workflow, and the typed state
 // it keeps: the runner asks it for the calls of the next stage, appends one
 // turn per call, and hands the turns back to be absorbed. Each workflow has
-// its own Flow type in its own file (single.go, evalopt.go, voting.go,
-// orchworkers.go); its exported fields record the workflow's decisions
-// (verdicts, the selected candidate, the strategies) as typed values, so
-// that nothing is parsed back from Turn.Parsed, which is written for the
-// logs only.
+// one implementation, the interpreter of declarations (Interp), whose
+// exported state records the workflow's decisions (verdicts, the selected
+// candidate, the strategies) as typed values, so that nothing is parsed
+// back from Turn.Parsed, which is written for the logs only.
 type Flow interface {
 	// Next returns the calls of the episode's next stage, in the order
 	// their requests are sent. When the episode is over it returns nil,
@@ -79,62 +78,41 @@ type Reading struct {
 	Fallback Fallback
 }
 
-// Definition is one workflow's episode state machine with the facts of its
-// registry entry (package study) that the runner reads: its roles,
-// answering role, settings check and turn counts, which register derives
-// from the entry.
+// Definition is one workflow's declaration (study.Workflow) with the
+// facts the runner reads: its roles, answering role, settings check and
+// turn counts, derived from the declaration, and New, which starts an
+// episode of the interpreter (Interp).
 type Definition struct {
-	Name  string   // a study workflow name (study.Workflows)
+	Name  string   // a workflow of the registry (study.Lookup)
 	Roles []string // the role types it calls, sorted (the registry's)
 	// Answerer is the role whose answer becomes the episode's final answer
-	// (the registry's Workflow.Answerer).
+	// (the declaration's Answerer).
 	Answerer string
 	// Check reports the first setting of its own the workflow cannot run
-	// with: each setting its entry reads must be at least 1
+	// with: each setting its declaration reads must be at least 1
 	// (Config.Validate checks the shared ones).
 	Check func(Config) error
 	// Turns lists the most agent turns of each role one episode runs,
-	// in calling order (from its entry's stages: stageTurns).
+	// in calling order (from its stages: stageTurns).
 	Turns func(Config) []RoleTurns
 	// New starts the state of one episode.
 	New func(Config) Flow
 }
 
 // RoleTurns is a number of agent turns of one role in an episode. Revision
-// marks turns that revise the same agent role's earlier answer (eval-opt's
-// later generator turns), whose prompts are longer.
+// marks turns that see the stage's earlier answers (eval-opt's later
+// generator turns, a debate's later rounds), whose prompts are longer.
 type RoleTurns struct {
 	Role     string
 	Revision bool
 	N        int
 }
 
-var registry = map[string]Definition{}
-
-// register adds a workflow's state machine to the registry; each
-// workflow's file calls it from init with the name and New. The name must
-// be one of study's registry, whose entry gives the definition the rest.
-func register(d Definition) {
-	if _, dup := registry[d.Name]; dup {
-		panic("workflow: " + d.Name + " registered twice")
-	}
-	w, ok := study.Lookup(d.Name)
-	if !ok {
-		panic("workflow: " + d.Name + " is not in study's registry")
-	}
-	d.Roles = w.Roles()
-	slices.Sort(d.Roles)
-	d.Answerer = w.Answerer
-	d.Check = settingsCheck(w)
-	d.Turns = stageTurns(w)
-	registry[d.Name] = d
-}
-
-// settingsCheck refuses a setting of the entry's below 1, the first in
-// the entry's order.
+// settingsCheck refuses a setting of the declaration's below 1, the first
+// in the declaration's order.
 func settingsCheck(w study.Workflow) func(Config) error {
 	return func(c Config) error {
-		for _, key := range w.Settings {
+		for _, key := range w.Settings() {
 			v, _ := c.Value(key)
 			if err := atLeast1(c, key, v); err != nil {
 				return err
@@ -144,23 +122,24 @@ func settingsCheck(w study.Workflow) func(Config) error {
 	}
 }
 
-// stageTurns counts the most turns per role of the entry's stages, in
-// calling order: a stage runs max(1, its Agents setting) agents, max(1,
-// its Repeats setting) times; a stage that Revises counts its first run
-// apart from the later ones, which revise.
+// stageTurns counts the most turns per role of the declaration's stages,
+// in calling order: a stage runs its agents (a planner fan-out as many as
+// the planner's most strategies), once, or the loop's rounds for a stage
+// in the loop; a stage that revises or sees the others' answers counts its
+// first round apart from the later ones.
 func stageTurns(w study.Workflow) func(Config) []RoleTurns {
 	return func(c Config) []RoleTurns {
-		at := func(key string) int {
-			if key == "" {
-				return 1
-			}
-			v, _ := c.Value(key)
-			return max(1, v)
-		}
 		var out []RoleTurns
-		for _, s := range w.Stages {
-			agents, runs := at(s.Agents), at(s.Repeats)
-			if s.Revises {
+		for i, s := range w.Stages {
+			agents := s.Agents.Of(c.Settings)
+			if p, _, ok := w.Stage(s.PerStrategy); ok {
+				agents = p.Most.Of(c.Settings)
+			}
+			runs := 1
+			if w.InLoop(i) {
+				runs = w.Loop.Max.Of(c.Settings)
+			}
+			if s.Revises || s.Others {
 				out = append(out, RoleTurns{Role: s.Role, N: agents}, RoleTurns{Role: s.Role, Revision: true, N: agents * (runs - 1)})
 				continue
 			}
@@ -170,13 +149,17 @@ func stageTurns(w study.Workflow) func(Config) []RoleTurns {
 	}
 }
 
-// Lookup returns the definition of a workflow by name.
+// Lookup returns the definition of a workflow by name: a built-in one or
+// one a workflow file declared (study.Register).
 func Lookup(workflow string) (Definition, error) {
-	d, ok := registry[workflow]
+	w, ok := study.Lookup(workflow)
 	if !ok {
-		return Definition{}, fmt.Errorf("workflow: unknown workflow %q (want one of %v)", workflow, study.Workflows)
+		return Definition{}, fmt.Errorf("workflow: unknown workflow %q (want one of %v, or a workflow file's)", workflow, study.Workflows)
 	}
-	return d, nil
+	roles := w.Roles()
+	slices.Sort(roles)
+	return Definition{Name: w.Name, Roles: roles, Answerer: w.Answerer(), Check: settingsCheck(w), Turns: stageTurns(w),
+		New: func(Config) Flow { return NewInterp(w) }}, nil
 }
 
 // Roles returns the role types of a workflow, sorted.

@@ -160,10 +160,10 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("%s: Roles returned the registry's own slice", name)
 		}
 	}
-	if _, err := wf.Lookup("debate"); err == nil || !strings.Contains(err.Error(), `unknown workflow "debate"`) {
+	if _, err := wf.Lookup("relay"); err == nil || !strings.Contains(err.Error(), `unknown workflow "relay"`) {
 		t.Errorf("unknown workflow: err = %v", err)
 	}
-	if _, err := wf.MaxTurns("debate", wf.Config{}); err == nil {
+	if _, err := wf.MaxTurns("relay", wf.Config{}); err == nil {
 		t.Error("MaxTurns of an unknown workflow: no error")
 	}
 }

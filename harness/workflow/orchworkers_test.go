@@ -25,7 +25,7 @@ func TestOrchWorkersFlow(t *testing.T) {
 		synth      func(string) string
 		agents     [][]string
 		strategies []string // the workers' strategies ("" for a free choice)
-		state      []string // OrchWorkersFlow.Strategies
+		state      []string // the planner run's Strategies
 		proposed   int
 		readings   []wf.Reading
 		over       bool
@@ -61,11 +61,13 @@ func TestOrchWorkersFlow(t *testing.T) {
 				workers = append(workers, 1+i)
 			}
 			final := -1
-			want := &wf.OrchWorkersFlow{Orchestrator: c.readings[0], Strategies: c.state, Proposed: c.proposed, Over: c.over, Workers: workers,
-				Synthesizer: wf.Reading{Turn: -1, Role: study.Synthesizer}}
+			want := []wf.StageRun{{Stage: "orchestrator", Kind: study.Planner, Turns: []int{0}, Reading: c.readings[0], Judged: -1,
+				Strategies: c.state, Proposed: c.proposed, Over: c.over}}
 			if !c.over {
 				final = len(ep.Turns) - 1
-				want.Synthesizer = c.readings[1]
+				want = append(want,
+					wf.StageRun{Stage: "workers", Kind: study.Answerer, Turns: workers, Reading: wf.Reading{Turn: -1, Role: study.Worker}, Judged: -1},
+					wf.StageRun{Stage: "synthesizer", Kind: study.SynthesizerKind, Turns: []int{final}, Reading: c.readings[1], Judged: -1})
 				if c.readings[1].Parsed {
 					parsed = append(parsed, ans)
 				} else {
@@ -73,8 +75,8 @@ func TestOrchWorkersFlow(t *testing.T) {
 				}
 			}
 			checkEpisode(t, ep, stages, c.agents, parsed, c.readings, final)
-			if f := ep.Flow.(*wf.OrchWorkersFlow); !reflect.DeepEqual(f, want) {
-				t.Errorf("state %+v, want %+v", f, want)
+			if f := ep.Flow.(*wf.Interp); !reflect.DeepEqual(f.Runs, want) {
+				t.Errorf("state %+v, want %+v", f.Runs, want)
 			}
 			if got := ep.Ended != ""; got != c.over || (c.over && !strings.HasPrefix(ep.FinalVerdict.Reason, "orchestrator: ")) {
 				t.Errorf("ended %q (final reason %q), want ended=%v", ep.Ended, ep.FinalVerdict.Reason, c.over)

@@ -282,7 +282,7 @@ func TestRunErrors(t *testing.T) {
 		cfg  wf.Config
 		want string
 	}{
-		{"unknown workflow", wf.Config{Name: "debate", Temperature: 1, DefaultMaxNewTokens: 8}, "unknown workflow"},
+		{"unknown workflow", wf.Config{Name: "relay", Temperature: 1, DefaultMaxNewTokens: 8}, "unknown workflow"},
 		{"zero temperature", wf.Config{Name: study.Single, DefaultMaxNewTokens: 8}, "temperature"},
 		{"no votes", wf.Config{Name: study.Voting, Temperature: 1, DefaultMaxNewTokens: 8}, "n_votes"},
 		{"no iterations", wf.Config{Name: study.EvalOpt, Temperature: 1, DefaultMaxNewTokens: 8}, "max_iterations"},

@@ -36,8 +36,8 @@ func TestSingleFlow(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ep, stages := drive(t, cfg(study.Single), byRole(map[string]func(string) string{study.Generator: c.gen}))
 			checkEpisode(t, ep, stages, [][]string{{"generator"}}, []string{c.parsed}, nil, 0)
-			if f := ep.Flow.(*wf.SingleFlow); f.Generator != 0 {
-				t.Errorf("state %+v, want generator turn 0", f)
+			if f := ep.Flow.(*wf.Interp); len(f.Runs) != 1 || !reflect.DeepEqual(f.Runs[0].Turns, []int{0}) {
+				t.Errorf("state %+v, want one run of generator turn 0", f.Runs)
 			}
 			want := wf.Call{Agent: study.Generator, Role: study.Generator,
 				Messages: wf.GeneratorPrompt(workflowtest.Task{}.Instructions(), ep.Problem)}

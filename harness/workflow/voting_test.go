@@ -61,9 +61,13 @@ func TestVotingFlow(t *testing.T) {
 			parsed = append(parsed, string(rune('0'+c.selected)))
 			agg := wf.Reading{Turn: c.nVotes, Role: study.Aggregator, Parsed: c.fallback == wf.NoFallback, Fallback: c.fallback}
 			checkEpisode(t, ep, stages, [][]string{gens, {"aggregator"}}, parsed, []wf.Reading{agg}, c.selected-1)
-			want := &wf.VotingFlow{Candidates: cands, Aggregator: agg, Selected: c.selected}
-			if f := ep.Flow.(*wf.VotingFlow); !reflect.DeepEqual(f, want) {
-				t.Errorf("state %+v, want %+v", f, want)
+			f := ep.Flow.(*wf.Interp)
+			want := []wf.StageRun{
+				{Stage: "generators", Kind: study.Answerer, Turns: cands, Reading: wf.Reading{Turn: -1, Role: study.Generator}, Judged: -1},
+				{Stage: "aggregator", Kind: study.Selector, Turns: []int{c.nVotes}, Reading: agg, Judged: -1, Selected: c.selected},
+			}
+			if !reflect.DeepEqual(f.Runs, want) {
+				t.Errorf("state %+v, want %+v", f.Runs, want)
 			}
 			at := ep.Turns[c.nVotes]
 			if !at.Graded || at.Verdict != ep.Turns[c.selected-1].Verdict || !strings.Contains(at.Reason, c.reason) {
