@@ -15,12 +15,14 @@
 package analysis
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/study"
@@ -140,8 +142,11 @@ type RunResult struct {
 	Degeneration  []Degeneration   // per role with validation outputs (degenerate.go)
 	Workflow      []WorkflowStep   // role-level workflow metrics per validation, by step (roles.go)
 	Late          LateEvents       // lasting cliffs and format collapses, early or late (late.go)
-	run           *runlog.Run      // source, for figures of training statistics
+	run           *runlog.Run      // source without its samples, for figures of training statistics
 	steps         []runlog.StepRow // sorted by (step, policy, role)
+	// captureAgainst is the capture test against each role of the
+	// workflow as the dominant one (CaptureAgainst).
+	captureAgainst map[string][]Capture
 }
 
 // Steps returns the run's step rows sorted by (step, policy, role).
@@ -319,14 +324,90 @@ func Load(src string) (*Study, error) {
 }
 
 // LoadAll reads the runs of several runs trees and .tar.zst archives and
-// analyses them as one study (see MergeRuns), so results gathered from
+// analyses them as one study (see LoadWith), so results gathered from
 // several machines or archived piece by piece give one report.
 func LoadAll(srcs ...string) (*Study, error) {
-	runs, err := MergeRuns(srcs...)
-	if err != nil {
-		return nil, err
+	return LoadWith(context.Background(), LoadOptions{}, srcs...)
+}
+
+// LoadOptions say how LoadWith reads.
+type LoadOptions struct {
+	// Jobs is how many runs are read and reduced at once (0: GOMAXPROCS).
+	// The study does not depend on it.
+	Jobs int
+	// Keep, when set, keeps only the runs whose id it returns true for;
+	// the others are not read past their manifests.
+	Keep func(runID string) bool
+	// Only is how Keep is shown in the error of a selection that keeps
+	// no run (e.g. `--only "x*"`).
+	Only string
+}
+
+// LoadWith reads the runs of several runs trees and .tar.zst archives and
+// analyses them as one study, in memory bounded whatever the size of the
+// logs (DESIGN.md, "Reading logs at scale"): each run is read once,
+// segment by segment, its sample rows reduced as they arrive
+// (valSampleKeeper) and its views computed (reduceRun) before its samples
+// are dropped; Jobs runs at a time. Runs found in more than one source
+// are merged as MergeRuns merges them.
+func LoadWith(ctx context.Context, opt LoadOptions, srcs ...string) (*Study, error) {
+	if len(srcs) == 0 {
+		return nil, fmt.Errorf("analysis: no sources of runs given")
 	}
-	return Analyze(runs)
+	type found struct {
+		src, idx int
+		rv       *runViews
+	}
+	var (
+		mu    sync.Mutex
+		all   []found
+		total int
+	)
+	sopt := runlog.StreamOptions{Jobs: opt.Jobs, Samples: newValSampleKeeper, SkipPrompts: true}
+	if opt.Keep != nil {
+		sopt.Want = func(m runlog.Manifest) bool { return opt.Keep(m.RunID) }
+	}
+	for si, src := range srcs {
+		n, err := runlog.StreamRuns(ctx, src, sopt, func(sr runlog.StreamedRun) error {
+			rv := reduceRun(sr.Run)
+			mu.Lock()
+			all = append(all, found{si, sr.Index, rv})
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return nil, damagedRunsError(src, err)
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("analysis: no runs found in %s", src)
+		}
+		total += n
+	}
+	slices.SortFunc(all, func(a, b found) int {
+		if a.src != b.src {
+			return a.src - b.src
+		}
+		return a.idx - b.idx
+	})
+	var kept []*runViews
+	seen := map[[2]string]*runlog.Run{}
+	for _, f := range all {
+		r := f.rv.run
+		key := [2]string{r.Manifest.Experiment, r.Manifest.RunID}
+		prev, dup := seen[key]
+		switch {
+		case !dup:
+			seen[key] = r
+			kept = append(kept, f.rv)
+		case prev.Digest != r.Digest:
+			return nil, fmt.Errorf("analysis: run %s of experiment %s is in %s and in %s with different bytes; keep one of them",
+				r.Manifest.RunID, r.Manifest.Experiment, prev.Dir, r.Dir)
+		}
+	}
+	if len(kept) == 0 && opt.Keep != nil {
+		return nil, fmt.Errorf("analysis: no run in %s matches --only %q (%d runs there)", strings.Join(srcs, ", "), opt.Only, total)
+	}
+	return assemble(kept)
 }
 
 // MergeRuns reads the runs of several runs trees and .tar.zst archives. A

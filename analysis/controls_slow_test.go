@@ -291,7 +291,7 @@ func copiedCapture(t *testing.T) *analysis.RunResult {
 func TestControlCapture(t *testing.T) {
 	p := controlStudies(t)["steady"].Params
 	check := func(name string, r *analysis.RunResult, want bool) {
-		caps := r.CaptureAgainst(study.Generator, p)
+		caps := r.CaptureAgainst(study.Generator)
 		if len(caps) == 0 {
 			t.Fatalf("%s: no capture comparison against the generator", name)
 		}
@@ -332,7 +332,7 @@ func TestControlDegeneration(t *testing.T) {
 		t.Errorf("late ip: no role degenerated")
 	}
 	p := controlStudies(t)["late"].Params
-	caps := late.CaptureAgainst(study.Generator, p)
+	caps := late.CaptureAgainst(study.Generator)
 	if len(caps) == 0 {
 		t.Fatalf("late ip: no capture comparison against the generator")
 	}

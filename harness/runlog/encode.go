@@ -260,6 +260,12 @@ func sameType(a, b arrow.DataType) bool {
 // rows converts a table read by openTable (whose schema was checked) into
 // typed rows.
 func (t *tableDef[R]) rows(tbl arrow.Table) (out []R, err error) {
+	return t.rowsSkipping(tbl, nil)
+}
+
+// rowsSkipping is rows leaving the fields of the columns named in skip at
+// their zero value, undecoded.
+func (t *tableDef[R]) rowsSkipping(tbl arrow.Table, skip []string) (out []R, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			out, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, p)
@@ -272,6 +278,9 @@ func (t *tableDef[R]) rows(tbl arrow.Table) (out []R, err error) {
 			for i := range out {
 				setMissing(c.ref(&out[i]))
 			}
+			continue
+		}
+		if slices.Contains(skip, c.name) {
 			continue
 		}
 		i := 0
