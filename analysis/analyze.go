@@ -1,8 +1,10 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -155,19 +157,18 @@ type slot struct {
 	seedIndex int
 }
 
-// sortedSteps returns the step rows of a run by step, policy and role.
+// sortedSteps returns the step rows of a run by step, policy and role:
+// the run's own rows when they are in that order (as the readers return
+// them), else a sorted copy.
 func sortedSteps(r *runlog.Run) []runlog.StepRow {
-	steps := append([]runlog.StepRow(nil), r.Steps...)
-	sort.SliceStable(steps, func(i, j int) bool {
-		a, b := steps[i], steps[j]
-		if a.Step != b.Step {
-			return a.Step < b.Step
-		}
-		if a.Policy != b.Policy {
-			return a.Policy < b.Policy
-		}
-		return a.Role < b.Role
-	})
+	cmpRows := func(a, b runlog.StepRow) int {
+		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Role, b.Role))
+	}
+	if slices.IsSortedFunc(r.Steps, cmpRows) {
+		return r.Steps
+	}
+	steps := slices.Clone(r.Steps)
+	slices.SortStableFunc(steps, cmpRows)
 	return steps
 }
 

@@ -52,13 +52,16 @@ type StreamOptions struct {
 	// SkipPrompts leaves Prompt empty and prompts/ unread (a schema
 	// version 1 file's prompt column is not decoded either).
 	SkipPrompts bool
+	// SkipTables are tables not decoded (their segments are still
+	// checked against the inventory and hashed into the digest).
+	SkipTables []string
 	// BufferBytes bounds the archive bytes read ahead of the runs being
 	// decoded (0: DefaultBufferBytes); a single larger file is still read.
 	BufferBytes int64
 }
 
 // DefaultBufferBytes is the default StreamOptions.BufferBytes.
-const DefaultBufferBytes = 128 << 20
+const DefaultBufferBytes = 32 << 20
 
 // StreamedRun is one run as StreamRuns gives it: Index is its place in the
 // source's path order, counting every run found (wanted or not).
@@ -548,6 +551,9 @@ func readFed(ctx context.Context, feed fileFeed, label string, opt StreamOptions
 		if err := checkReadSegment(idx, rel, f.data); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name(f.path), err)
 		}
+		if slices.Contains(opt.SkipTables, table) {
+			table = ""
+		}
 		switch table {
 		case TableSteps:
 			err = decodeInto(stepsDef, f.data, &r.Steps, nil)
@@ -590,6 +596,24 @@ func readFed(ctx context.Context, feed fileFeed, label string, opt StreamOptions
 	}
 	if red != nil {
 		r.Samples = red.Rows()
+	}
+	// the rows were appended segment by segment: keep them at their size,
+	// with their short strings copied out of the segments' column buffers
+	// (which a string pointing into them would keep alive)
+	in := interner{}
+	r.Steps = slices.Clone(r.Steps)
+	for i := range r.Steps {
+		s := &r.Steps[i]
+		s.RunID, s.Policy, s.Role, s.RoleCos = in.str(s.RunID), in.str(s.Policy), in.str(s.Role), in.keys(s.RoleCos)
+	}
+	r.Evals = slices.Clone(r.Evals)
+	for i := range r.Evals {
+		e := &r.Evals[i]
+		e.RunID, e.Workflow, e.Split, e.Role, e.FallbackRate = in.str(e.RunID), in.str(e.Workflow), in.str(e.Split), in.str(e.Role), in.keys(e.FallbackRate)
+	}
+	r.Timing = slices.Clone(r.Timing)
+	for i := range r.Timing {
+		r.Timing[i].RunID = in.str(r.Timing[i].RunID)
 	}
 	sortTableRows(stepsDef, r.Steps)
 	sortTableRows(evalsDef, r.Evals)
@@ -636,4 +660,28 @@ func decodeInto[R any](t *tableDef[R], data []byte, dst *[]R, skip []string) err
 
 func sortTableRows[R any](t *tableDef[R], rows []R) {
 	slices.SortStableFunc(rows, func(a, b R) int { return t.order(&a, &b) })
+}
+
+// interner hands out one copy of each short string it is given.
+type interner map[string]string
+
+func (in interner) str(s string) string {
+	if v, ok := in[s]; ok {
+		return v
+	}
+	v := strings.Clone(s)
+	in[v] = v
+	return v
+}
+
+// keys returns m with its keys interned.
+func (in interner) keys(m map[string]float64) map[string]float64 {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		out[in.str(k)] = v
+	}
+	return out
 }
