@@ -56,12 +56,15 @@ type StreamOptions struct {
 	// checked against the inventory and hashed into the digest).
 	SkipTables []string
 	// BufferBytes bounds the archive bytes read ahead of the runs being
-	// decoded (0: DefaultBufferBytes); a single larger file is still read.
+	// decoded (0: BufferBytesPerJob per job); a single larger file is
+	// still read, alone.
 	BufferBytes int64
 }
 
-// DefaultBufferBytes is the default StreamOptions.BufferBytes.
-const DefaultBufferBytes = 32 << 20
+// BufferBytesPerJob is the archive read-ahead StreamOptions.BufferBytes
+// gives each job by default: a few of a CPU study's segments, so that
+// the jobs have work, without the read-ahead growing with the logs.
+const BufferBytesPerJob = 1 << 20
 
 // StreamedRun is one run as StreamRuns gives it: Index is its place in the
 // source's path order, counting every run found (wanted or not).
@@ -88,6 +91,7 @@ func StreamRuns(ctx context.Context, src string, opt StreamOptions, fn func(Stre
 	if jobs <= 0 {
 		jobs = runtime.GOMAXPROCS(0)
 	}
+	opt.Jobs = jobs
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -361,7 +365,7 @@ func feedArchive(ctx context.Context, name string, opt StreamOptions, work chan<
 	defer zr.Close()
 	limit := opt.BufferBytes
 	if limit <= 0 {
-		limit = DefaultBufferBytes
+		limit = int64(max(opt.Jobs, 1)) * BufferBytesPerJob
 	}
 	b := newBudget(limit)
 	stop := context.AfterFunc(ctx, b.wake)

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/marlowlab/marlow/analysis/analysistest"
+	"github.com/marlowlab/marlow/harness/runlog"
+)
+
+// reportPoint is one measured `marlow report` over logs grown by Scale.
+type reportPoint struct {
+	Scale        int
+	Runs         int
+	ArchiveBytes int64
+	Wall         time.Duration
+	PeakRSS      int64  // bytes, the child's maximum resident set
+	Summary      []byte // the report's summary.parquet
+}
+
+// MBps is the archive megabytes read per second.
+func (p reportPoint) MBps() float64 { return float64(p.ArchiveBytes) / 1e6 / p.Wall.Seconds() }
+
+// childCommand makes the command that runs marlow with args in a child
+// process (the binary itself; the tests pass their own).
+type childCommand func(args ...string) (*exec.Cmd, error)
+
+func selfCommand(args ...string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the marlow binary: %w", err)
+	}
+	return exec.Command(exe, args...), nil
+}
+
+// benchReport grows the runs of srcs by each scale into work/x<scale>
+// (analysistest.GrowRuns, then archived), and runs `marlow report` over
+// the archives in a child process, measuring its wall time and peak RSS.
+func benchReport(ctx context.Context, child childCommand, srcs []string, scales []int, jobs int, work string, log io.Writer) ([]reportPoint, error) {
+	var out []reportPoint
+	for _, f := range scales {
+		dir := filepath.Join(work, fmt.Sprintf("x%d", f))
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+		p := reportPoint{Scale: f}
+		var archives []string
+		for i, src := range srcs {
+			runs := filepath.Join(dir, fmt.Sprintf("runs-%d", i))
+			n, err := analysistest.GrowRuns(src, runs, f)
+			if err != nil {
+				return nil, err
+			}
+			a := filepath.Join(dir, fmt.Sprintf("logs-%d.tar.zst", i))
+			if err := runlog.Archive(runs, a); err != nil {
+				return nil, err
+			}
+			if err := os.RemoveAll(runs); err != nil {
+				return nil, err
+			}
+			st, err := os.Stat(a)
+			if err != nil {
+				return nil, err
+			}
+			p.Runs += n
+			p.ArchiveBytes += st.Size()
+			archives = append(archives, a)
+		}
+		fmt.Fprintf(log, "scale %d: %d runs, %.1f MB of archives; marlow report ...\n", f, p.Runs, float64(p.ArchiveBytes)/1e6)
+		rep := filepath.Join(dir, "report")
+		args := append(append([]string{"report"}, archives...), "--out", rep, "--jobs", strconv.Itoa(jobs))
+		cmd, err := child(args...)
+		if err != nil {
+			return nil, err
+		}
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("marlow report at scale %d: %w\n%s", f, err, stderr.String())
+		}
+		p.Wall = time.Since(start)
+		ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		if !ok {
+			return nil, fmt.Errorf("marlow report at scale %d: no resource usage on this system", f)
+		}
+		p.PeakRSS = ru.Maxrss * 1024 // kilobytes on Linux
+		if p.Summary, err = os.ReadFile(filepath.Join(rep, "summary.parquet")); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// reportTable prints the measured points and whether their reports'
+// summaries are byte-identical.
+func reportTable(points []reportPoint) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| scale | runs | archives (MB) | wall (s) | MB/s | peak RSS (MB) |\n|---|---|---|---|---|---|\n")
+	same := true
+	for _, p := range points {
+		fmt.Fprintf(&b, "| %dx | %d | %.1f | %.1f | %.2f | %.0f |\n", p.Scale, p.Runs, float64(p.ArchiveBytes)/1e6, p.Wall.Seconds(), p.MBps(), float64(p.PeakRSS)/1e6)
+		same = same && bytes.Equal(p.Summary, points[0].Summary)
+	}
+	if len(points) > 1 {
+		fmt.Fprintf(&b, "summary.parquet identical at every scale: %v\n", same)
+	}
+	return b.String()
+}
+
+func newBenchReportCmd() *cobra.Command {
+	var scales []int
+	var jobs int
+	var work string
+	cmd := &cobra.Command{
+		Use:   "report " + sourceArg + "...",
+		Short: "Measure marlow report's MB/s and peak RSS on logs grown to several times their size",
+		Long: "bench report writes the runs of the sources again with their training samples' completions\n" +
+			"made --scale times as long (filler words; validation rows, steps and evals as they were, so the\n" +
+			"analysis is the same at every scale), archives them, runs marlow report over the archives in a\n" +
+			"child process and prints, per scale, the archives' size, the wall time, MB/s and the child's\n" +
+			"peak resident set size, and whether the reports' summaries are byte-identical. The grown logs\n" +
+			"are kept under --work (default a temporary folder, removed).",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := work
+			if dir == "" {
+				tmp, err := os.MkdirTemp("", "marlow-bench-report-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(tmp)
+				dir = tmp
+			}
+			for _, s := range scales {
+				if s < 1 {
+					return fmt.Errorf("bench report: --scale %d: give factors of 1 or more", s)
+				}
+			}
+			points, err := benchReport(cmd.Context(), selfCommand, args, scales, jobs, dir, cmd.ErrOrStderr())
+			if err != nil {
+				return fmt.Errorf("bench report: %w", err)
+			}
+			fmt.Fprint(cmd.OutOrStdout(), reportTable(points))
+			return nil
+		},
+	}
+	cmd.Flags().IntSliceVar(&scales, "scale", []int{1, 10}, "factors to grow the training samples' text by")
+	cmd.Flags().IntVar(&jobs, "jobs", 0, "marlow report --jobs (0: one per CPU)")
+	cmd.Flags().StringVar(&work, "work", "", "folder for the grown logs and reports (kept)")
+	return cmd
+}
