@@ -78,8 +78,9 @@ type StreamedRun struct {
 // goroutines at once, in no fixed order (StreamedRun.Index gives the path
 // order). It returns how many runs src holds (wanted or not). The first
 // error, of reading or of fn, stops the reading: runs already handed to fn
-// finish, and the error of the run first in path order among the failed
-// ones is returned. A run of an archive must be stored as Archive writes
+// finish, and an error of the source itself (unreadable, or an archive out
+// of order) is returned, else that of the run first in path order among
+// the failed ones. A run of an archive must be stored as Archive writes
 // it: its manifest first and its files together; otherwise the error says
 // to unpack it.
 func StreamRuns(ctx context.Context, src string, opt StreamOptions, fn func(StreamedRun) error) (int, error) {
@@ -96,13 +97,13 @@ func StreamRuns(ctx context.Context, src string, opt StreamOptions, fn func(Stre
 	defer cancel()
 	var (
 		mu     sync.Mutex
-		errAt  = -1
+		errAt  int
 		first  error
 		wg     sync.WaitGroup
 		work   = make(chan func(), jobs)
 		failed = func(i int, err error) {
 			mu.Lock()
-			if errAt < 0 || i < errAt {
+			if first == nil || i < errAt {
 				errAt, first = i, err
 			}
 			mu.Unlock()
@@ -142,7 +143,9 @@ func StreamRuns(ctx context.Context, src string, opt StreamOptions, fn func(Stre
 	close(work)
 	wg.Wait()
 	if perr != nil && !errors.Is(perr, context.Canceled) {
-		failed(n, fmt.Errorf("read runs: %w", perr))
+		// the source itself is at fault (unreadable, or an archive not
+		// in Archive's order): said before what its runs' readers met
+		failed(-1, fmt.Errorf("read runs: %w", perr))
 	}
 	if first != nil {
 		return n, first
