@@ -363,7 +363,7 @@ func LoadWith(ctx context.Context, opt LoadOptions, srcs ...string) (*Study, err
 		all   []found
 		total int
 	)
-	sopt := runlog.StreamOptions{Jobs: opt.Jobs, Samples: newValSampleKeeper, SkipPrompts: true, SkipTables: []string{runlog.TableTiming}}
+	sopt := runlog.StreamOptions{Jobs: opt.Jobs, Samples: newValSampleKeeper, SampleSplits: []string{"val"}, SkipPrompts: true, SkipTables: []string{runlog.TableTiming}}
 	if opt.Keep != nil {
 		sopt.Want = func(m runlog.Manifest) bool { return opt.Keep(m.RunID) }
 	}

@@ -165,6 +165,60 @@ func checkFrame(data []byte) error {
 // openTable parses a segment file and checks its table name, schema version
 // and columns against t. It never panics on bad input.
 func openTable(t tableInfo, data []byte) (tbl arrow.Table, err error) {
+	return readSegment(t, data, func(fr *pqarrow.FileReader) (arrow.Table, error) {
+		return fr.ReadTable(context.Background())
+	})
+}
+
+// segmentHolds reports whether the string column col of a segment of t
+// holds one of values, decoding that column alone (after the checks
+// openTable makes).
+func segmentHolds(t tableInfo, data []byte, col string, values []string) (bool, error) {
+	idx := -1
+	for i, c := range t.cols {
+		if c.name == col {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return false, fmt.Errorf("runlog: table %s has no column %q", t.name, col)
+	}
+	tbl, err := readSegment(t, data, func(fr *pqarrow.FileReader) (arrow.Table, error) {
+		groups := make([]int, fr.ParquetReader().NumRowGroups())
+		for i := range groups {
+			groups[i] = i
+		}
+		return fr.ReadRowGroups(context.Background(), []int{idx}, groups)
+	})
+	if err != nil {
+		return false, err
+	}
+	defer tbl.Release()
+	found := false
+	err = func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+			}
+		}()
+		for _, chunk := range tbl.Column(0).Data().Chunks() {
+			a, ok := chunk.(*array.String)
+			if !ok {
+				return fmt.Errorf("%w: column %q is not strings", ErrForeignSchema, col)
+			}
+			for k := 0; k < a.Len() && !found; k++ {
+				found = slices.Contains(values, a.Value(k))
+			}
+		}
+		return nil
+	}()
+	return found, err
+}
+
+// readSegment checks a segment file's frame, table name, schema version
+// and columns against t, then reads it with read. It never panics on bad
+// input.
+func readSegment(t tableInfo, data []byte, read func(*pqarrow.FileReader) (arrow.Table, error)) (tbl arrow.Table, err error) {
 	if err := checkFrame(data); err != nil {
 		return nil, err
 	}
@@ -201,7 +255,7 @@ func openTable(t tableInfo, data []byte) (tbl arrow.Table, err error) {
 	if err := checkSchema(t, fr, t.colsAt(version)); err != nil {
 		return nil, err
 	}
-	tbl, err = fr.ReadTable(context.Background())
+	tbl, err = read(fr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}

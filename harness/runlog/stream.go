@@ -49,6 +49,11 @@ type StreamOptions struct {
 	// Samples, when set, makes the reducer each run's sample rows go to;
 	// nil keeps every row.
 	Samples func(Manifest) SampleReducer
+	// SampleSplits, when set, skips the samples segments holding no row
+	// of these splits after decoding their split column alone (a
+	// segment that holds one is decoded whole, all its rows going to
+	// the reducer).
+	SampleSplits []string
 	// SkipPrompts leaves Prompt empty and prompts/ unread (a schema
 	// version 1 file's prompt column is not decoded either).
 	SkipPrompts bool
@@ -535,6 +540,7 @@ func readFed(ctx context.Context, feed fileFeed, label string, opt StreamOptions
 		red = opt.Samples(m)
 	}
 	sdef := samplesFor(m.SchemaVersion)
+	var sinfo tableInfo
 	var prompts []PromptRow
 	for {
 		f, ok, err := feed.next(ctx)
@@ -573,6 +579,15 @@ func readFed(ctx context.Context, feed fileFeed, label string, opt StreamOptions
 				err = decodeInto(promptsDef, f.data, &prompts, nil)
 			}
 		case TableSamples:
+			if opt.SampleSplits != nil {
+				if sinfo.name == "" {
+					sinfo = sdef.info()
+				}
+				var holds bool
+				if holds, err = segmentHolds(sinfo, f.data, "split", opt.SampleSplits); err != nil || !holds {
+					break
+				}
+			}
 			var skip []string
 			if opt.SkipPrompts {
 				skip = []string{"prompt"}

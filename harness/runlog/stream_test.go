@@ -76,8 +76,9 @@ func TestStreamRunsMatchesReadRuns(t *testing.T) {
 	}
 
 	// a reducer sees every row and keeps its subset in reader order;
-	// Want leaves a run unread; prompts can be left out
-	opt := StreamOptions{Jobs: 2, SkipPrompts: true, SkipTables: []string{TableTiming},
+	// Want leaves a run unread; prompts can be left out; a segment
+	// without rows of the wanted splits is not decoded
+	opt := StreamOptions{Jobs: 2, SkipPrompts: true, SkipTables: []string{TableTiming}, SampleSplits: []string{"train"},
 		Samples: func(Manifest) SampleReducer { return &oddRows{} },
 		Want:    func(m Manifest) bool { return m.RunID != "b" }}
 	got, n, err := streamAll(t, arch, opt)
@@ -101,6 +102,16 @@ func TestStreamRunsMatchesReadRuns(t *testing.T) {
 			t.Errorf("run %s: %d timing rows read with timing/ skipped", r.Manifest.RunID, len(r.Timing))
 		}
 		mustSame(t, "steps", r.Steps, want[i].Steps)
+	}
+	opt.SampleSplits = []string{"no such split"}
+	got, _, err = streamAll(t, arch, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range got {
+		if len(r.Samples) != 0 {
+			t.Errorf("run %s: %d sample rows from segments without the splits asked for", r.Manifest.RunID, len(r.Samples))
+		}
 	}
 }
 
