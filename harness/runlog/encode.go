@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -219,6 +220,45 @@ func segmentHolds(t tableInfo, data []byte, col string, values []string) (bool, 
 // and columns against t, then reads it with read. It never panics on bad
 // input.
 func readSegment(t tableInfo, data []byte, read func(*pqarrow.FileReader) (arrow.Table, error)) (tbl arrow.Table, err error) {
+	return readSegmentWith(t, data, pqarrow.ArrowReadProperties{}, read)
+}
+
+// decodeBatches decodes a segment of t batchRows rows at a time (the
+// columns named in skip left unset), handing each batch's rows to fn: a
+// segment costs its bytes and one batch, not all its rows at once.
+func decodeBatches[R any](t *tableDef[R], data []byte, batchRows int64, skip []string, fn func([]R)) error {
+	var ferr error
+	_, err := readSegmentWith(t.info(), data, pqarrow.ArrowReadProperties{BatchSize: batchRows}, func(fr *pqarrow.FileReader) (arrow.Table, error) {
+		rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer rr.Release()
+		for rr.Next() {
+			rec := rr.RecordBatch()
+			tbl := array.NewTableFromRecords(rec.Schema(), []arrow.RecordBatch{rec})
+			rows, err := t.rowsSkipping(tbl, skip)
+			tbl.Release()
+			if err != nil {
+				ferr = err
+				return nil, nil
+			}
+			fn(rows)
+		}
+		if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return err
+	}
+	return ferr
+}
+
+// readSegmentWith is readSegment with the given read properties; read may
+// return a nil table.
+func readSegmentWith(t tableInfo, data []byte, props pqarrow.ArrowReadProperties, read func(*pqarrow.FileReader) (arrow.Table, error)) (tbl arrow.Table, err error) {
 	if err := checkFrame(data); err != nil {
 		return nil, err
 	}
@@ -248,7 +288,7 @@ func readSegment(t tableInfo, data []byte, read func(*pqarrow.FileReader) (arrow
 		}
 		return nil, fmt.Errorf("%w: table %s in a %s folder", ErrForeignSchema, got, t.name)
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	fr, err := pqarrow.NewFileReader(pf, props, memory.DefaultAllocator)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}

@@ -71,6 +71,10 @@ type StreamOptions struct {
 // the jobs have work, without the read-ahead growing with the logs.
 const BufferBytesPerJob = 1 << 20
 
+// SampleBatchRows is how many sample rows StreamRuns decodes at once: a
+// samples segment costs its stored bytes and one batch of rows.
+const SampleBatchRows = 1024
+
 // StreamedRun is one run as StreamRuns gives it: Index is its place in the
 // source's path order, counting every run found (wanted or not).
 type StreamedRun struct {
@@ -592,8 +596,7 @@ func readFed(ctx context.Context, feed fileFeed, label string, opt StreamOptions
 			if opt.SkipPrompts {
 				skip = []string{"prompt"}
 			}
-			var rows []SampleRow
-			if err = decodeInto(sdef, f.data, &rows, skip); err == nil {
+			err = decodeBatches(sdef, f.data, SampleBatchRows, skip, func(rows []SampleRow) {
 				if opt.SkipPrompts {
 					for i := range rows {
 						rows[i].promptID = 0
@@ -604,7 +607,7 @@ func readFed(ctx context.Context, feed fileFeed, label string, opt StreamOptions
 				} else {
 					r.Samples = append(r.Samples, rows...)
 				}
-			}
+			})
 		}
 		feed.done(f)
 		if err != nil {
