@@ -30,10 +30,11 @@ const (
 	// the report's tables and figures.
 	reportFixedBytes = 150 << 20
 	// reportSegmentFactor is what decoding a segment takes, as a multiple
-	// of its stored bytes (its columns decompressed, its rows), and
+	// of its stored bytes: the bytes, and its decompressed columns as the
+	// rows are decoded a batch at a time (runlog.SampleBatchRows); and
 	// reportReadAhead the archive bytes read ahead per job
 	// (runlog.BufferBytesPerJob).
-	reportSegmentFactor = 6
+	reportSegmentFactor = 3
 	reportReadAhead     = 1 << 20
 )
 
@@ -67,7 +68,7 @@ func EstimateReportCost(runs []spec.Run, jobs int) ReportCost {
 
 // String is the plan's line about the report.
 func (c ReportCost) String() string {
-	return fmt.Sprintf("report (marlow report --jobs %d): about %s and %s of memory at its peak for %s of logs "+
+	return fmt.Sprintf("report (marlow report --jobs %d): about %s and %s of memory at its peak for the footprint's %s of logs, which errs large "+
 		"(at the rates measured on the dynamics study's logs: %.0f MB/s of segments per job, %d B per step row and %d B per validation sample row held)",
 		c.Jobs, c.Wall.Round(time.Second), HumanBytes(c.Peak), HumanBytes(c.LogBytes),
 		float64(reportBytesPerSecPerJob)/1e6, reportStepRowBytes, reportValRowBytes)
