@@ -55,26 +55,28 @@ func benchReport(ctx context.Context, child childCommand, srcs []string, scales 
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, err
 		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
 		p := reportPoint{Scale: f}
 		var archives []string
 		for i, src := range srcs {
-			runs := filepath.Join(dir, fmt.Sprintf("runs-%d", i))
-			n, err := analysistest.GrowRuns(src, runs, f)
-			if err != nil {
-				return nil, err
-			}
+			// grown in a child process too: a child's peak RSS counts the
+			// parent's at its start (Linux keeps the high-water mark of the
+			// memory it forked from across exec), so the parent stays small
 			a := filepath.Join(dir, fmt.Sprintf("logs-%d.tar.zst", i))
-			if err := runlog.Archive(runs, a); err != nil {
-				return nil, err
+			if _, _, err := measureChild(child, []string{"bench", "grow", src, a, "--scale", strconv.Itoa(f)}); err != nil {
+				return nil, fmt.Errorf("growing %s by %d: %w", src, f, err)
 			}
-			if err := os.RemoveAll(runs); err != nil {
+			found, err := runlog.Manifests(a)
+			if err != nil {
 				return nil, err
 			}
 			st, err := os.Stat(a)
 			if err != nil {
 				return nil, err
 			}
-			p.Runs += n
+			p.Runs += len(found)
 			p.ArchiveBytes += st.Size()
 			archives = append(archives, a)
 		}
@@ -142,6 +144,49 @@ func reportTable(points []reportPoint) string {
 	return b.String()
 }
 
+// growArchive writes the runs of src grown by factor
+// (analysistest.GrowRuns) as the archive out, through a folder beside it.
+func growArchive(src, out string, factor int) (int, error) {
+	runs := out + ".runs"
+	if err := os.RemoveAll(runs); err != nil {
+		return 0, err
+	}
+	n, err := analysistest.GrowRuns(src, runs, factor)
+	if err != nil {
+		return 0, err
+	}
+	if err := runlog.Archive(runs, out); err != nil {
+		return 0, err
+	}
+	return n, os.RemoveAll(runs)
+}
+
+func newBenchGrowCmd() *cobra.Command {
+	var scale int
+	cmd := &cobra.Command{
+		Use:   "grow " + sourceArg + " ARCHIVE",
+		Short: "Write a study's runs again as an archive with their training text grown to --scale times the logs' size",
+		Long: "bench grow writes the runs of the source again, as a .tar.zst archive, with their training samples'\n" +
+			"completions lengthened by filler words to make the logs about --scale times their stored size;\n" +
+			"steps, evals and validation samples are kept, so the grown logs' report is the original's\n" +
+			"(marlow bench report measures the report on them).",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if scale < 1 {
+				return fmt.Errorf("bench grow: --scale %d: give a factor of 1 or more", scale)
+			}
+			n, err := growArchive(args[0], args[1], scale)
+			if err != nil {
+				return fmt.Errorf("bench grow: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "bench grow: %d runs of %s grown %d times into %s\n", n, args[0], scale, args[1])
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&scale, "scale", 10, "factor to grow the logs by")
+	return cmd
+}
+
 func newBenchReportCmd() *cobra.Command {
 	var scales []int
 	var jobs, repeat int
@@ -149,9 +194,9 @@ func newBenchReportCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report " + sourceArg + "...",
 		Short: "Measure marlow report's MB/s and peak RSS on logs grown to several times their size",
-		Long: "bench report writes the runs of the sources again with their training samples' completions\n" +
-			"made --scale times as long (filler words; validation rows, steps and evals as they were, so the\n" +
-			"analysis is the same at every scale), archives them, runs marlow report over the archives in a\n" +
+		Long: "bench report writes the runs of the sources again at each --scale, as bench grow does (their\n" +
+			"training text grown to about that many times the logs' size; validation rows, steps and evals as\n" +
+			"they were, so the analysis is the same at every scale), runs marlow report over the archives in a\n" +
 			"child process and prints, per scale, the archives' size, the wall time, MB/s and the child's\n" +
 			"peak resident set size (the least over --repeat runs), and whether the reports' summaries are\n" +
 			"byte-identical. The grown logs\n" +
