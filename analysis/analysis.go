@@ -389,20 +389,17 @@ func LoadWith(ctx context.Context, opt LoadOptions, srcs ...string) (*Study, err
 		}
 		return a.idx - b.idx
 	})
-	var kept []*runViews
-	seen := map[[2]string]*runlog.Run{}
-	for _, f := range all {
-		r := f.rv.run
-		key := [2]string{r.Manifest.Experiment, r.Manifest.RunID}
-		prev, dup := seen[key]
-		switch {
-		case !dup:
-			seen[key] = r
-			kept = append(kept, f.rv)
-		case prev.Digest != r.Digest:
-			return nil, fmt.Errorf("analysis: run %s of experiment %s is in %s and in %s with different bytes; keep one of them",
-				r.Manifest.RunID, r.Manifest.Experiment, prev.Dir, r.Dir)
-		}
+	runs := make([]*runlog.Run, len(all))
+	for i, f := range all {
+		runs[i] = f.rv.run
+	}
+	idx, err := distinctCopies(runs)
+	if err != nil {
+		return nil, err
+	}
+	kept := make([]*runViews, len(idx))
+	for i, k := range idx {
+		kept[i] = all[k].rv
 	}
 	if len(kept) == 0 && opt.Keep != nil {
 		return nil, fmt.Errorf("analysis: no run in %s matches --only %q (%d runs there)", strings.Join(srcs, ", "), opt.Only, total)
@@ -410,7 +407,8 @@ func LoadWith(ctx context.Context, opt LoadOptions, srcs ...string) (*Study, err
 	return assemble(kept)
 }
 
-// MergeRuns reads the runs of several runs trees and .tar.zst archives. A
+// MergeRuns reads the runs of several runs trees and .tar.zst archives,
+// every row of them held in memory (LoadWith reads them streaming). A
 // run (experiment and run id) found in more than one source is kept once
 // when its copies hold the same bytes (manifest and committed segments),
 // and is an error naming the run and both places when they differ; a
@@ -420,7 +418,6 @@ func MergeRuns(srcs ...string) ([]*runlog.Run, error) {
 		return nil, fmt.Errorf("analysis: no sources of runs given")
 	}
 	var runs []*runlog.Run
-	seen := map[[2]string]*runlog.Run{}
 	for _, src := range srcs {
 		rs, err := runlog.ReadRuns(src)
 		if err != nil {
@@ -429,20 +426,39 @@ func MergeRuns(srcs ...string) ([]*runlog.Run, error) {
 		if len(rs) == 0 {
 			return nil, fmt.Errorf("analysis: no runs found in %s", src)
 		}
-		for _, r := range rs {
-			key := [2]string{r.Manifest.Experiment, r.Manifest.RunID}
-			prev, dup := seen[key]
-			switch {
-			case !dup:
-				seen[key] = r
-				runs = append(runs, r)
-			case prev.Digest != r.Digest:
-				return nil, fmt.Errorf("analysis: run %s of experiment %s is in %s and in %s with different bytes; keep one of them",
-					r.Manifest.RunID, r.Manifest.Experiment, prev.Dir, r.Dir)
-			}
+		runs = append(runs, rs...)
+	}
+	idx, err := distinctCopies(runs)
+	if err != nil {
+		return nil, err
+	}
+	kept := make([]*runlog.Run, len(idx))
+	for i, k := range idx {
+		kept[i] = runs[k]
+	}
+	return kept, nil
+}
+
+// distinctCopies returns the indices of the runs to keep, in order: a run
+// (experiment and run id) found more than once is kept once when its
+// copies hold the same bytes (Digest), and is an error naming the run and
+// both places when they differ.
+func distinctCopies(runs []*runlog.Run) ([]int, error) {
+	var kept []int
+	seen := map[[2]string]*runlog.Run{}
+	for i, r := range runs {
+		key := [2]string{r.Manifest.Experiment, r.Manifest.RunID}
+		prev, dup := seen[key]
+		switch {
+		case !dup:
+			seen[key] = r
+			kept = append(kept, i)
+		case prev.Digest != r.Digest:
+			return nil, fmt.Errorf("analysis: run %s of experiment %s is in %s and in %s with different bytes; keep one of them",
+				r.Manifest.RunID, r.Manifest.Experiment, prev.Dir, r.Dir)
 		}
 	}
-	return runs, nil
+	return kept, nil
 }
 
 // damagedRunsError is the error of a source whose runs could not be read:

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/marlowlab/marlow/analysis/analysistest"
@@ -168,5 +169,44 @@ func TestValSampleKeeper(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("schema version %d:\n got %q\nwant %q", version, got, want)
 		}
+	}
+}
+
+// TestLoadMergesCopies: a run read from two sources is kept once when its
+// copies hold the same bytes, and is an error naming both places when
+// they differ; --only's selection that keeps no run is named.
+func TestLoadMergesCopies(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "runs")
+	if err := analysistest.WriteRuns(dir, analysistest.Fixture()); err != nil {
+		t.Fatal(err)
+	}
+	arch := filepath.Join(t.TempDir(), "runs.tar.zst")
+	if err := runlog.Archive(dir, arch); err != nil {
+		t.Fatal(err)
+	}
+	one, err := LoadWith(context.Background(), LoadOptions{Jobs: 2}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := LoadWith(context.Background(), LoadOptions{Jobs: 2}, dir, arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sameValue(reflect.ValueOf(both).Elem(), reflect.ValueOf(one).Elem(), "study", "run"); d != "" {
+		t.Errorf("the study of two identical copies differs from one's at %s", d)
+	}
+	changed := analysistest.Fixture() // written again: other times in the manifests, and one error text
+	changed[0].Manifest.Error = "changed"
+	other := filepath.Join(t.TempDir(), "other")
+	if err := analysistest.WriteRuns(other, changed); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadWith(context.Background(), LoadOptions{Jobs: 2}, dir, other)
+	if err == nil || !strings.Contains(err.Error(), "different bytes") || !strings.Contains(err.Error(), other) {
+		t.Errorf("copies with different bytes: %v", err)
+	}
+	_, err = LoadWith(context.Background(), LoadOptions{Keep: func(string) bool { return false }, Only: "none*"}, dir)
+	if err == nil || !strings.Contains(err.Error(), `--only "none*"`) {
+		t.Errorf("a selection of no run: %v", err)
 	}
 }
