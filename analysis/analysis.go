@@ -15,6 +15,7 @@
 package analysis
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -22,6 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/study"
@@ -141,8 +143,11 @@ type RunResult struct {
 	Degeneration  []Degeneration   // per role with validation outputs (degenerate.go)
 	Workflow      []WorkflowStep   // role-level workflow metrics per validation, by step (roles.go)
 	Late          LateEvents       // lasting cliffs and format collapses, early or late (late.go)
-	run           *runlog.Run      // source, for figures of training statistics
+	run           *runlog.Run      // source without its samples, for figures of training statistics
 	steps         []runlog.StepRow // sorted by (step, policy, role)
+	// captureAgainst is the capture test against each role of the
+	// workflow as the dominant one (CaptureAgainst).
+	captureAgainst map[string][]Capture
 }
 
 // Steps returns the run's step rows sorted by (step, policy, role).
@@ -320,17 +325,91 @@ func Load(src string) (*Study, error) {
 }
 
 // LoadAll reads the runs of several runs trees and .tar.zst archives and
-// analyses them as one study (see MergeRuns), so results gathered from
+// analyses them as one study (see LoadWith), so results gathered from
 // several machines or archived piece by piece give one report.
 func LoadAll(srcs ...string) (*Study, error) {
-	runs, err := MergeRuns(srcs...)
+	return LoadWith(context.Background(), LoadOptions{}, srcs...)
+}
+
+// LoadOptions say how LoadWith reads.
+type LoadOptions struct {
+	// Jobs is how many runs are read and reduced at once (0: GOMAXPROCS).
+	// The study does not depend on it.
+	Jobs int
+	// Keep, when set, keeps only the runs whose id it returns true for;
+	// the others are not read past their manifests.
+	Keep func(runID string) bool
+	// Only is how Keep is shown in the error of a selection that keeps
+	// no run (e.g. `--only "x*"`).
+	Only string
+}
+
+// LoadWith reads the runs of several runs trees and .tar.zst archives and
+// analyses them as one study, in memory bounded whatever the size of the
+// logs (DESIGN.md, "Reading logs at scale"): each run is read once,
+// segment by segment, its sample rows reduced as they arrive
+// (valSampleKeeper) and its views computed (reduceRun) before its samples
+// are dropped; Jobs runs at a time. Runs found in more than one source
+// are merged as MergeRuns merges them.
+func LoadWith(ctx context.Context, opt LoadOptions, srcs ...string) (*Study, error) {
+	if len(srcs) == 0 {
+		return nil, fmt.Errorf("analysis: no sources of runs given")
+	}
+	type found struct {
+		src, idx int
+		rv       *runViews
+	}
+	var (
+		mu    sync.Mutex
+		all   []found
+		total int
+	)
+	sopt := runlog.StreamOptions{Jobs: opt.Jobs, Samples: newValSampleKeeper, SampleSplits: []string{"val"}, SkipPrompts: true, SkipTables: []string{runlog.TableTiming}}
+	if opt.Keep != nil {
+		sopt.Want = func(m runlog.Manifest) bool { return opt.Keep(m.RunID) }
+	}
+	for si, src := range srcs {
+		n, err := runlog.StreamRuns(ctx, src, sopt, func(sr runlog.StreamedRun) error {
+			rv := reduceRun(sr.Run)
+			mu.Lock()
+			all = append(all, found{si, sr.Index, rv})
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return nil, damagedRunsError(src, err)
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("analysis: no runs found in %s", src)
+		}
+		total += n
+	}
+	slices.SortFunc(all, func(a, b found) int {
+		if a.src != b.src {
+			return a.src - b.src
+		}
+		return a.idx - b.idx
+	})
+	runs := make([]*runlog.Run, len(all))
+	for i, f := range all {
+		runs[i] = f.rv.run
+	}
+	idx, err := distinctCopies(runs)
 	if err != nil {
 		return nil, err
 	}
-	return Analyze(runs)
+	kept := make([]*runViews, len(idx))
+	for i, k := range idx {
+		kept[i] = all[k].rv
+	}
+	if len(kept) == 0 && opt.Keep != nil {
+		return nil, fmt.Errorf("analysis: no run in %s matches --only %q (%d runs there)", strings.Join(srcs, ", "), opt.Only, total)
+	}
+	return assemble(kept)
 }
 
-// MergeRuns reads the runs of several runs trees and .tar.zst archives. A
+// MergeRuns reads the runs of several runs trees and .tar.zst archives,
+// every row of them held in memory (LoadWith reads them streaming). A
 // run (experiment and run id) found in more than one source is kept once
 // when its copies hold the same bytes (manifest and committed segments),
 // and is an error naming the run and both places when they differ; a
@@ -340,7 +419,6 @@ func MergeRuns(srcs ...string) ([]*runlog.Run, error) {
 		return nil, fmt.Errorf("analysis: no sources of runs given")
 	}
 	var runs []*runlog.Run
-	seen := map[[2]string]*runlog.Run{}
 	for _, src := range srcs {
 		rs, err := runlog.ReadRuns(src)
 		if err != nil {
@@ -349,20 +427,39 @@ func MergeRuns(srcs ...string) ([]*runlog.Run, error) {
 		if len(rs) == 0 {
 			return nil, fmt.Errorf("analysis: no runs found in %s", src)
 		}
-		for _, r := range rs {
-			key := [2]string{r.Manifest.Experiment, r.Manifest.RunID}
-			prev, dup := seen[key]
-			switch {
-			case !dup:
-				seen[key] = r
-				runs = append(runs, r)
-			case prev.Digest != r.Digest:
-				return nil, fmt.Errorf("analysis: run %s of experiment %s is in %s and in %s with different bytes; keep one of them",
-					r.Manifest.RunID, r.Manifest.Experiment, prev.Dir, r.Dir)
-			}
+		runs = append(runs, rs...)
+	}
+	idx, err := distinctCopies(runs)
+	if err != nil {
+		return nil, err
+	}
+	kept := make([]*runlog.Run, len(idx))
+	for i, k := range idx {
+		kept[i] = runs[k]
+	}
+	return kept, nil
+}
+
+// distinctCopies returns the indices of the runs to keep, in order: a run
+// (experiment and run id) found more than once is kept once when its
+// copies hold the same bytes (Digest), and is an error naming the run and
+// both places when they differ.
+func distinctCopies(runs []*runlog.Run) ([]int, error) {
+	var kept []int
+	seen := map[[2]string]*runlog.Run{}
+	for i, r := range runs {
+		key := [2]string{r.Manifest.Experiment, r.Manifest.RunID}
+		prev, dup := seen[key]
+		switch {
+		case !dup:
+			seen[key] = r
+			kept = append(kept, i)
+		case prev.Digest != r.Digest:
+			return nil, fmt.Errorf("analysis: run %s of experiment %s is in %s and in %s with different bytes; keep one of them",
+				r.Manifest.RunID, r.Manifest.Experiment, prev.Dir, r.Dir)
 		}
 	}
-	return runs, nil
+	return kept, nil
 }
 
 // damagedRunsError is the error of a source whose runs could not be read:

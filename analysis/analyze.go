@@ -1,8 +1,10 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -10,40 +12,105 @@ import (
 	"github.com/marlowlab/marlow/harness/study"
 )
 
-// Analyze computes the study of a set of runs of one experiment.
+// Analyze computes the study of a set of runs of one experiment, held in
+// memory (LoadWith reads them from their sources in bounded memory).
 func Analyze(runs []*runlog.Run) (*Study, error) {
-	if len(runs) == 0 {
-		return nil, fmt.Errorf("analysis: no runs")
-	}
-	sorted := append([]*runlog.Run(nil), runs...)
-	for i, r := range sorted {
+	reduced := make([]*runViews, len(runs))
+	for i, r := range runs {
 		if r == nil {
 			return nil, fmt.Errorf("analysis: run %d is nil", i)
 		}
+		reduced[i] = reduceRun(r)
 	}
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Manifest.RunID < sorted[j].Manifest.RunID })
+	return assemble(reduced)
+}
+
+// runViews is what the analysis keeps of one run once it has been read:
+// the run without its samples, and its views (or the notes of the
+// workflows skipped), in order, and the error that ended them. Every
+// sample-based number of a view is computed from the samples first, so
+// the study never holds more than the runs being reduced.
+type runViews struct {
+	run   *runlog.Run
+	items []viewItem
+	err   error
+}
+
+// viewItem is a view of a run, or the note of a workflow skipped.
+type viewItem struct {
+	view    *RunResult
+	skipped string
+}
+
+// reduceRun computes the views of one run with the analysis parameters of
+// its own manifest (assemble checks that every run has the same) and
+// drops its samples. An error is kept, to be reported in the order
+// Analyze has always reported errors: after the study-wide checks.
+func reduceRun(r *runlog.Run) *runViews {
+	rv := &runViews{}
+	// A workflow the run's config declares is registered before its views
+	// are computed, which read the workflow's roles and structure.
+	if err := registerDeclared([]*runlog.Run{r}); err != nil {
+		rv.err = err
+	} else if p, err := ParamsFromMap(r.Manifest.Analysis); err == nil {
+		rv.items, rv.err = viewsOf(r, p)
+	}
+	lean := *r
+	lean.Samples = nil
+	rv.run = &lean
+	for _, it := range rv.items {
+		if it.view != nil {
+			it.view.run = rv.run
+		}
+	}
+	return rv
+}
+
+// assemble checks the runs' manifests and settings and builds the study
+// from their views.
+func assemble(reduced []*runViews) (*Study, error) {
+	if len(reduced) == 0 {
+		return nil, fmt.Errorf("analysis: no runs")
+	}
+	sorted := append([]*runViews(nil), reduced...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].run.Manifest.RunID < sorted[j].run.Manifest.RunID })
+	runs := make([]*runlog.Run, len(sorted))
+	for i, rv := range sorted {
+		runs[i] = rv.run
+	}
 	st := &Study{Controls: defaultControls()}
-	if err := checkManifests(st, sorted); err != nil {
+	if err := checkManifests(st, runs); err != nil {
 		return nil, err
 	}
-	if err := checkSettings(sorted); err != nil {
-		return nil, err
-	}
-	if err := registerDeclared(sorted); err != nil {
+	if err := checkSettings(runs); err != nil {
 		return nil, err
 	}
 	taken := map[slot]string{}
-	for _, r := range sorted {
-		if err := st.addRun(r, taken); err != nil {
-			return nil, err
+	for _, rv := range sorted {
+		m := rv.run.Manifest
+		for _, it := range rv.items {
+			if it.view == nil {
+				st.Skipped = append(st.Skipped, it.skipped)
+				continue
+			}
+			rr := it.view
+			sl := slot{rr.Cell, m.Condition, m.SeedIndex}
+			if other, ok := taken[sl]; ok {
+				return nil, fmt.Errorf("analysis: runs %q and %q are both condition %s seed %d of cell %s", other, m.RunID, m.Condition, m.SeedIndex, rr.Cell)
+			}
+			taken[sl] = m.RunID
+			st.Runs = append(st.Runs, rr)
+		}
+		if rv.err != nil {
+			return nil, rv.err
 		}
 	}
 	if len(st.Runs) == 0 {
-		return nil, fmt.Errorf("analysis: none of the %d runs has validation rows (%s)", len(runs), strings.Join(st.Skipped, "; "))
+		return nil, fmt.Errorf("analysis: none of the %d runs has validation rows (%s)", len(reduced), strings.Join(st.Skipped, "; "))
 	}
 	sortRunResults(st.Runs)
 	st.Cells = buildCells(st.Runs, st.Params)
-	st.Provenance = provenance(sorted)
+	st.Provenance = provenance(runs)
 	return st, nil
 }
 
@@ -94,26 +161,26 @@ type slot struct {
 	seedIndex int
 }
 
-// sortedSteps returns the step rows of a run by step, policy and role.
+// sortedSteps returns the step rows of a run by step, policy and role:
+// the run's own rows when they are in that order (as the readers return
+// them), else a sorted copy.
 func sortedSteps(r *runlog.Run) []runlog.StepRow {
-	steps := append([]runlog.StepRow(nil), r.Steps...)
-	sort.SliceStable(steps, func(i, j int) bool {
-		a, b := steps[i], steps[j]
-		if a.Step != b.Step {
-			return a.Step < b.Step
-		}
-		if a.Policy != b.Policy {
-			return a.Policy < b.Policy
-		}
-		return a.Role < b.Role
-	})
+	cmpRows := func(a, b runlog.StepRow) int {
+		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Role, b.Role))
+	}
+	if slices.IsSortedFunc(r.Steps, cmpRows) {
+		return r.Steps
+	}
+	steps := slices.Clone(r.Steps)
+	slices.SortStableFunc(steps, cmpRows)
 	return steps
 }
 
-// addRun adds the views of one run: one per workflow it was validated in
-// (an SA-RL run's evaluation workflows, else its own), with metrics and
-// failure-mode detectors; a workflow without validation rows is skipped.
-func (st *Study) addRun(r *runlog.Run, taken map[slot]string) error {
+// viewsOf computes the views of one run: one per workflow it was
+// validated in (an SA-RL run's evaluation workflows, else its own), with
+// metrics and failure-mode detectors; a workflow without validation rows
+// is a note of its skipping.
+func viewsOf(r *runlog.Run, p Params) ([]viewItem, error) {
 	m := r.Manifest
 	wfs := []string{m.Workflow}
 	if m.Condition == study.SARL && len(m.EvalWorkflows) > 0 {
@@ -121,28 +188,24 @@ func (st *Study) addRun(r *runlog.Run, taken map[slot]string) error {
 		sort.Strings(wfs)
 	}
 	steps := sortedSteps(r)
+	var out []viewItem
 	for _, wf := range wfs {
 		curve, err := Curve(r, wf)
 		if err != nil {
-			return fmt.Errorf("analysis: %w", err)
+			return out, fmt.Errorf("analysis: %w", err)
 		}
 		if len(curve) == 0 {
-			st.Skipped = append(st.Skipped, fmt.Sprintf("%s: no validation rows for workflow %s", m.RunID, wf))
+			out = append(out, viewItem{skipped: fmt.Sprintf("%s: no validation rows for workflow %s", m.RunID, wf)})
 			continue
 		}
-		met, err := ComputeMetrics(curve, st.Params)
+		met, err := ComputeMetrics(curve, p)
 		if err != nil {
-			return fmt.Errorf("analysis: run %s, workflow %s: %w", m.RunID, wf, err)
+			return out, fmt.Errorf("analysis: run %s, workflow %s: %w", m.RunID, wf, err)
 		}
 		cell := CellKey{Workflow: wf, Task: m.Task, Scale: m.Scale, Arm: m.Arm}
-		sl := slot{cell, m.Condition, m.SeedIndex}
-		if other, ok := taken[sl]; ok {
-			return fmt.Errorf("analysis: runs %q and %q are both condition %s seed %d of cell %s", other, m.RunID, m.Condition, m.SeedIndex, cell)
-		}
-		taken[sl] = m.RunID
 		stepIdx := make([]int64, len(curve))
-		for i, p := range curve {
-			stepIdx[i] = p.Step
+		for i, pt := range curve {
+			stepIdx[i] = pt.Step
 		}
 		rr := &RunResult{
 			RunID: m.RunID, Cell: cell, TrainWorkflow: m.Workflow, Condition: m.Condition,
@@ -150,18 +213,23 @@ func (st *Study) addRun(r *runlog.Run, taken map[slot]string) error {
 			Problems: Problems(r, wf, stepIdx), run: r, steps: steps,
 			Workflow: WorkflowSteps(r, wf),
 		}
-		rr.Late = DetectLateEvents(curve, rr.Evals(), steps, st.Params)
+		rr.Late = DetectLateEvents(curve, rr.Evals(), steps, p)
 		rr.Degeneration = DetectDegeneration(r, wf)
 		if m.Condition != study.Base && len(steps) > 0 {
-			rr.Amplification = DetectAmplification(steps, met.Cliff, st.Params)
+			rr.Amplification = DetectAmplification(steps, met.Cliff, p)
 			rr.Dominance = DetectDominance(steps)
 			for _, d := range rr.Dominance {
-				rr.Capture = append(rr.Capture, DetectCapture(r, wf, d, st.Params)...)
+				rr.Capture = append(rr.Capture, DetectCapture(r, wf, d, p)...)
 			}
 		}
-		st.Runs = append(st.Runs, rr)
+		roles := study.WorkflowOf(wf).Roles()
+		rr.captureAgainst = make(map[string][]Capture, len(roles))
+		for _, role := range roles {
+			rr.captureAgainst[role] = DetectCapture(r, wf, Dominance{Roles: roles, DominantRole: role}, p)
+		}
+		out = append(out, viewItem{view: rr})
 	}
-	return nil
+	return out, nil
 }
 
 // sortRunResults orders run views by cell, condition, seed and run id.

@@ -392,7 +392,7 @@ func gateOf(st *Study) Gate {
 		caps := r.Capture
 		if r.Condition == study.IP {
 			if d, ok := dominant[r.Cell]; ok {
-				caps = r.CaptureAgainst(d, st.Params)
+				caps = r.CaptureAgainst(d)
 			}
 		}
 		for _, c := range caps {

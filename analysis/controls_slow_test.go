@@ -289,9 +289,8 @@ func copiedCapture(t *testing.T) *analysis.RunResult {
 // SP run) and where they degenerated (the early SP run: SP at a learning
 // rate far too high, its aggregator's outputs at the token cap).
 func TestControlCapture(t *testing.T) {
-	p := controlStudies(t)["steady"].Params
 	check := func(name string, r *analysis.RunResult, want bool) {
-		caps := r.CaptureAgainst(study.Generator, p)
+		caps := r.CaptureAgainst(study.Generator)
 		if len(caps) == 0 {
 			t.Fatalf("%s: no capture comparison against the generator", name)
 		}
@@ -331,8 +330,7 @@ func TestControlDegeneration(t *testing.T) {
 	if !degenerated {
 		t.Errorf("late ip: no role degenerated")
 	}
-	p := controlStudies(t)["late"].Params
-	caps := late.CaptureAgainst(study.Generator, p)
+	caps := late.CaptureAgainst(study.Generator)
 	if len(caps) == 0 {
 		t.Fatalf("late ip: no capture comparison against the generator")
 	}

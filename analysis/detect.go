@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/harness/runlog"
-	"github.com/marlowlab/marlow/harness/study"
 )
 
 // Amplification is the gradient-amplification evidence of one role of one
@@ -480,7 +479,10 @@ func DetectCapture(r *runlog.Run, workflow string, d Dominance, p Params) []Capt
 // CaptureAgainst compares every other role of the run view's workflow with
 // the role dominant, over the validation samples of every policy: the
 // capture test of a run whose roles train their own adapters (IP), against
-// a dominant role named elsewhere (the cell's SP runs).
-func (r *RunResult) CaptureAgainst(dominant string, p Params) []Capture {
-	return DetectCapture(r.run, r.Cell.Workflow, Dominance{Roles: study.WorkflowOf(r.Cell.Workflow).Roles(), DominantRole: dominant}, p)
+// a dominant role named elsewhere (the cell's SP runs). The samples are
+// not kept once a run is read, so the test is run then, against each role
+// of the workflow in turn, with the study's parameters: nil for a role the
+// workflow does not have.
+func (r *RunResult) CaptureAgainst(dominant string) []Capture {
+	return r.captureAgainst[dominant]
 }

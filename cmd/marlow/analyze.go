@@ -10,6 +10,7 @@ func newAnalyzeCmd() *cobra.Command {
 	var (
 		asJSON        bool
 		runsDir, only string
+		jobs          int
 	)
 	cmd := &cobra.Command{
 		Use:   "analyze " + sourceArg,
@@ -21,7 +22,7 @@ func newAnalyzeCmd() *cobra.Command {
 			"summary.parquet instead (undefined values as null).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := loadStudy(args[:1], runsDir, only)
+			st, err := loadStudy(args[:1], runsDir, only, jobs)
 			if err != nil {
 				return err
 			}
@@ -33,5 +34,6 @@ func newAnalyzeCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary rows as JSON")
 	addRunsFlags(cmd, &runsDir, &only)
+	addJobsFlag(cmd, &jobs)
 	return cmd
 }

@@ -76,6 +76,6 @@ portable path on this CPU, and the path the engine runs.`,
 	eng.Flags().DurationVar(&minTime, "time", 3*time.Second, "minimum time per measurement (with --kernels: per kernel and path, default 300ms)")
 	eng.Flags().StringVar(&vs, "vs", "", "also measure this reference engine (e.g. torch) on the same model and batch and print the ratios")
 	eng.Flags().BoolVar(&kernels, "kernels", false, "print the native kernels' times on their SIMD and portable paths and the path the engine uses")
-	benchCmd.AddCommand(eng, newNodeCheckCmd())
+	benchCmd.AddCommand(eng, newNodeCheckCmd(), newBenchReportCmd(), newBenchGrowCmd())
 	return benchCmd
 }

@@ -17,6 +17,7 @@ import (
 func newDiffCmd() *cobra.Command {
 	var (
 		experiment, repo, runsDir, only string
+		jobs                            int
 		asJSON                          bool
 	)
 	cmd := &cobra.Command{
@@ -41,7 +42,7 @@ func newDiffCmd() *cobra.Command {
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sides := [2]diffSide{{arg: args[0]}, {arg: args[1]}}
-			if err := loadDiffSides(&sides, repo, experiment, runsDir, only); err != nil {
+			if err := loadDiffSides(&sides, repo, experiment, runsDir, only, jobs); err != nil {
 				return err
 			}
 			if ea, eb := sides[0].experiments(), sides[1].experiments(); ea != eb {
@@ -71,6 +72,7 @@ func newDiffCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of markdown")
 	cmd.Flags().StringVar(&repo, "repo", ".", "git repository (work tree or bare) holding the revisions")
 	addRunsFlags(cmd, &runsDir, &only)
+	addJobsFlag(cmd, &jobs)
 	return cmd
 }
 
@@ -102,7 +104,7 @@ func (s diffSide) experiments() string {
 
 // loadDiffSides reads both sides: paths first, then revisions, so that a
 // revision's experiment can come from the other side.
-func loadDiffSides(sides *[2]diffSide, repo, experiment, runsDir, only string) error {
+func loadDiffSides(sides *[2]diffSide, repo, experiment, runsDir, only string, jobs int) error {
 	for i := range sides {
 		s := &sides[i]
 		if _, err := os.Stat(s.arg); err != nil {
@@ -112,7 +114,7 @@ func loadDiffSides(sides *[2]diffSide, repo, experiment, runsDir, only string) e
 			s.rev = true
 			continue
 		}
-		rows, err := loadSummaryPath(s.arg, runsDir, only)
+		rows, err := loadSummaryPath(s.arg, runsDir, only, jobs)
 		if err != nil {
 			return fmt.Errorf("diff: %w", err)
 		}
@@ -163,7 +165,7 @@ func looksLikePath(arg string) bool {
 // loadSummaryPath reads the summary of an existing path: a report folder
 // or a summary.parquet file as stored, runs (a folder, an archive, a
 // spec's runs) analysed.
-func loadSummaryPath(arg, runsDir, only string) ([]report.SummaryRow, error) {
+func loadSummaryPath(arg, runsDir, only string, jobs int) ([]report.SummaryRow, error) {
 	st, err := os.Stat(arg)
 	if err != nil {
 		return nil, err
@@ -180,7 +182,7 @@ func loadSummaryPath(arg, runsDir, only string) ([]report.SummaryRow, error) {
 			return report.LoadSummaryDir(arg)
 		}
 	}
-	study, err := loadStudy([]string{arg}, runsDir, only)
+	study, err := loadStudy([]string{arg}, runsDir, only, jobs)
 	if err != nil {
 		return nil, fmt.Errorf("%s is neither a report folder (no summary.parquet) nor readable runs: %w", arg, err)
 	}

@@ -157,6 +157,9 @@ func TestPlanWarnings(t *testing.T) {
 		if !strings.Contains(out, "estimated footprint:") {
 			t.Errorf("%s: no footprint line:\n%s", c.file, out)
 		}
+		if !strings.Contains(out, "report (marlow report --jobs ") {
+			t.Errorf("%s: no report estimate:\n%s", c.file, out)
+		}
 		for _, w := range c.want {
 			if !strings.Contains(errOut, w) {
 				t.Errorf("%s: stderr lacks %q:\n%s", c.file, w, errOut)

@@ -13,6 +13,7 @@ import (
 func newReportCmd() *cobra.Command {
 	var out, runsDir, only string
 	var partial bool
+	var jobs int
 	cmd := &cobra.Command{
 		Use:   "report " + sourceArg + "...",
 		Short: "Write an experiment's report (README.md, figures/, summary.parquet) from its run logs",
@@ -33,7 +34,7 @@ func newReportCmd() *cobra.Command {
 			"against the SHA-256 inventory of their manifests as they are read.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := loadStudy(args, runsDir, only)
+			st, err := loadStudy(args, runsDir, only, jobs)
 			if err != nil {
 				return err
 			}
@@ -64,5 +65,6 @@ func newReportCmd() *cobra.Command {
 	cmd.Flags().StringVar(&out, "out", "", "report folder (default reports/<experiment>)")
 	cmd.Flags().BoolVar(&partial, "partial", false, "report an experiment whose runs are not all done, listing the missing, running and failed runs in the report")
 	addRunsFlags(cmd, &runsDir, &only)
+	addJobsFlag(cmd, &jobs)
 	return cmd
 }

@@ -1,13 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/marlowlab/marlow/analysis"
-	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/runner"
 )
 
@@ -26,11 +25,19 @@ func addRunsFlags(cmd *cobra.Command, runsDir, only *string) {
 	cmd.Flags().StringVar(only, "only", "", "keep only the runs whose id matches this glob (path.Match syntax, e.g. 'voting-*-seed1')")
 }
 
+// addJobsFlag adds --jobs to a command that analyses runs.
+func addJobsFlag(cmd *cobra.Command, jobs *int) {
+	cmd.Flags().IntVar(jobs, "jobs", 0, "runs read and reduced at once (0: one per CPU); the output does not depend on it")
+}
+
 // loadStudy analyses the runs named by one or more source arguments as
-// one study (analysis.MergeRuns: a run present in two sources with
+// one study (analysis.LoadWith: a run present in two sources with
 // different bytes is an error naming it), keeping those whose id matches
-// only.
-func loadStudy(args []string, runsDir, only string) (*analysis.Study, error) {
+// only, reading jobs runs at once.
+func loadStudy(args []string, runsDir, only string, jobs int) (*analysis.Study, error) {
+	if jobs < 0 {
+		return nil, fmt.Errorf("--jobs %d: give a positive number of runs to read at once, or 0 for one per CPU", jobs)
+	}
 	srcs := make([]string, len(args))
 	for i, a := range args {
 		src, _, err := runner.Source(a, runsDir)
@@ -43,21 +50,5 @@ func loadStudy(args []string, runsDir, only string) (*analysis.Study, error) {
 	if err != nil {
 		return nil, err
 	}
-	runs, err := analysis.MergeRuns(srcs...)
-	if err != nil {
-		return nil, err
-	}
-	if keep == nil {
-		return analysis.Analyze(runs)
-	}
-	var kept []*runlog.Run
-	for _, r := range runs {
-		if keep(r.Manifest.RunID) {
-			kept = append(kept, r)
-		}
-	}
-	if len(kept) == 0 {
-		return nil, fmt.Errorf("analysis: no run in %s matches --only %q (%d runs there)", strings.Join(srcs, ", "), only, len(runs))
-	}
-	return analysis.Analyze(kept)
+	return analysis.LoadWith(context.Background(), analysis.LoadOptions{Jobs: jobs, Keep: keep, Only: only}, srcs...)
 }

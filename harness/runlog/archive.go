@@ -138,6 +138,14 @@ func writeArchive(w io.Writer, s source, files []string) error {
 
 // readArchive unpacks a .tar.zst archive into memory.
 func readArchive(name string) (fs.FS, error) {
+	return readArchiveKeeping(name, nil)
+}
+
+// readArchiveKeeping unpacks a .tar.zst archive into memory, keeping the
+// bytes only of the files keep returns true for (nil: every file); the
+// others are listed empty, so the tree reads the same to findRuns while
+// the memory it takes does not grow with the segments it skips.
+func readArchiveKeeping(name string, keep func(p string) bool) (fs.FS, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
@@ -169,7 +177,12 @@ func readArchive(name string) (fs.FS, error) {
 			if hdr.Size > maxArchiveFile {
 				return nil, fmt.Errorf("%s: archive entry %s is %d bytes, over the %d limit", name, p, hdr.Size, int64(maxArchiveFile))
 			}
-			data, err := io.ReadAll(tr)
+			var data []byte
+			if keep == nil || keep(p) {
+				data, err = io.ReadAll(tr)
+			} else {
+				_, err = io.Copy(io.Discard, tr)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: archive entry %s: %w", name, p, err)
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -165,6 +166,99 @@ func checkFrame(data []byte) error {
 // openTable parses a segment file and checks its table name, schema version
 // and columns against t. It never panics on bad input.
 func openTable(t tableInfo, data []byte) (tbl arrow.Table, err error) {
+	return readSegment(t, data, func(fr *pqarrow.FileReader) (arrow.Table, error) {
+		return fr.ReadTable(context.Background())
+	})
+}
+
+// segmentHolds reports whether the string column col of a segment of t
+// holds one of values, decoding that column alone (after the checks
+// openTable makes).
+func segmentHolds(t tableInfo, data []byte, col string, values []string) (bool, error) {
+	idx := -1
+	for i, c := range t.cols {
+		if c.name == col {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return false, fmt.Errorf("runlog: table %s has no column %q", t.name, col)
+	}
+	tbl, err := readSegment(t, data, func(fr *pqarrow.FileReader) (arrow.Table, error) {
+		groups := make([]int, fr.ParquetReader().NumRowGroups())
+		for i := range groups {
+			groups[i] = i
+		}
+		return fr.ReadRowGroups(context.Background(), []int{idx}, groups)
+	})
+	if err != nil {
+		return false, err
+	}
+	defer tbl.Release()
+	found := false
+	err = func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+			}
+		}()
+		for _, chunk := range tbl.Column(0).Data().Chunks() {
+			a, ok := chunk.(*array.String)
+			if !ok {
+				return fmt.Errorf("%w: column %q is not strings", ErrForeignSchema, col)
+			}
+			for k := 0; k < a.Len() && !found; k++ {
+				found = slices.Contains(values, a.Value(k))
+			}
+		}
+		return nil
+	}()
+	return found, err
+}
+
+// readSegment checks a segment file's frame, table name, schema version
+// and columns against t, then reads it with read. It never panics on bad
+// input.
+func readSegment(t tableInfo, data []byte, read func(*pqarrow.FileReader) (arrow.Table, error)) (tbl arrow.Table, err error) {
+	return readSegmentWith(t, data, pqarrow.ArrowReadProperties{}, read)
+}
+
+// decodeBatches decodes a segment of t batchRows rows at a time (the
+// columns named in skip left unset), handing each batch's rows to fn: a
+// segment costs its bytes and one batch, not all its rows at once.
+func decodeBatches[R any](t *tableDef[R], data []byte, batchRows int64, skip []string, fn func([]R)) error {
+	var ferr error
+	_, err := readSegmentWith(t.info(), data, pqarrow.ArrowReadProperties{BatchSize: batchRows}, func(fr *pqarrow.FileReader) (arrow.Table, error) {
+		rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer rr.Release()
+		for rr.Next() {
+			rec := rr.RecordBatch()
+			tbl := array.NewTableFromRecords(rec.Schema(), []arrow.RecordBatch{rec})
+			rows, err := t.rowsSkipping(tbl, skip)
+			tbl.Release()
+			if err != nil {
+				ferr = err
+				return nil, nil
+			}
+			fn(rows)
+		}
+		if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return err
+	}
+	return ferr
+}
+
+// readSegmentWith is readSegment with the given read properties; read may
+// return a nil table.
+func readSegmentWith(t tableInfo, data []byte, props pqarrow.ArrowReadProperties, read func(*pqarrow.FileReader) (arrow.Table, error)) (tbl arrow.Table, err error) {
 	if err := checkFrame(data); err != nil {
 		return nil, err
 	}
@@ -194,14 +288,14 @@ func openTable(t tableInfo, data []byte) (tbl arrow.Table, err error) {
 		}
 		return nil, fmt.Errorf("%w: table %s in a %s folder", ErrForeignSchema, got, t.name)
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	fr, err := pqarrow.NewFileReader(pf, props, memory.DefaultAllocator)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if err := checkSchema(t, fr, t.colsAt(version)); err != nil {
 		return nil, err
 	}
-	tbl, err = fr.ReadTable(context.Background())
+	tbl, err = read(fr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
@@ -260,6 +354,12 @@ func sameType(a, b arrow.DataType) bool {
 // rows converts a table read by openTable (whose schema was checked) into
 // typed rows.
 func (t *tableDef[R]) rows(tbl arrow.Table) (out []R, err error) {
+	return t.rowsSkipping(tbl, nil)
+}
+
+// rowsSkipping is rows leaving the fields of the columns named in skip at
+// their zero value, undecoded.
+func (t *tableDef[R]) rowsSkipping(tbl arrow.Table, skip []string) (out []R, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			out, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, p)
@@ -272,6 +372,9 @@ func (t *tableDef[R]) rows(tbl arrow.Table) (out []R, err error) {
 			for i := range out {
 				setMissing(c.ref(&out[i]))
 			}
+			continue
+		}
+		if slices.Contains(skip, c.name) {
 			continue
 		}
 		i := 0

@@ -3,6 +3,7 @@ package runlog
 import (
 	"fmt"
 	"os"
+	"path"
 	"slices"
 	"strings"
 )
@@ -25,7 +26,7 @@ type FoundRun struct {
 // with Err set, and so is a folder that holds run tables but no manifest
 // (Err wraps ErrMissingManifest).
 func Manifests(src string) ([]FoundRun, error) {
-	s, err := openSource(src)
+	s, err := openSourceKeeping(src, func(p string) bool { return path.Base(p) == ManifestFile })
 	if err != nil {
 		return nil, fmt.Errorf("read runs: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +50,12 @@ func (s source) name(p string) string {
 
 // openSource opens src: a folder, or a .tar.zst archive written by Archive.
 func openSource(src string) (source, error) {
+	return openSourceKeeping(src, nil)
+}
+
+// openSourceKeeping is openSource holding in memory, of an archive, only
+// the files keep returns true for (readArchiveKeeping).
+func openSourceKeeping(src string, keep func(p string) bool) (source, error) {
 	st, err := os.Stat(src)
 	if err != nil {
 		return source{}, err
@@ -58,7 +63,7 @@ func openSource(src string) (source, error) {
 	if st.IsDir() {
 		return source{fsys: os.DirFS(src), label: src}, nil
 	}
-	fsys, err := readArchive(src)
+	fsys, err := readArchiveKeeping(src, keep)
 	if err != nil {
 		return source{}, err
 	}
@@ -89,6 +94,11 @@ func parseManifest(s source, dir string) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
+	return decodeManifest(data)
+}
+
+// decodeManifest parses and validates a manifest's bytes.
+func decodeManifest(data []byte) (Manifest, error) {
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -224,30 +234,31 @@ func joinPrompts(samples []SampleRow, prompts []PromptRow) error {
 	return nil
 }
 
-// runDigest hashes a run's manifest and committed segments, each as its
-// path inside the run folder, its length and its bytes.
+// runDigest hashes a run's manifest and committed segments (digestOf):
+// each file as its path inside the run folder, its length and its
+// SHA-256.
 func runDigest(s source, dir string, last int64) (string, error) {
-	files := []string{path.Join(dir, ManifestFile)}
-	for _, tb := range Tables {
+	mp := path.Join(dir, ManifestFile)
+	data, err := fs.ReadFile(s.fsys, mp)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", s.name(mp), err)
+	}
+	files := []fileHash{{rel: ManifestFile, table: -1, size: len(data), sum: sha256.Sum256(data)}}
+	for ti, tb := range Tables {
 		segs, err := committedSegments(s, dir, tb, last)
 		if err != nil {
 			return "", err
 		}
 		for _, sg := range segs {
-			files = append(files, sg.path)
+			data, err := fs.ReadFile(s.fsys, sg.path)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", s.name(sg.path), err)
+			}
+			rel := strings.TrimPrefix(sg.path, dir+"/")
+			files = append(files, fileHash{rel: rel, table: ti, step: sg.step, size: len(data), sum: sha256.Sum256(data)})
 		}
 	}
-	h := sha256.New()
-	for _, f := range files {
-		data, err := fs.ReadFile(s.fsys, f)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", s.name(f), err)
-		}
-		rel := strings.TrimPrefix(f, dir+"/")
-		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(data))
-		h.Write(data)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return digestOf(files), nil
 }
 
 // ReadRuns reads every run under src, a runs tree or a .tar.zst archive

@@ -49,11 +49,16 @@ const (
 // checkpoints, kept so that resume can roll back past one damaged segment)
 // plus its lock file. The log estimate errs on the large side.
 type Footprint struct {
-	Commits         int   // commits of the run log (checkpoints)
-	Segments        int   // committed Parquet segments
-	Files           int   // files in the run folder, plus the lock file
-	LogBytes        int64 // Parquet segments
-	CheckpointBytes int64 // the checkpoints kept (-1 when the model's shape is unknown)
+	// StepRows and ValSampleRows are the steps/ rows and validation
+	// samples/ rows the run logs; LargestSegment the largest segment's
+	// estimated bytes (what a report keeps and decodes of it: ReportCost).
+	StepRows, ValSampleRows int
+	LargestSegment          int64
+	Commits                 int   // commits of the run log (checkpoints)
+	Segments                int   // committed Parquet segments
+	Files                   int   // files in the run folder, plus the lock file
+	LogBytes                int64 // Parquet segments
+	CheckpointBytes         int64 // the checkpoints kept (-1 when the model's shape is unknown)
 }
 
 // Bytes is the whole estimate (checkpoint counted as 0 when unknown).
@@ -99,7 +104,9 @@ func EstimateFootprint(r spec.Run) Footprint {
 	seg := func(rows, rowBytes int) {
 		if rows > 0 {
 			f.Segments++
-			f.LogBytes += int64(segmentOverhead + rows*rowBytes)
+			b := int64(segmentOverhead + rows*rowBytes)
+			f.LogBytes += b
+			f.LargestSegment = max(f.LargestSegment, b)
 		}
 	}
 	sampleBytes := samplesRowBytes + samplesBytesPerToken*maxTok
@@ -108,6 +115,7 @@ func EstimateFootprint(r spec.Run) Footprint {
 	for k := 0; k <= steps; k++ {
 		if k > 0 {
 			stepsRows += len(roles) + len(adapters)
+			f.StepRows += len(roles) + len(adapters)
 			samplesRows += rc.GRPO.SamplesPerStep
 			promptRows += rc.GRPO.SamplesPerStep // counted as all new, erring large
 			timingRows++
@@ -115,6 +123,7 @@ func EstimateFootprint(r spec.Run) Footprint {
 		if isEval(k) {
 			evalsRows += evalRows
 			samplesRows += valSamples
+			f.ValSampleRows += valSamples
 			promptRows += valPrompts
 			if !evaluated {
 				promptRows += firstPrompts

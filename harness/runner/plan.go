@@ -46,6 +46,10 @@ func commitLine(p pin.Provenance) string {
 	return fmt.Sprintf("commit: %s (clean)", p.Commit)
 }
 
+// ReportPlanJobs is the --jobs the plan estimates the report at: a
+// 16-core node's.
+const ReportPlanJobs = 16
+
 func writePlanTable(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provenance) error {
 	fmt.Fprintf(w, "experiment: %s  spec: %s\n%s\n\n", s.Experiment, s.File, commitLine(prov))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -66,7 +70,8 @@ func writePlanTable(w io.Writer, s *spec.Spec, runs []spec.Run, prov pin.Provena
 	for _, c := range spec.Counts(runs) {
 		parts = append(parts, fmt.Sprintf("%s %d", c.Condition, c.Runs))
 	}
-	_, err := fmt.Fprintf(w, "\n%d runs: %s\nestimated footprint: %d files, %s\n", len(runs), strings.Join(parts, ", "), files, HumanBytes(bytes))
+	_, err := fmt.Fprintf(w, "\n%d runs: %s\nestimated footprint: %d files, %s\n%s\n", len(runs), strings.Join(parts, ", "), files, HumanBytes(bytes),
+		EstimateReportCost(runs, ReportPlanJobs))
 	return err
 }
 
