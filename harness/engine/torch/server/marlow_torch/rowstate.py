@@ -11,7 +11,9 @@ grows into, keep moves the rows that go on to the front (one gather per
 tensor) and pads the rest, and a decode step advances the positions and
 stores its sampled tokens on the device (advance). So a step copies no
 table and reads no token to decode the next one; the scheduler reads the
-tokens one step late, for stop detection only (slots.py)."""
+tokens one step late, for stop detection only (slots.py). On cuda every
+copy from the host is asynchronous (to_device), so none of them waits for
+the step under way."""
 
 from __future__ import annotations
 
@@ -21,6 +23,16 @@ import numpy as np
 import torch
 
 from .kvpool import BLOCK
+
+
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """t (on the host) on device without waiting for the device: on cuda
+    through pinned memory with an asynchronous copy (a copy from pageable
+    memory would synchronise the stream, i.e. wait for the step under way),
+    elsewhere t itself moved."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 class DecodeRows:
@@ -94,12 +106,12 @@ class DecodeRows:
         host[:, 2] = tokens
         for j, t in enumerate(tables):
             host[j, 3 : 3 + len(t)] = t
-        dev = torch.from_numpy(host).to(self.device)
+        dev = to_device(torch.from_numpy(host), self.device)
         self.pos[i0 : i0 + k] = dev[:, 0]
         self.adapter[i0 : i0 + k] = dev[:, 1]
         self.tokens[i0 : i0 + k] = dev[:, 2]
         self.tables[i0 : i0 + k, :nb] = dev[:, 3:]
-        self.temps[i0 : i0 + k] = torch.tensor(list(temps), dtype=torch.float64).to(self.device)
+        self.temps[i0 : i0 + k] = to_device(torch.tensor(list(temps), dtype=torch.float64), self.device)
         self.live += k
 
     def set_tokens(self, rows: Sequence[int], tokens: torch.Tensor) -> None:
@@ -110,13 +122,13 @@ class DecodeRows:
         if list(rows) == list(range(lo, lo + len(rows))):
             self.tokens[lo : lo + len(rows)] = tokens
         else:
-            self.tokens.index_copy_(0, torch.tensor(list(rows), dtype=torch.long).to(self.device), tokens)
+            self.tokens.index_copy_(0, to_device(torch.tensor(list(rows), dtype=torch.long), self.device), tokens)
 
     def extend(self, entries: Sequence[tuple[int, int, int]]) -> None:
         """Table entries (row, column, block) of the blocks rows grew into, in one copy."""
         if not entries:
             return
-        e = torch.tensor(entries, dtype=torch.long).to(self.device)
+        e = to_device(torch.tensor(entries, dtype=torch.long), self.device)
         self.tables.index_put_((e[:, 0], e[:, 1]), e[:, 2])
 
     def keep(self, rows: Sequence[int]) -> None:
@@ -124,7 +136,7 @@ class DecodeRows:
         order, and pads the others."""
         k, old = len(rows), self.live
         if list(rows) != list(range(k)):
-            idx = torch.tensor(list(rows), dtype=torch.long).to(self.device)
+            idx = to_device(torch.tensor(list(rows), dtype=torch.long), self.device)
             for t in (self.tokens, self.pos, self.tables, self.adapter, self.temps):
                 t[:k] = t.index_select(0, idx)
         self._pad(k, old)

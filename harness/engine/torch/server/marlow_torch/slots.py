@@ -33,7 +33,7 @@ from .keyed import sample_uniforms
 from .kvpool import BLOCK, KVPool, blocks_for, pool_blocks, slots_of
 from .protocol import Fault
 from .qwen3_decode import Qwen3Decoder, RowAdapters, layout
-from .rowstate import DecodeRows
+from .rowstate import DecodeRows, to_device
 from .sampling import sample_device
 
 if TYPE_CHECKING:
@@ -295,7 +295,10 @@ class Scheduler:
         self.adapters = None
         if fresh:
             rows = [new[j] for j in fresh]
-            tok = self.sample(rows, torch.stack(first), self.state.temps[at : at + len(new)][fresh])
+            temps = self.state.temps[at : at + len(new)].index_select(
+                0, to_device(torch.tensor(fresh), self.dec.device)
+            )
+            tok = self.sample(rows, torch.stack(first), temps)
             self.state.set_tokens([at + j for j in fresh], tok)
 
     def prefill(self, jobs: Sequence[Prefill]) -> None:
@@ -309,7 +312,7 @@ class Scheduler:
                 j += 1
             pack = jobs[i:j]
             flat = [x for p in pack for x in slots_of(p.blocks, 0, len(p.tokens))]
-            slots = torch.tensor(flat, dtype=torch.long).to(self.dec.device)
+            slots = to_device(torch.tensor(flat, dtype=torch.long), self.dec.device)
             logits = self.dec.prefill_many([p.tokens for p in pack], [p.adapter for p in pack], self.pool, slots)
             for k, p in enumerate(pack):
                 if p.key is not None:
@@ -365,7 +368,7 @@ class Scheduler:
         read later (read)."""
         dev = logits.device
         u = sample_uniforms([r.seq.seed for r in rows], [r.drawn for r in rows])
-        tok, lp = sample_device(logits, temps, torch.from_numpy(u).to(dev))
+        tok, lp = sample_device(logits, temps, to_device(torch.from_numpy(u), dev))
         both = torch.stack((tok.double(), lp.double()))
         done = None
         if dev.type == "cuda":
