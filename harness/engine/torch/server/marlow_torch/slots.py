@@ -94,6 +94,9 @@ class SlotStats:
     peak_rows: int = 0
     preemptions: int = 0
     """Rows preempted when the pool ran dry (and recomputed later)."""
+    dropped: int = 0
+    """Tokens drawn after a stop token that the host had not read yet, and
+    dropped when it did (Scheduler: tokens are read one step late)."""
 
     def add_to(self, acc: dict[str, int], requests: int) -> None:
         """Adds this call's figures to acc (Model.gen_pool): sums, and the
@@ -397,6 +400,7 @@ class Scheduler:
             for r, t, p in zip(d.rows, toks, lps):
                 s = r.seq
                 if s.finish:
+                    self.stats.dropped += 1
                     continue
                 s.ids.append(int(t))
                 s.logprobs.append(float(p))
