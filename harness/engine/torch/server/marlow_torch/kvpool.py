@@ -214,9 +214,12 @@ class GatherAttention:
         self.pool, self.tables, self.lengths, self.scale = pool, tables, lengths, scale
 
     def update(self, tables: torch.Tensor, lengths: torch.Tensor) -> None:
-        """The rows' tables [B, nb] and lengths [B], B and nb those it was built with."""
-        self.tables.copy_(tables)
-        self.lengths.copy_(lengths)
+        """The rows' tables [B, nb] and lengths [B], B and nb those it was
+        built with (nothing to copy when they are the tensors it reads)."""
+        if tables is not self.tables:
+            self.tables.copy_(tables)
+        if lengths is not self.lengths:
+            self.lengths.copy_(lengths)
 
     def __call__(self, layer: int, q: torch.Tensor) -> torch.Tensor:
         return decode_attention(self.pool, layer, q, self.tables, self.lengths, self.scale)

@@ -9,9 +9,14 @@ stops frees its blocks at once and its slot takes the next request. The
 prompts admitted in one round prefill in one packed forward; identical
 prompts of one adapter prefill once: the prefix's full blocks are shared
 by reference count, its last partial block copied per row. The decoder,
-pool and graphs live for the process (SlotEngine). Sampling runs on the device (sampling.sample_device) at uniforms
-computed on the host (keyed.sample_uniforms), so a token depends only on
-its own row's logits, never on the schedule."""
+pool and graphs live for the process (SlotEngine), and so do the live
+rows' decode inputs, on the device (rowstate.DecodeRows): written when rows
+are admitted, grow or retire, never rebuilt for a step. Sampling runs on
+the device (sampling.sample_device) at uniforms computed on the host
+(keyed.sample_uniforms), so a token depends only on its own row's logits,
+never on the schedule; a step decodes the tokens sampled into the decode
+rows, and the host reads them one step late (one sync a step), for stop
+detection."""
 
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from .keyed import sample_uniforms
 from .kvpool import BLOCK, KVPool, blocks_for, pool_blocks, slots_of
 from .protocol import Fault
 from .qwen3_decode import Qwen3Decoder, RowAdapters, layout
+from .rowstate import DecodeRows, to_device
 from .sampling import sample_device
 
 if TYPE_CHECKING:
@@ -88,6 +94,9 @@ class SlotStats:
     peak_rows: int = 0
     preemptions: int = 0
     """Rows preempted when the pool ran dry (and recomputed later)."""
+    dropped: int = 0
+    """Tokens drawn after a stop token that the host had not read yet, and
+    dropped when it did (Scheduler: tokens are read one step late)."""
 
     def add_to(self, acc: dict[str, int], requests: int) -> None:
         """Adds this call's figures to acc (Model.gen_pool): sums, and the
@@ -124,7 +133,14 @@ class Row:
     order: int
     """When it was admitted: the row with the largest is the youngest, the
     first to be preempted."""
-    preempted: bool = False
+    drawn: int = 0
+    """Its new tokens drawn so far, read by the host or not (the position
+    of the next draw, which keys its uniform)."""
+    grown: list[tuple[int, int]] = field(default_factory=list)
+    """(table column, block) of the blocks it grew into that the decode rows
+    do not hold yet (Scheduler.grow sends them in one copy)."""
+    gone: bool = False
+    """Retired or preempted: out of the live rows."""
 
 
 @dataclass
@@ -140,6 +156,17 @@ class Prefill:
 
 
 @dataclass
+class Draw:
+    """The tokens and float32 log-probs sampled for rows, on their way to
+    the host: both [2, len(rows)] in one float64 tensor (a pinned host copy
+    on cuda, with the event that marks it done)."""
+
+    rows: list[Row]
+    host: torch.Tensor
+    done: torch.cuda.Event | None
+
+
+@dataclass
 class Scheduler:
     """The queue, the live rows and the prefixes of one generate call.
 
@@ -151,11 +178,20 @@ class Scheduler:
     the tokens it has, to be recomputed (one prefill of prompt and tokens)
     when it is admitted again. Sampling is keyed by request and position
     (keyed.sample_uniforms), so a preemption changes no token beyond the
-    float32 noise of recomputing its keys and values."""
+    float32 noise of recomputing its keys and values.
+
+    The live rows' decode inputs stay on the device (rowstate.DecodeRows,
+    in the order of rows), written when rows change; a step decodes the
+    tokens its previous step sampled there. The host reads each step's
+    tokens one step late (Draw): a row whose token was a stop runs one step
+    more, whose token is dropped, and is then retired. Keyed sampling keeps
+    every other row's tokens what they would have been; rows that reach
+    their length are known without a read and retired at once."""
 
     model: Model
     dec: Qwen3Decoder
     pool: KVPool
+    state: DecodeRows
     opts: SlotOptions
     progress: Progress
     stats: SlotStats
@@ -166,6 +202,10 @@ class Scheduler:
     generated: int = 0
     graphs: DecodeGraphs | None = None
     admitted: int = 0
+    unread: list[Draw] = field(default_factory=list)
+    """Draws the host has not read yet, oldest first."""
+    adapters: RowAdapters | None = None
+    """The live rows' adapters for a step without buckets, kept until rows change."""
 
     def need(self, s: GenRequest, fresh_prefix: bool) -> int:
         """Blocks that admitting s takes from the free list: those of its
@@ -184,13 +224,14 @@ class Scheduler:
             self.pending[k] = pre.pending
             self.pool.blocks.decref(pre.blocks)
 
-    def admit(self) -> tuple[list[Row], list[Row], list[torch.Tensor]]:
+    def admit(self) -> None:
         """Admits queued requests in order while a slot and their blocks are
-        free, prefilling the round's new prompts in one packed forward.
-        Returns the new rows, those of them whose first token is still to be
-        drawn (the rest are preempted rows resuming) and those rows' logits."""
+        free, prefilling the round's new prompts in one packed forward, and
+        adds them to the live rows; those whose first token is still to be
+        drawn draw it from their prompt's logits (the rest are preempted
+        rows resuming at their last token)."""
         new: list[Row] = []
-        fresh: list[Row] = []
+        fresh: list[int] = []
         fresh_keys: list[tuple[str, tuple[int, ...]]] = []
         jobs: list[Prefill] = []
         copies: list[tuple[int, int, int]] = []
@@ -213,7 +254,7 @@ class Scheduler:
                 # a preempted row: recompute its prompt and all but its last token
                 table = bm.alloc(blocks_for(n + len(s.ids)))
                 jobs.append(Prefill(s.prompt + s.ids[:-1], s.adapter, table, None))
-                new.append(Row(s, table, n + len(s.ids) - 1, self.admitted))
+                new.append(Row(s, table, n + len(s.ids) - 1, self.admitted, len(s.ids)))
                 continue
             if pre is None:
                 pre = Prefix(bm.alloc(blocks_for(n)), None, self.pending[key])
@@ -228,11 +269,12 @@ class Scheduler:
             own = bm.alloc(blocks_for(n + 1) - full)
             if n % BLOCK:
                 copies.append((pre.blocks[full], own[0], n % BLOCK))
-            row = Row(s, table + own, n, self.admitted)
-            new.append(row)
-            fresh.append(row)
+            fresh.append(len(new))
+            new.append(Row(s, table + own, n, self.admitted))
             fresh_keys.append(key)
             pre.pending -= 1
+        if not new:
+            return
         self.prefill(jobs)
         for src, dst, tokens in copies:
             self.pool.copy_block(src, dst, tokens)
@@ -244,7 +286,23 @@ class Scheduler:
         for key in dict.fromkeys(fresh_keys):
             if self.prefixes[key].pending == 0:
                 bm.decref(self.prefixes.pop(key).blocks)
-        return new, fresh, first
+        at = len(self.rows)
+        self.state.append(
+            [r.table for r in new],
+            [r.cached for r in new],
+            [r.seq.adapter for r in new],
+            [r.seq.temperature for r in new],
+            [r.seq.ids[-1] if r.seq.ids else 0 for r in new],
+        )
+        self.rows.extend(new)
+        self.adapters = None
+        if fresh:
+            rows = [new[j] for j in fresh]
+            temps = self.state.temps[at : at + len(new)].index_select(
+                0, to_device(torch.tensor(fresh), self.dec.device)
+            )
+            tok = self.sample(rows, torch.stack(first), temps)
+            self.state.set_tokens([at + j for j in fresh], tok)
 
     def prefill(self, jobs: Sequence[Prefill]) -> None:
         """Runs jobs in packed forwards of at most opts.prefill_tokens tokens
@@ -257,7 +315,7 @@ class Scheduler:
                 j += 1
             pack = jobs[i:j]
             flat = [x for p in pack for x in slots_of(p.blocks, 0, len(p.tokens))]
-            slots = torch.tensor(flat, dtype=torch.long, device=self.dec.device)
+            slots = to_device(torch.tensor(flat, dtype=torch.long), self.dec.device)
             logits = self.dec.prefill_many([p.tokens for p in pack], [p.adapter for p in pack], self.pool, slots)
             for k, p in enumerate(pack):
                 if p.key is not None:
@@ -266,120 +324,160 @@ class Scheduler:
 
     def grow(self) -> None:
         """Gives every live row, oldest first, the block its next token
-        needs, reclaiming blocks when the pool is dry: prefixes first, then
-        the youngest row (see the class doc)."""
+        needs, reclaiming blocks when the pool is dry (prefixes first, then
+        the youngest row, see the class doc), and sends the new table
+        entries to the decode rows in one copy."""
         bm = self.pool.blocks
         for r in [r for r in self.rows if len(r.table) < blocks_for(r.cached + 1)]:
-            while not r.preempted and len(r.table) < blocks_for(r.cached + 1):
+            while not r.gone and len(r.table) < blocks_for(r.cached + 1):
                 if bm.n_free() == 0:
                     self.reclaim()
                     continue
-                r.table += bm.alloc(1)
+                b = bm.alloc(1)[0]
+                r.grown.append((len(r.table), b))
+                r.table.append(b)
+        entries = [(i, c, b) for i, r in enumerate(self.rows) for c, b in r.grown]
+        for r in self.rows:
+            r.grown = []
+        self.state.extend(entries)
 
     def reclaim(self) -> None:
-        """Frees at least one block: drops the prefixes or preempts the youngest row."""
+        """Frees at least one block: reads the unread tokens and retires the
+        rows that stopped, else drops the prefixes, else preempts the
+        youngest row (whose tokens are then all read)."""
         bm = self.pool.blocks
         free = bm.n_free()
+        self.read(0)
+        self.retire()
+        if bm.n_free() > free or not self.rows:
+            return
         self.drop_prefixes()
         if bm.n_free() > free:
             return
         victim = max(self.rows, key=lambda r: r.order)
-        victim.preempted = True
-        self.rows = [r for r in self.rows if r is not victim]
+        i = self.rows.index(victim)
+        victim.gone = True
+        self.rows.pop(i)
+        self.state.keep([j for j in range(len(self.rows) + 1) if j != i])
+        self.adapters = None
         bm.decref(victim.table)
         self.queue.appendleft(victim.seq)
         self.stats.preemptions += 1
 
-    def sample(self, rows: Sequence[Row], logits: torch.Tensor) -> None:
-        """Draws each row's next token from its logits row and records it."""
+    def sample(self, rows: Sequence[Row], logits: torch.Tensor, temps: torch.Tensor) -> torch.Tensor:
+        """Draws each row's next token from its logits row at its
+        temperature (temps, on the device), on the device: returns the
+        tokens and sends them with their log-probs towards the host, to be
+        read later (read)."""
         dev = logits.device
-        temps = torch.tensor([r.seq.temperature for r in rows], dtype=torch.float64, device=dev)
-        u = sample_uniforms([r.seq.seed for r in rows], [len(r.seq.ids) for r in rows])
-        tok, lp = sample_device(logits, temps, torch.from_numpy(u).to(dev))
-        both = torch.stack((tok.double(), lp.double())).tolist()  # one host sync
-        toks, lps = [int(t) for t in both[0]], both[1]
-        for r, t, p in zip(rows, toks, lps):
-            s = r.seq
-            s.ids.append(int(t))
-            s.logprobs.append(float(p))
-            if t in self.model.stop_ids and not s.ignore_end_of_turn:
-                s.finish = FINISH_STOP
-            elif len(s.ids) >= s.max_new:
-                s.finish = FINISH_LENGTH
+        u = sample_uniforms([r.seq.seed for r in rows], [r.drawn for r in rows])
+        tok, lp = sample_device(logits, temps, to_device(torch.from_numpy(u), dev))
+        both = torch.stack((tok.double(), lp.double()))
+        done = None
+        if dev.type == "cuda":
+            host = torch.empty(both.shape, dtype=both.dtype, pin_memory=True)
+            host.copy_(both, non_blocking=True)
+            done = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            done.record()
+        else:
+            host = both
+        for r in rows:
+            r.drawn += 1
+        self.unread.append(Draw(list(rows), host, done))
         self.generated += len(rows)
+        return tok
+
+    def read(self, keep: int) -> None:
+        """Reads every draw but the newest keep (one host sync each) and
+        records their tokens; a row's tokens after its stop token are dropped."""
+        n = len(self.unread) - keep
+        if n <= 0:
+            return
+        for d in self.unread[:n]:
+            if d.done is not None:
+                d.done.synchronize()
+            toks, lps = d.host.tolist()
+            for r, t, p in zip(d.rows, toks, lps):
+                s = r.seq
+                if s.finish:
+                    self.stats.dropped += 1
+                    continue
+                s.ids.append(int(t))
+                s.logprobs.append(float(p))
+                if int(t) in self.model.stop_ids and not s.ignore_end_of_turn:
+                    s.finish = FINISH_STOP
+                elif len(s.ids) >= s.max_new:
+                    s.finish = FINISH_LENGTH
+        del self.unread[:n]
 
     def retire(self) -> None:
-        """Frees the blocks of the rows that stopped."""
+        """Frees the blocks of the rows that are done: stopped (as read so
+        far) or with all their tokens drawn."""
         keep = []
-        for r in self.rows:
-            if r.seq.finish:
+        for i, r in enumerate(self.rows):
+            if r.seq.finish or r.drawn >= r.seq.max_new:
+                r.gone = True
                 self.pool.blocks.decref(r.table)
             else:
-                keep.append(r)
-        self.rows = keep
+                keep.append(i)
+        if len(keep) < len(self.rows):
+            self.rows = [self.rows[i] for i in keep]
+            self.state.keep(keep)
+            self.adapters = None
 
     def step(self) -> None:
-        """One decode step of every live row."""
+        """One decode step of every live row, from and into the decode rows."""
         rows = self.rows
-        dev = self.dec.device
-        if self.graphs is not None:
-            logits = self.graphs.step(
-                [r.seq.ids[-1] for r in rows],
-                [r.cached for r in rows],
-                [r.seq.adapter for r in rows],
-                [r.table for r in rows],
-            )
-            self.finish_step(rows, logits)
-            return
-        toks = torch.tensor([r.seq.ids[-1] for r in rows], dtype=torch.long, device=dev)
-        pos = torch.tensor([r.cached for r in rows], dtype=torch.long, device=dev)
-        nb = max(blocks_for(r.cached + 1) for r in rows)
-        tables = torch.tensor([(r.table + [r.table[0]] * nb)[:nb] for r in rows], dtype=torch.long, device=dev)
-        slots = torch.tensor(
-            [r.table[r.cached // BLOCK] * BLOCK + r.cached % BLOCK for r in rows], dtype=torch.long, device=dev
-        )
-        ra = RowAdapters([r.seq.adapter for r in rows], dev)
-        self.finish_step(rows, self.dec.decode(toks, pos, ra, self.pool, tables, slots))
-
-    def finish_step(self, rows: list[Row], logits: torch.Tensor) -> None:
-        """Counts a decode step of rows and samples their next tokens."""
         B = len(rows)
-        st = self.stats
-        st.steps += 1
-        st.row_steps += B
-        st.used_token_steps += sum(r.cached + 1 for r in rows)
+        st = self.state
+        if self.graphs is not None:
+            logits = self.graphs.step(B)
+        else:
+            if self.adapters is None:
+                self.adapters = RowAdapters([r.seq.adapter for r in rows], self.dec.device)
+            nb = max(len(r.table) for r in rows)
+            logits = self.dec.decode(
+                st.tokens[:B], st.pos[:B], self.adapters, self.pool, st.tables[:B, :nb], st.slots(B)
+            )
+        stats = self.stats
+        stats.steps += 1
+        stats.row_steps += B
+        stats.used_token_steps += sum(r.cached + 1 for r in rows)
         for r in rows:
             r.cached += 1
-        self.sample(rows, logits)
+        st.advance(self.sample(rows, logits, st.temps[:B]))
 
     def release(self) -> None:
         """Returns every block that the call's rows and prefixes still hold
-        (all of them when it ended early), leaving the pool idle."""
+        (all of them when it ended early), leaving the pool and the decode
+        rows idle."""
         for r in self.rows:
             self.pool.blocks.decref(r.table)
         self.rows = []
+        self.state.reset()
         for pre in self.prefixes.values():
             self.pool.blocks.decref(pre.blocks)
         self.prefixes = {}
+        self.unread = []
 
     def run(self) -> None:
-        """Generates until the queue and the slots are empty."""
+        """Generates until the queue and the slots are empty, reading each
+        step's tokens after the next step is under way."""
         for s in self.queue:
             key = (s.adapter, tuple(s.prompt))
             self.pending[key] = self.pending.get(key, 0) + 1
         while self.queue or self.rows:
-            new, fresh, first = self.admit()
-            if fresh:
-                self.sample(fresh, torch.stack(first))
-            self.rows.extend(new)
+            self.admit()
             self.stats.peak_rows = max(self.stats.peak_rows, len(self.rows))
             self.retire()
             self.grow()
             if self.rows:
                 self.step()
-                self.retire()
+            self.read(1)
+            self.retire()
             self.stats.peak_blocks = self.pool.blocks.peak
             self.progress(op="generate", tokens=self.generated)
+        self.read(0)
 
 
 def check_fits(seqs: Sequence[GenRequest], blocks: int) -> None:
@@ -399,8 +497,9 @@ def check_fits(seqs: Sequence[GenRequest], blocks: int) -> None:
 class SlotEngine:
     """What the slot backend keeps for the life of the process (on the
     model): the decoder with its stacked LoRA buffers, the KV pool sized
-    once and the buckets with their graphs and compiled shapes. A generate
-    call refreshes the LoRA buffers and reuses the rest; a change of the
+    once, the device-resident decode rows (rowstate.DecodeRows) and the
+    buckets with their graphs and compiled shapes. A generate call
+    refreshes the LoRA buffers and reuses the rest; a change of the
     adapters' layout or of the options builds a new engine."""
 
     def __init__(self, model: Model, adapters: Adapters, opts: SlotOptions) -> None:
@@ -422,11 +521,18 @@ class SlotEngine:
             cpu_bytes = opts.kv_bytes or model.gen_budget * shape.bytes_per_block() // BLOCK
             n = pool_blocks(shape, model.device, cpu_bytes, opts.kv_fraction)
         self.pool = KVPool(shape, n, model.device, reserve=1 if self.use_graphs else 0)
+        scratch = self.pool.reserved[0] if self.pool.reserved else 0
+        self.rows = DecodeRows(
+            opts.slots,
+            min(n, blocks_for(model.max_pos)),
+            scratch,
+            [a[0] for a in self.dec.adapter_layout],
+            model.device,
+        )
         self.graphs: DecodeGraphs | None = None
         if self.use_graphs:
-            max_blocks = min(n, blocks_for(model.max_pos))
             self.graphs = DecodeGraphs(
-                self.dec, self.pool, opts.slots, max_blocks, capture=cuda, compiled=attention == "flex" and compiled
+                self.dec, self.pool, self.rows, capture=cuda, compiled=attention == "flex" and compiled
             )
 
     def matches(self, adapters: Adapters, opts: SlotOptions) -> bool:
@@ -463,8 +569,9 @@ def slot_generate(
         n = pool.blocks.n
         check_fits(live, n)
         pool.blocks.reset()
+        eng.rows.reset()
         stats.blocks, stats.pool_bytes = n, pool.nbytes()
-        sch = Scheduler(model, eng.dec, pool, opts, progress, stats, queue=deque(live), graphs=eng.graphs)
+        sch = Scheduler(model, eng.dec, pool, eng.rows, opts, progress, stats, queue=deque(live), graphs=eng.graphs)
         try:
             sch.run()
         finally:

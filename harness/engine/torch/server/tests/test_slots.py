@@ -33,6 +33,7 @@ from marlow_torch.kvpool import (
 from marlow_torch.model import Model, open_model
 from marlow_torch.protocol import Args, Fault
 from marlow_torch.qwen3_decode import Qwen3Decoder, RowAdapters
+from marlow_torch.rowstate import DecodeRows
 from marlow_torch.sampling import sample_device, sample_key, sample_row
 from marlow_torch.slots import SlotOptions, SlotStats, slot_generate
 
@@ -59,6 +60,33 @@ def test_blocks_alloc_lowest_first_share_and_free() -> None:
 
 def test_slots_of_follow_the_block_table() -> None:
     assert slots_of([5, 2], BLOCK - 1, 3) == [5 * BLOCK + BLOCK - 1, 2 * BLOCK, 2 * BLOCK + 1]
+
+
+def test_decode_rows_change_only_where_rows_do() -> None:
+    """The device-resident decode rows: rows appended after the live ones,
+    a table entry per grown block, the survivors of a retire moved to the
+    front in order with the rest padded, and a step's tokens and positions
+    advanced; the flat slots follow each row's table at its position."""
+    st = DecodeRows(4, 3, 9, ["b", "a"], torch.device("cpu"))
+    assert st.names == ["a", "b"] and st.adapter_index("b") == 2 and st.adapter_index("") == 0
+    with pytest.raises(ValueError, match="adapter 'c' is not one of"):
+        st.adapter_index("c")
+    st.append([[1], [2, 3], [4]], [5, 17, 0], ["a", "", "b"], [0.7, 1.0, 1.3], [11, 12, 0])
+    st.set_tokens([2], torch.tensor([13]))
+    assert st.live == 3 and st.tokens.tolist() == [11, 12, 13, 0] and st.pos.tolist() == [5, 17, 0, 0]
+    assert st.tables.tolist() == [[1, 9, 9], [2, 3, 9], [4, 9, 9], [9, 9, 9]]
+    assert st.slots(3).tolist() == [1 * BLOCK + 5, 3 * BLOCK + 1, 4 * BLOCK]
+    st.extend([(0, 1, 6), (2, 1, 7)])
+    st.keep([0, 2])
+    assert st.live == 2 and st.tables.tolist() == [[1, 6, 9], [4, 7, 9], [9, 9, 9], [9, 9, 9]]
+    assert st.adapter.tolist() == [1, 2, 0, 0] and st.temps.tolist() == [0.7, 1.3, 1.0, 1.0]
+    assert st.tokens.tolist() == [11, 13, 0, 0] and st.pos.tolist() == [5, 0, 0, 0]
+    st.advance(torch.tensor([21, 22]))
+    assert st.tokens.tolist() == [21, 22, 0, 0] and st.pos.tolist() == [6, 1, 0, 0]
+    with pytest.raises(ValueError, match="2 live rows \\+ 3 new exceed the 4 decode rows"):
+        st.append([[1]] * 3, [0] * 3, [""] * 3, [1.0] * 3, [0] * 3)
+    st.reset()
+    assert st.live == 0 and st.tables.eq(9).all() and st.pos.eq(0).all()
 
 
 def test_uniforms_are_the_scalar_hash_vectorised() -> None:
@@ -267,10 +295,10 @@ def run_reference(m: Model, ads: Adapters, reqs: list[GenRequest], rec: Recorder
 def run_slots(m: Model, ads: Adapters, reqs: list[GenRequest], rec: Recorder, opts: SlotOptions) -> SlotStats:
     orig = slots.Scheduler.sample
 
-    def record(self: slots.Scheduler, rows: list[slots.Row], logits: torch.Tensor) -> None:
+    def record(self: slots.Scheduler, rows: list[slots.Row], logits: torch.Tensor, temps: torch.Tensor) -> torch.Tensor:
         for r, row in zip(rows, logits):
-            rec[r.seq.seed, len(r.seq.ids)] = row.numpy().copy()
-        orig(self, rows, logits)
+            rec[r.seq.seed, r.drawn] = row.numpy().copy()
+        return orig(self, rows, logits, temps)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(slots.Scheduler, "sample", record)
@@ -392,6 +420,9 @@ def test_slots_generate_what_the_reference_does(
     r2: Recorder = {}
     st = run_slots(m, ads, got, r2, SlotOptions(slots=32, pool_blocks=60, lora_mode=mode))
     assert sum(s.finish == FINISH_STOP for s in ref) > 20  # stop tokens do happen
+    # and rows stepped once past them (their stop read one step late), whose
+    # extra tokens were dropped: completions still equal the reference's
+    assert st.dropped > 20, st
     differ, compared, gap = compare(ref, got, r1, r2)
     # Log-probs against a float64 forward: in fp32 neither backend is within
     # 1e-5 of it (the reference measured 2.3e-5 at most, and it differs from
@@ -435,13 +466,15 @@ def test_a_pool_too_small_for_every_row_samples_what_a_large_one_does(
     tiny: tuple[Model, Adapters], graphs: bool
 ) -> None:
     """48 requests (shared prompts, three adapters, stop tokens) at 16 slots
-    in a pool of 24 blocks, where rows run dry and the youngest are
+    in a pool of 20 blocks, where rows run dry and the youngest are
     preempted and recomputed, and in one of 400, where nothing is: the same
-    tokens and finishes (keyed sampling), log-probs within float32 noise."""
+    tokens and finishes (keyed sampling), log-probs within float32 noise.
+    (A dry pool first retires the rows whose stop token was still unread,
+    so 24 blocks, enough for 5 preemptions, became 20 for 10.)"""
     m, ads = tiny
     reqs = requests(48)
     small, large = copy.deepcopy(reqs), copy.deepcopy(reqs)
-    st = slot_generate(m, ads, small, lambda **k: None, SlotOptions(slots=16, pool_blocks=24, graphs=graphs))
+    st = slot_generate(m, ads, small, lambda **k: None, SlotOptions(slots=16, pool_blocks=20, graphs=graphs))
     big = slot_generate(m, ads, large, lambda **k: None, SlotOptions(slots=16, pool_blocks=400, graphs=graphs))
     assert st.preemptions > 5 and big.preemptions == 0, (st, big)
     assert any(s.finish == FINISH_STOP for s in large)
@@ -506,7 +539,9 @@ def test_bucketed_step_pads_into_scratch(tiny: tuple[Model, Adapters], attention
         for pool in pools:
             for r, p in enumerate(prompts):
                 dec.prefill(p, names[r], pool, torch.tensor(slots_of(tables[r], 0, len(p))))
-        graphs = DecodeGraphs(dec, pools[1], 20, 5, capture=False)
+        state = DecodeRows(20, 5, pools[1].reserved[0], ["a", "b"], m.device)
+        graphs = DecodeGraphs(dec, pools[1], state, capture=False)
+        state.append(tables, [len(p) for p in prompts], names, [1.0] * 5, [p[0] for p in prompts])
         for j in range(2):
             toks = [p[j] for p in prompts]
             pos = [len(p) + j for p in prompts]
@@ -514,17 +549,20 @@ def test_bucketed_step_pads_into_scratch(tiny: tuple[Model, Adapters], attention
             want = dec.decode(
                 torch.tensor(toks), torch.tensor(pos), RowAdapters(names, m.device), pools[0], torch.tensor(tables), sl
             )
-            got = graphs.step(toks, pos, names, tables)
+            got = graphs.step(5)
             assert got.shape == want.shape and float((got - want).abs().max()) <= 1e-5
+            state.advance(torch.tensor([p[j + 1] for p in prompts]))
         assert list(graphs.buckets) == [8] and graphs.captures == 0
         rows = 30 * BLOCK
         assert torch.allclose(pools[0].k[:, :rows], pools[1].k[:, :rows], atol=1e-6, rtol=0)
         assert torch.allclose(pools[0].v[:, :rows], pools[1].v[:, :rows], atol=1e-6, rtol=0)
         assert float(pools[1].k[:, rows:].abs().sum()) > 0 and float(pools[0].k[:, rows:].abs().sum()) == 0
     with pytest.raises(ValueError, match="lora_mode 'split'"):
-        DecodeGraphs(Qwen3Decoder(m, ads, ["a"], "split"), pools[1], 4, 5, capture=False)
+        DecodeGraphs(Qwen3Decoder(m, ads, ["a"], "split"), pools[1], state, capture=False)
     with pytest.raises(ValueError, match="CUDA graphs need a cuda pool"):
-        DecodeGraphs(dec, pools[1], 4, 5, capture=True)
+        DecodeGraphs(dec, pools[1], state, capture=True)
+    with pytest.raises(ValueError, match="a step of 6 rows, 5 are live"):
+        graphs.step(6)
 
 
 def test_slots_generate_at_buckets(tiny: tuple[Model, Adapters]) -> None:
