@@ -144,8 +144,17 @@ func cliffWorkflows() []string { return study.SameRoleWorkflows() }
 
 // SameRoleWorkflowsText names claim c's workflows (cliffWorkflows) as
 // prose, the last two joined by conj ("and", "or").
-func SameRoleWorkflowsText(conj string) string {
-	ws := cliffWorkflows()
+func SameRoleWorkflowsText(conj string) string { return joinNames(cliffWorkflows(), conj) }
+
+// OneAgentPerRoleWorkflowsText names claim c's comparison workflows
+// (study.OneAgentPerRoleWorkflows) as prose, joined like
+// SameRoleWorkflowsText.
+func OneAgentPerRoleWorkflowsText(conj string) string {
+	return joinNames(study.OneAgentPerRoleWorkflows(), conj)
+}
+
+// joinNames writes names as prose, the last two joined by conj.
+func joinNames(ws []string, conj string) string {
 	n := len(ws)
 	if n < 2 {
 		return strings.Join(ws, "")

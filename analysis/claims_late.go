@@ -33,9 +33,12 @@ import (
 //     of the signature and of SP over IP take the runs of the main matrix
 //     only (Arm ""): the study's recipe, not an arm's other rate, scale or
 //     base model, which the rules would otherwise pool with it.
-//   - c, where: the rate of late cliffs in IP voting and orch-workers runs
-//     without an intervention is compared with IP eval-opt's and with SP's
-//     in voting and orch-workers (one-sided Fisher exact tests). Holds when
+//   - c, where: the rate of late cliffs in IP runs without an intervention
+//     of the workflows whose stages run several agents of one role
+//     (study.SameRoleWorkflows: voting and orch-workers among the
+//     built-ins) is compared with IP's in the other multi-agent workflows
+//     (study.OneAgentPerRoleWorkflows: eval-opt) and with SP's in the
+//     former (one-sided Fisher exact tests). Holds when
 //     both p-values are below alpha; against when a one-sided Fisher exact
 //     test finds either other rate above it (p below alpha: the power rule
 //     of exact.go); undecided otherwise; not testable when a group has no
@@ -515,7 +518,7 @@ func lateClaimC(st *Study, g Gate, alpha float64) LateCliffClaim {
 	ci := st.Params.CI
 	var c LateCliffClaim
 	v := rateOf(g, "IP "+SameRoleWorkflowsText("and"), ci, plainIP(cliffWorkflows()...), lateCliffHit)
-	e := rateOf(g, "IP eval-opt", ci, plainIP(study.EvalOpt), lateCliffHit)
+	e := rateOf(g, "IP "+OneAgentPerRoleWorkflowsText("and"), ci, plainIP(study.OneAgentPerRoleWorkflows()...), lateCliffHit)
 	s := rateOf(g, "SP "+SameRoleWorkflowsText("and"), ci, func(x RunEvents) bool {
 		return x.Condition == study.SP && x.Plain() && slices.Contains(cliffWorkflows(), x.Cell.Workflow)
 	}, lateCliffHit)

@@ -108,7 +108,7 @@ func pText(p float64) string {
 // lateCliffText is claim c under the late rules.
 func lateCliffText(lc *analysis.LateClaims) claimText {
 	c, a := lc.Cliffs, lc.Alpha
-	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP %s runs of the main matrix (no arm) without an intervention must exceed that of IP eval-opt runs and that of SP %s runs of the main matrix, each by a one-sided Fisher exact test below %.3g; by the power rule the test is against only when either of them exceeds it by the same test.", sameRoleAnd(), sameRoleAnd(), a), c.Where, a)
+	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP %s runs of the main matrix (no arm) without an intervention must exceed that of IP %s runs and that of SP %s runs of the main matrix, each by a one-sided Fisher exact test below %.3g; by the power rule the test is against only when either of them exceeds it by the same test.", sameRoleAnd(), analysis.OneAgentPerRoleWorkflowsText("and"), sameRoleAnd(), a), c.Where, a)
 	sig := lateTestText("signature", fmt.Sprintf("In each IP run of the main matrix (no arm, no intervention) with a late cliff, the amplification signature (a role's sustained gradient amplification, as in the short-run rule) must begin %d or more steps before the fall; in IP runs without a cliff it must be rare. "+
 		"Holds when a strict majority of cliff runs lead and at most %[2]g of the runs without a cliff carry it; by the power rule against only when a one-sided exact binomial test (p below %[3]g) finds significantly fewer than half leading or significantly more than %[2]g of the runs without a cliff carrying it; undecided between.", analysis.SignatureLead, analysis.RareShare, a), c.Signature, a)
 	for _, e := range lc.Gate.Runs {

@@ -98,6 +98,21 @@ func SameRoleWorkflows() []string {
 	return out
 }
 
+// OneAgentPerRoleWorkflows lists the multi-agent workflows (two roles or
+// more) none of whose stages runs several agents of one role: claim c's
+// comparison group (eval-opt among the built-ins), in the design's order.
+func OneAgentPerRoleWorkflows() []string {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	var out []string
+	for _, w := range registry {
+		if len(w.Roles()) > 1 && !w.SameRoleAgents() {
+			out = append(out, w.Name)
+		}
+	}
+	return out
+}
+
 // Fallback names what a workflow did with a supervisory turn's output in
 // place of a parsed one. Its values are short stable words, fit for a log
 // column (the samples' `fallback` since schema 3).

@@ -47,6 +47,9 @@ func TestRegistryEntries(t *testing.T) {
 	if got, want := SameRoleWorkflows(), []string{Voting, OrchWorkers}; !slices.Equal(got, want) {
 		t.Errorf("same-role workflows %v, want %v", got, want)
 	}
+	if got, want := OneAgentPerRoleWorkflows(), []string{EvalOpt}; !slices.Equal(got, want) {
+		t.Errorf("one-agent-per-role workflows %v, want %v", got, want)
+	}
 }
 
 // TestRegistryIsConsistent checks what every entry must satisfy: stages
