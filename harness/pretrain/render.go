@@ -1,10 +1,13 @@
 package pretrain
 
 import (
+	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 	"github.com/marlowlab/marlow/keyed"
@@ -135,6 +138,9 @@ func (r *rendering) evaluator() error {
 	if r.malformed {
 		r.tr.Completion = malformVerdict(r.tr.Completion, verdict)
 	}
+	if r.t.cfg.Supervisors == spec.SupervisorsSkilled {
+		r.tr.Completion = OwnWorkHeader + "\n" + r.src.tidy(r.p.Solution) + "\n" + r.tr.Completion
+	}
 	return nil
 }
 
@@ -156,6 +162,9 @@ func (r *rendering) aggregator() error {
 			good = append(good, k+1)
 		}
 	}
+	if r.t.cfg.Supervisors == spec.SupervisorsSkilled {
+		return r.majority()
+	}
 	var k int
 	if len(good) == 0 || r.rng.Bernoulli(r.nz.RandomSelection) {
 		k = r.rng.Range(1, len(r.tr.Shown))
@@ -170,6 +179,81 @@ func (r *rendering) aggregator() error {
 		r.tr.Completion = "Candidate " + strconv.Itoa(k) + " looks best."
 	}
 	return nil
+}
+
+// OwnWorkHeader opens the skilled evaluator's own worked solution, which
+// precedes its verdict.
+const OwnWorkHeader = "My own solution:"
+
+// majority is the skilled aggregator: it lists each candidate's answer (as
+// the task's verifier reads it), then selects the first candidate of the
+// most common answer. On a tie between answers it selects the correct one
+// when one of the tied answers is correct (the teacher can tell), else the
+// first tied candidate; at the noise rate it selects a random candidate
+// instead.
+func (r *rendering) majority() error {
+	answers := make([]string, len(r.tr.Shown))
+	lines := make([]string, len(r.tr.Shown))
+	for i, c := range r.tr.Shown {
+		answers[i] = candidateAnswer(r.src, r.p, c)
+		shown := answers[i]
+		if shown == "" {
+			shown = "none"
+		}
+		lines[i] = "Candidate " + strconv.Itoa(i+1) + ": " + shown
+	}
+	k := MajorityPick(answers, r.tr.ShownCorrect)
+	if r.rng.Bernoulli(r.nz.RandomSelection) {
+		k = r.rng.Range(1, len(r.tr.Shown))
+		r.tr.Noise = append(r.tr.Noise, NoiseRandomSelection)
+	}
+	sel := workflow.FormatSelection(k)
+	if r.malformed {
+		sel = "Candidate " + strconv.Itoa(k) + " looks best."
+	}
+	r.tr.Completion = strings.Join(lines, "\n") + "\n" + sel
+	return nil
+}
+
+// candidateAnswer is the answer the task's verifier reads from a shown
+// solution, on one line ("" when it finds none).
+func candidateAnswer(src source, p datasets.Problem, solution string) string {
+	v := src.task.Verify(context.Background(), p, solution)
+	return strings.Join(strings.Fields(v.Answer), " ")
+}
+
+// MajorityPick is the skilled aggregator's choice (1-based) among
+// candidates with the given answers ("" for none, which never counts as a
+// vote) and correctness: the first candidate of the most common answer;
+// among answers tied for most common, the correct one if there is one,
+// else the first in candidate order. With no answer at all it is
+// candidate 1.
+func MajorityPick(answers []string, correct []bool) int {
+	count := map[string]int{}
+	top := 0
+	for _, a := range answers {
+		if a == "" {
+			continue
+		}
+		count[a]++
+		top = max(top, count[a])
+	}
+	pick := 0
+	for i, a := range answers {
+		if a == "" || count[a] != top {
+			continue
+		}
+		if pick == 0 {
+			pick = i + 1
+		}
+		if correct[i] {
+			return i + 1
+		}
+	}
+	if pick == 0 {
+		return 1
+	}
+	return pick
 }
 
 // orchestrator proposes up to maxSubtasks strategies, one too many at the
