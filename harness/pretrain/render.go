@@ -181,28 +181,29 @@ func (r *rendering) aggregator() error {
 	return nil
 }
 
-// OwnWorkHeader opens the skilled evaluator's own worked solution, which
-// precedes its verdict.
-const OwnWorkHeader = "My own solution:"
+// OwnWorkHeader opens the skilled supervisors' own worked solution, which
+// precedes the evaluator's verdict and the aggregator's answer list.
+const OwnWorkHeader = "Own solution:"
 
-// majority is the skilled aggregator: it lists each candidate's answer (as
-// the task's verifier reads it), then selects the first candidate of the
-// most common answer. On a tie between answers it selects the correct one
-// when one of the tied answers is correct (the teacher can tell), else the
-// first tied candidate; at the noise rate it selects a random candidate
-// instead.
+// majority is the skilled aggregator: it works the problem itself (the
+// teacher's clean solution, so its answer is the true one), lists each
+// candidate's answer as the task's verifier reads it, and selects
+// SkilledPick's candidate: the first whose answer agrees with its own (a
+// correct one), else the first of the most common answer. At the noise rate
+// it selects a random candidate instead.
 func (r *rendering) majority() error {
+	own := r.src.tidy(r.p.Solution)
 	answers := make([]string, len(r.tr.Shown))
-	lines := make([]string, len(r.tr.Shown))
+	lines := []string{OwnWorkHeader, own}
 	for i, c := range r.tr.Shown {
 		answers[i] = candidateAnswer(r.src, r.p, c)
 		shown := answers[i]
 		if shown == "" {
 			shown = "none"
 		}
-		lines[i] = "Candidate " + strconv.Itoa(i+1) + ": " + shown
+		lines = append(lines, "Candidate "+strconv.Itoa(i+1)+": "+shown)
 	}
-	k := MajorityPick(answers, r.tr.ShownCorrect)
+	k := SkilledPick(answers, candidateAnswer(r.src, r.p, own))
 	if r.rng.Bernoulli(r.nz.RandomSelection) {
 		k = r.rng.Range(1, len(r.tr.Shown))
 		r.tr.Noise = append(r.tr.Noise, NoiseRandomSelection)
@@ -211,7 +212,7 @@ func (r *rendering) majority() error {
 	if r.malformed {
 		sel = "Candidate " + strconv.Itoa(k) + " looks best."
 	}
-	r.tr.Completion = strings.Join(lines, "\n") + "\n" + sel
+	r.tr.Completion = strings.Join(append(lines, sel), "\n")
 	return nil
 }
 
@@ -222,13 +223,19 @@ func candidateAnswer(src source, p datasets.Problem, solution string) string {
 	return strings.Join(strings.Fields(v.Answer), " ")
 }
 
-// MajorityPick is the skilled aggregator's choice (1-based) among
-// candidates with the given answers ("" for none, which never counts as a
-// vote) and correctness: the first candidate of the most common answer;
-// among answers tied for most common, the correct one if there is one,
-// else the first in candidate order. With no answer at all it is
-// candidate 1.
-func MajorityPick(answers []string, correct []bool) int {
+// SkilledPick is the skilled aggregator's choice (1-based) among
+// candidates with the given answers ("" for none, which never counts): the
+// first candidate whose answer equals own (the aggregator's own answer),
+// else the first candidate of the most common answer (ties go to the
+// earliest candidate); with no answer at all, candidate 1.
+func SkilledPick(answers []string, own string) int {
+	if own != "" {
+		for i, a := range answers {
+			if a == own {
+				return i + 1
+			}
+		}
+	}
 	count := map[string]int{}
 	top := 0
 	for _, a := range answers {
@@ -238,22 +245,12 @@ func MajorityPick(answers []string, correct []bool) int {
 		count[a]++
 		top = max(top, count[a])
 	}
-	pick := 0
 	for i, a := range answers {
-		if a == "" || count[a] != top {
-			continue
-		}
-		if pick == 0 {
-			pick = i + 1
-		}
-		if correct[i] {
+		if a != "" && count[a] == top {
 			return i + 1
 		}
 	}
-	if pick == 0 {
-		return 1
-	}
-	return pick
+	return 1
 }
 
 // orchestrator proposes up to maxSubtasks strategies, one too many at the

@@ -13,37 +13,37 @@ import (
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
-func TestMajorityPick(t *testing.T) {
+func TestSkilledPick(t *testing.T) {
 	cases := []struct {
 		name    string
 		answers []string
-		correct []bool
+		own     string
 		want    int
 	}{
-		{"two agree on a wrong answer", []string{"5", "7", "7"}, []bool{true, false, false}, 2},
-		{"two agree on the right answer", []string{"4", "9", "9"}, []bool{false, true, true}, 2},
-		{"all differ, one right", []string{"1", "2", "3"}, []bool{false, false, true}, 3},
-		{"all differ, none right", []string{"1", "2", "3"}, []bool{false, false, false}, 1},
-		{"tie, the right one second", []string{"1", "2", "1", "2"}, []bool{false, true, false, true}, 2},
-		{"tie, none right", []string{"1", "2", "2", "1"}, []bool{false, false, false, false}, 1},
-		{"missing answers do not vote", []string{"", "", "8"}, []bool{false, false, true}, 3},
-		{"missing answers do not win", []string{"", "", "8"}, []bool{false, false, false}, 3},
-		{"no answers at all", []string{"", ""}, []bool{false, false}, 1},
-		{"all agree", []string{"6", "6", "6"}, []bool{true, true, true}, 1},
+		{"agrees with the first", []string{"7", "5", "7"}, "7", 1},
+		{"agrees with a later one against a majority", []string{"5", "9", "9", "4"}, "4", 4},
+		{"agrees with none: the majority", []string{"4", "9", "9"}, "3", 2},
+		{"agrees with none, all differ: the first", []string{"1", "2", "3"}, "8", 1},
+		{"tie: the earliest of the tied", []string{"1", "2", "2", "1"}, "8", 1},
+		{"no own answer: the majority", []string{"1", "2", "2"}, "", 2},
+		{"missing answers do not vote", []string{"", "", "8"}, "", 3},
+		{"a missing answer never agrees", []string{"", "6"}, "", 2},
+		{"no answers at all", []string{"", ""}, "5", 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := MajorityPick(tc.answers, tc.correct); got != tc.want {
-				t.Fatalf("MajorityPick(%q, %v) = %d, want %d", tc.answers, tc.correct, got, tc.want)
+			if got := SkilledPick(tc.answers, tc.own); got != tc.want {
+				t.Fatalf("SkilledPick(%q, %q) = %d, want %d", tc.answers, tc.own, got, tc.want)
 			}
 		})
 	}
 }
 
 // TestSkilledSupervisors checks the skilled recipe's aggregator and
-// evaluator transcripts against the ground truth: the aggregator lists
-// each candidate's answer as the verifier reads it and selects
-// MajorityPick's candidate unless it carries random-selection noise; the
+// evaluator transcripts against the ground truth: the aggregator writes the
+// clean worked solution, lists each candidate's answer as the verifier
+// reads it and selects the first correct candidate, else the most common
+// answer, unless it carries random-selection noise; the
 // evaluator writes the clean worked solution before a verdict that is the
 // candidate's true grade unless flipped; the noise rates hold; and the
 // other roles' transcripts are those of the default recipe.
@@ -61,7 +61,7 @@ func TestSkilledSupervisors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var agg, aggRandom, ev, evFlipped, majorityRight, firstRight int
+	var agg, aggRandom, ev, evFlipped, pickRight, firstRight int
 	for i := int64(0); i < 3000; i++ {
 		tr, err := teacher.Transcript(i)
 		if err != nil {
@@ -75,9 +75,14 @@ func TestSkilledSupervisors(t *testing.T) {
 		switch tr.Role {
 		case study.Aggregator:
 			agg++
-			lines := strings.Split(tr.Completion, "\n")
+			own := teacher.sources[i%int64(len(tasks))].tidy(tr.Problem.Solution)
+			body, ok := strings.CutPrefix(tr.Completion, OwnWorkHeader+"\n"+own+"\n")
+			if !ok {
+				t.Fatalf("transcript %d: aggregator completion does not open with its own solution:\n%s", i, tr.Completion)
+			}
+			lines := strings.Split(body, "\n")
 			if len(lines) != len(tr.Shown)+1 {
-				t.Fatalf("transcript %d: aggregator completion has %d lines, want %d:\n%s", i, len(lines), len(tr.Shown)+1, tr.Completion)
+				t.Fatalf("transcript %d: aggregator completion has %d lines after its solution, want %d:\n%s", i, len(lines), len(tr.Shown)+1, tr.Completion)
 			}
 			answers := make([]string, len(tr.Shown))
 			for k, c := range tr.Shown {
@@ -101,11 +106,22 @@ func TestSkilledSupervisors(t *testing.T) {
 			if tr.HasNoise(NoiseMalformed) {
 				continue // the selection line is prose
 			}
-			if want := MajorityPick(answers, tr.ShownCorrect); k != want {
+			// the first correct candidate, else the most common answer
+			want := 0
+			for c, ok := range tr.ShownCorrect {
+				if ok {
+					want = c + 1
+					break
+				}
+			}
+			if want == 0 {
+				want = SkilledPick(answers, "")
+			}
+			if k != want {
 				t.Fatalf("transcript %d: selected %d, want %d (answers %q, correct %v)", i, k, want, answers, tr.ShownCorrect)
 			}
 			if tr.ShownCorrect[k-1] {
-				majorityRight++
+				pickRight++
 			}
 			if tr.ShownCorrect[0] {
 				firstRight++
@@ -138,8 +154,8 @@ func TestSkilledSupervisors(t *testing.T) {
 	}
 	near(t, "aggregator random selections", ratio(aggRandom, agg), skilled.Noise.RandomSelection, agg)
 	near(t, "evaluator wrong verdicts", ratio(evFlipped, ev), skilled.Noise.WrongVerdict, ev)
-	if majorityRight <= firstRight {
-		t.Fatalf("the teacher's majority pick is right %d times, candidate 1 %d: the skill adds nothing", majorityRight, firstRight)
+	if pickRight <= firstRight {
+		t.Fatalf("the teacher's pick is right %d times, candidate 1 %d: the skill adds nothing", pickRight, firstRight)
 	}
 }
 

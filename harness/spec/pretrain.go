@@ -40,9 +40,10 @@ type Pretrain struct {
 	// unset (the default) keeps the recipe of the committed checkpoints
 	// (and their keys); SupervisorsSkilled gives the aggregator and the
 	// evaluator a skill a tiny model can learn (harness/pretrain,
-	// render.go): the aggregator lists the candidates' answers and selects
-	// the most common one, the evaluator works the problem itself and
-	// judges the candidate by whether its answer agrees.
+	// render.go): each first works the problem itself; the evaluator then
+	// judges the candidate by whether its answer agrees, the aggregator
+	// lists the candidates' answers and selects the one that agrees with
+	// its own, else the most common.
 	Supervisors string `yaml:"supervisors,omitempty" json:"supervisors,omitempty"`
 }
 
