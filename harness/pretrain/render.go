@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
@@ -138,8 +139,9 @@ func (r *rendering) evaluator() error {
 	if r.malformed {
 		r.tr.Completion = malformVerdict(r.tr.Completion, verdict)
 	}
-	if r.t.cfg.Supervisors == spec.SupervisorsSkilled {
-		r.tr.Completion = OwnWorkHeader + "\n" + r.src.tidy(r.p.Solution) + "\n" + r.tr.Completion
+	if r.skilledMath() {
+		line, _ := StepCheck(r.tr.Shown[0])
+		r.tr.Completion = "Check: " + line + "\n" + r.tr.Completion
 	}
 	return nil
 }
@@ -162,8 +164,8 @@ func (r *rendering) aggregator() error {
 			good = append(good, k+1)
 		}
 	}
-	if r.t.cfg.Supervisors == spec.SupervisorsSkilled {
-		return r.majority()
+	if r.skilledMath() {
+		return r.checkedSelection()
 	}
 	var k int
 	if len(good) == 0 || r.rng.Bernoulli(r.nz.RandomSelection) {
@@ -181,29 +183,35 @@ func (r *rendering) aggregator() error {
 	return nil
 }
 
-// OwnWorkHeader opens the skilled supervisors' own worked solution, which
-// precedes the evaluator's verdict and the aggregator's answer list.
-const OwnWorkHeader = "Own solution:"
+// skilledMath says the transcript takes the skilled supervisors' recipe:
+// pretrain.supervisors is skilled and the task is synth-math, whose
+// worked steps a supervisor can re-do one by one. On synth-code the recipe
+// is the default one: a check of a program needs running it, which the
+// tiny models do not learn from these transcripts (seeds/README.md,
+// "supervisors.yaml").
+func (r *rendering) skilledMath() bool {
+	return r.t.cfg.Supervisors == spec.SupervisorsSkilled && r.src.task.Kind() == datasets.KindMath
+}
 
-// majority is the skilled aggregator: it works the problem itself (the
-// teacher's clean solution, so its answer is the true one), lists each
-// candidate's answer as the task's verifier reads it, and selects
-// SkilledPick's candidate: the first whose answer agrees with its own (a
-// correct one), else the first of the most common answer. At the noise rate
-// it selects a random candidate instead.
-func (r *rendering) majority() error {
-	own := r.src.tidy(r.p.Solution)
+// checkedSelection is the skilled aggregator on synth-math: one line per
+// candidate re-doing its steps (StepCheck), then the first candidate whose
+// check passed, else the first of the most common answer (MajorityPick); at
+// the noise rate a random candidate instead.
+func (r *rendering) checkedSelection() error {
 	answers := make([]string, len(r.tr.Shown))
-	lines := []string{OwnWorkHeader, own}
+	lines := make([]string, 0, len(r.tr.Shown)+1)
+	k := 0
 	for i, c := range r.tr.Shown {
 		answers[i] = candidateAnswer(r.src, r.p, c)
-		shown := answers[i]
-		if shown == "" {
-			shown = "none"
+		line, ok := StepCheck(c)
+		lines = append(lines, strconv.Itoa(i+1)+": "+line)
+		if ok && k == 0 {
+			k = i + 1
 		}
-		lines = append(lines, "Candidate "+strconv.Itoa(i+1)+": "+shown)
 	}
-	k := SkilledPick(answers, candidateAnswer(r.src, r.p, own))
+	if k == 0 {
+		k = MajorityPick(answers)
+	}
 	if r.rng.Bernoulli(r.nz.RandomSelection) {
 		k = r.rng.Range(1, len(r.tr.Shown))
 		r.tr.Noise = append(r.tr.Noise, NoiseRandomSelection)
@@ -216,6 +224,57 @@ func (r *rendering) majority() error {
 	return nil
 }
 
+// StepCheck re-does the arithmetic of a synth-math worked solution: each
+// step "a op b = c" is written again with its right result, followed by
+// "not c" when c was wrong, the steps joined by ", ", then "ok" when every
+// step's result was right and the answer line equals the last step's
+// result, else "wrong". A solution without steps or without an answer is
+// "wrong".
+func StepCheck(solution string) (line string, ok bool) {
+	steps := synthmath.Steps(solution)
+	parts := make([]string, len(steps))
+	ok = len(steps) > 0
+	for i, st := range steps {
+		right := st
+		switch st.Op {
+		case '+':
+			right.Result = st.A + st.B
+		case '-':
+			right.Result = st.A - st.B
+		case '*':
+			right.Result = st.A * st.B
+		}
+		parts[i] = right.String()
+		if right.Result != st.Result {
+			ok = false
+			parts[i] += " not " + strconv.FormatInt(st.Result, 10)
+		}
+	}
+	if ok {
+		ans, found := answerLine(solution)
+		ok = found && ans == strconv.FormatInt(steps[len(steps)-1].Result, 10)
+	}
+	word := "wrong"
+	if ok {
+		word = "ok"
+	}
+	if len(parts) == 0 {
+		return word, false
+	}
+	return strings.Join(parts, ", ") + " " + word, ok
+}
+
+// answerLine is the value of a solution's last "Answer:" line.
+func answerLine(solution string) (string, bool) {
+	ans, found := "", false
+	for _, line := range strings.Split(solution, "\n") {
+		if v, isAnswer := strings.CutPrefix(strings.TrimSpace(line), "Answer:"); isAnswer {
+			ans, found = strings.TrimSpace(v), true
+		}
+	}
+	return ans, found
+}
+
 // candidateAnswer is the answer the task's verifier reads from a shown
 // solution, on one line ("" when it finds none).
 func candidateAnswer(src source, p datasets.Problem, solution string) string {
@@ -223,19 +282,11 @@ func candidateAnswer(src source, p datasets.Problem, solution string) string {
 	return strings.Join(strings.Fields(v.Answer), " ")
 }
 
-// SkilledPick is the skilled aggregator's choice (1-based) among
-// candidates with the given answers ("" for none, which never counts): the
-// first candidate whose answer equals own (the aggregator's own answer),
-// else the first candidate of the most common answer (ties go to the
-// earliest candidate); with no answer at all, candidate 1.
-func SkilledPick(answers []string, own string) int {
-	if own != "" {
-		for i, a := range answers {
-			if a == own {
-				return i + 1
-			}
-		}
-	}
+// MajorityPick is the skilled aggregator's choice (1-based) when no
+// candidate's check passed: the first candidate of the most common answer
+// among answers ("" for none, which never counts; ties go to the earliest
+// candidate); with no answer at all, candidate 1.
+func MajorityPick(answers []string) int {
 	count := map[string]int{}
 	top := 0
 	for _, a := range answers {

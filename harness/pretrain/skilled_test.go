@@ -8,45 +8,65 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
-func TestSkilledPick(t *testing.T) {
+func TestMajorityPick(t *testing.T) {
 	cases := []struct {
 		name    string
 		answers []string
-		own     string
 		want    int
 	}{
-		{"agrees with the first", []string{"7", "5", "7"}, "7", 1},
-		{"agrees with a later one against a majority", []string{"5", "9", "9", "4"}, "4", 4},
-		{"agrees with none: the majority", []string{"4", "9", "9"}, "3", 2},
-		{"agrees with none, all differ: the first", []string{"1", "2", "3"}, "8", 1},
-		{"tie: the earliest of the tied", []string{"1", "2", "2", "1"}, "8", 1},
-		{"no own answer: the majority", []string{"1", "2", "2"}, "", 2},
-		{"missing answers do not vote", []string{"", "", "8"}, "", 3},
-		{"a missing answer never agrees", []string{"", "6"}, "", 2},
-		{"no answers at all", []string{"", ""}, "5", 1},
+		{"two agree", []string{"4", "9", "9"}, 2},
+		{"all differ: the first", []string{"1", "2", "3"}, 1},
+		{"tie: the earliest of the tied", []string{"1", "2", "2", "1"}, 1},
+		{"missing answers do not vote", []string{"", "", "8"}, 3},
+		{"no answers at all", []string{"", ""}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := SkilledPick(tc.answers, tc.own); got != tc.want {
-				t.Fatalf("SkilledPick(%q, %q) = %d, want %d", tc.answers, tc.own, got, tc.want)
+			if got := MajorityPick(tc.answers); got != tc.want {
+				t.Fatalf("MajorityPick(%q) = %d, want %d", tc.answers, got, tc.want)
 			}
 		})
 	}
 }
 
-// TestSkilledSupervisors checks the skilled recipe's aggregator and
-// evaluator transcripts against the ground truth: the aggregator writes the
-// clean worked solution, lists each candidate's answer as the verifier
-// reads it and selects the first correct candidate, else the most common
-// answer, unless it carries random-selection noise; the
-// evaluator writes the clean worked solution before a verdict that is the
-// candidate's true grade unless flipped; the noise rates hold; and the
-// other roles' transcripts are those of the default recipe.
+func TestStepCheck(t *testing.T) {
+	cases := []struct {
+		name, solution, line string
+		ok                   bool
+	}{
+		{"right", "7 + 2 = 9\n9 + 1 = 10\nAnswer: 10", "7 + 2 = 9, 9 + 1 = 10 ok", true},
+		{"a slip, carried on", "7 + 2 = 8\n8 + 1 = 9\nAnswer: 9", "7 + 2 = 9 not 8, 8 + 1 = 9 wrong", false},
+		{"a slip in the last step", "7 + 2 = 9\n9 + 1 = 11\nAnswer: 11", "7 + 2 = 9, 9 + 1 = 10 not 11 wrong", false},
+		{"other operators", "3 * 4 = 12\n12 - 5 = 6\nAnswer: 6", "3 * 4 = 12, 12 - 5 = 7 not 6 wrong", false},
+		{"answer is not the last result", "7 + 2 = 9\nAnswer: 8", "7 + 2 = 9 wrong", false},
+		{"no answer line", "7 + 2 = 9", "7 + 2 = 9 wrong", false},
+		{"no steps", "Answer: 9", "wrong", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			line, ok := StepCheck(tc.solution)
+			if line != tc.line || ok != tc.ok {
+				t.Fatalf("StepCheck = %q, %v; want %q, %v", line, ok, tc.line, tc.ok)
+			}
+		})
+	}
+}
+
+// TestSkilledSupervisors checks the skilled recipe's transcripts against
+// the ground truth. On synth-math the aggregator writes one StepCheck line
+// per candidate and selects the first correct candidate, else the most
+// common answer, unless it carries random-selection noise; the evaluator
+// writes the StepCheck line of its candidate before the default recipe's
+// verdict, which is the candidate's true grade unless flipped; a
+// candidate's check passes exactly when it is correct; the noise rates
+// hold. Every other transcript (other roles, and every synth-code one) is
+// the default recipe's.
 func TestSkilledSupervisors(t *testing.T) {
 	tasks := testTasks(t)
 	base := DefaultConfig()
@@ -62,7 +82,7 @@ func TestSkilledSupervisors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var agg, aggRandom, ev, evFlipped, pickRight, firstRight int
-	for i := int64(0); i < 3000; i++ {
+	for i := int64(0); i < 4000; i++ {
 		tr, err := teacher.Transcript(i)
 		if err != nil {
 			t.Fatal(err)
@@ -72,27 +92,30 @@ func TestSkilledSupervisors(t *testing.T) {
 			t.Fatal(err)
 		}
 		task := taskByName(tasks, tr.Task)
+		if task.Name() != synthmath.Name || (tr.Role != study.Aggregator && tr.Role != study.Evaluator) {
+			if tr.Completion != ref.Completion || tr.Role != ref.Role {
+				t.Fatalf("transcript %d (%s %s): the skilled recipe changed a transcript it does not cover:\n%s\nwant\n%s", i, tr.Task, tr.Role, tr.Completion, ref.Completion)
+			}
+			continue
+		}
+		for k, c := range tr.Shown {
+			if _, ok := StepCheck(c); ok != tr.ShownCorrect[k] {
+				t.Fatalf("transcript %d: the check of candidate %d says %v, its grade is %v:\n%s", i, k+1, ok, tr.ShownCorrect[k], c)
+			}
+		}
 		switch tr.Role {
 		case study.Aggregator:
 			agg++
-			own := teacher.sources[i%int64(len(tasks))].tidy(tr.Problem.Solution)
-			body, ok := strings.CutPrefix(tr.Completion, OwnWorkHeader+"\n"+own+"\n")
-			if !ok {
-				t.Fatalf("transcript %d: aggregator completion does not open with its own solution:\n%s", i, tr.Completion)
-			}
-			lines := strings.Split(body, "\n")
+			lines := strings.Split(tr.Completion, "\n")
 			if len(lines) != len(tr.Shown)+1 {
-				t.Fatalf("transcript %d: aggregator completion has %d lines after its solution, want %d:\n%s", i, len(lines), len(tr.Shown)+1, tr.Completion)
+				t.Fatalf("transcript %d: aggregator completion has %d lines, want %d:\n%s", i, len(lines), len(tr.Shown)+1, tr.Completion)
 			}
 			answers := make([]string, len(tr.Shown))
 			for k, c := range tr.Shown {
-				answers[k] = strings.Join(strings.Fields(task.Verify(context.Background(), tr.Problem, c).Answer), " ")
-				want := answers[k]
-				if want == "" {
-					want = "none"
-				}
-				if got := lines[k]; got != "Candidate "+strconv.Itoa(k+1)+": "+want {
-					t.Fatalf("transcript %d: line %d is %q, want the answer %q", i, k+1, got, want)
+				answers[k] = task.Verify(context.Background(), tr.Problem, c).Answer
+				line, _ := StepCheck(c)
+				if want := strconv.Itoa(k+1) + ": " + line; lines[k] != want {
+					t.Fatalf("transcript %d: line %d is %q, want %q", i, k+1, lines[k], want)
 				}
 			}
 			k, ok, _ := workflow.ParseSelection(tr.Completion, len(tr.Shown))
@@ -106,16 +129,15 @@ func TestSkilledSupervisors(t *testing.T) {
 			if tr.HasNoise(NoiseMalformed) {
 				continue // the selection line is prose
 			}
-			// the first correct candidate, else the most common answer
 			want := 0
-			for c, ok := range tr.ShownCorrect {
-				if ok {
+			for c, right := range tr.ShownCorrect {
+				if right {
 					want = c + 1
 					break
 				}
 			}
 			if want == 0 {
-				want = SkilledPick(answers, "")
+				want = MajorityPick(answers)
 			}
 			if k != want {
 				t.Fatalf("transcript %d: selected %d, want %d (answers %q, correct %v)", i, k, want, answers, tr.ShownCorrect)
@@ -128,13 +150,9 @@ func TestSkilledSupervisors(t *testing.T) {
 			}
 		case study.Evaluator:
 			ev++
-			head := OwnWorkHeader + "\n" + teacher.sources[i%int64(len(tasks))].tidy(tr.Problem.Solution) + "\n"
-			rest, ok := strings.CutPrefix(tr.Completion, head)
-			if !ok {
-				t.Fatalf("transcript %d: evaluator completion does not open with its own solution:\n%s", i, tr.Completion)
-			}
-			if rest != ref.Completion {
-				t.Fatalf("transcript %d: the verdict after the own solution differs from the default recipe's:\n%s\nwant\n%s", i, rest, ref.Completion)
+			line, _ := StepCheck(tr.Shown[0])
+			if want := "Check: " + line + "\n" + ref.Completion; tr.Completion != want {
+				t.Fatalf("transcript %d: evaluator completion\n%s\nwant\n%s", i, tr.Completion, want)
 			}
 			v, ok, _ := workflow.ParseVerdict(tr.Completion)
 			if ok == tr.HasNoise(NoiseMalformed) {
@@ -145,10 +163,6 @@ func TestSkilledSupervisors(t *testing.T) {
 			}
 			if ok && (v.Correct == tr.ShownCorrect[0]) == tr.HasNoise(NoiseWrongVerdict) {
 				t.Fatalf("transcript %d: verdict %v on a candidate whose grade is %v, noise %v", i, v.Correct, tr.ShownCorrect[0], tr.Noise)
-			}
-		default:
-			if tr.Completion != ref.Completion || tr.Role != ref.Role {
-				t.Fatalf("transcript %d (%s): the skilled recipe changed a role it does not cover", i, tr.Role)
 			}
 		}
 	}

@@ -39,11 +39,9 @@ type Pretrain struct {
 	// Supervisors selects the teacher's recipe for the supervisory roles:
 	// unset (the default) keeps the recipe of the committed checkpoints
 	// (and their keys); SupervisorsSkilled gives the aggregator and the
-	// evaluator a skill a tiny model can learn (harness/pretrain,
-	// render.go): each first works the problem itself; the evaluator then
-	// judges the candidate by whether its answer agrees, the aggregator
-	// lists the candidates' answers and selects the one that agrees with
-	// its own, else the most common.
+	// evaluator a skill a tiny model can learn on synth-math
+	// (harness/pretrain, render.go): each re-does the arithmetic of the
+	// candidates' steps before its verdict or selection.
 	Supervisors string `yaml:"supervisors,omitempty" json:"supervisors,omitempty"`
 }
 
