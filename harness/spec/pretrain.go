@@ -39,9 +39,9 @@ type Pretrain struct {
 	// Supervisors selects the teacher's recipe for the supervisory roles:
 	// unset (the default) keeps the recipe of the committed checkpoints
 	// (and their keys); SupervisorsSkilled gives the aggregator and the
-	// evaluator a skill a tiny model can learn on synth-math
-	// (harness/pretrain, render.go): each re-does the arithmetic of the
-	// candidates' steps before its verdict or selection.
+	// evaluator a check to learn on synth-math (harness/pretrain,
+	// render.go): each re-does the arithmetic of the candidates' steps
+	// before its verdict or selection.
 	Supervisors string `yaml:"supervisors,omitempty" json:"supervisors,omitempty"`
 }
 
