@@ -100,35 +100,79 @@ func SupervisorValues(st *Study) []SupervisorValue {
 				diff[p] = x
 			}
 		}
-		if role == study.Evaluator {
-			v.Episodes = sum.Verdicts
-			v.TrueAccepts = sum.Accepts - sum.FalseAccepts
-			v.FalseAccepts = sum.FalseAccepts
-			v.FalseRejects = sum.FalseRejects
-			v.TrueRejects = sum.Verdicts - sum.Accepts - sum.FalseRejects
-			right, wrong := sum.CorrectJudged, sum.Verdicts-sum.CorrectJudged
-			if right > 0 && wrong > 0 {
-				v.Measured = true
-				v.P = FisherGreater(v.TrueAccepts, right, v.FalseAccepts, wrong)
-				v.Adds = Rejects(v.P, 1-st.Params.CI)
-			}
-		} else {
-			v.Episodes = sum.SupEpisodes
-			n := float64(sum.SupEpisodes)
-			v.Sup, v.First, v.Random = float64(sum.SupCorrect)/n, float64(sum.FirstCorrect)/n, sum.RandomCorrect/n
-			v.Majority, v.Oracle = float64(sum.MajorityCorrect)/n, float64(sum.OracleCorrect)/n
-			var per []float64
-			for _, p := range slices.Sorted(maps.Keys(diff)) {
-				per = append(per, float64(diff[p][0])/float64(diff[p][1]))
-			}
-			v.Problems = len(per)
-			v.Diff = seedEstimate(per, st.Params.CI, -1, 1)
-			v.Measured = sum.OracleCorrect > 0
-			v.Adds = v.Diff.HasCI() && v.Diff.Lo > 0
-		}
+		setSupervisorValue(&v, sum, diff, st.Params.CI)
 		out = append(out, v)
 	}
 	return out
+}
+
+// SupervisorValueOf is the supervisor value of role in one validation w
+// (one run view, or a base model's calibration), by the rule of
+// SupervisorValues at interval level ci.
+func SupervisorValueOf(role string, w WorkflowStep, ci float64) SupervisorValue {
+	v := SupervisorValue{Role: role, Runs: 1, P: math.NaN(), Diff: noCI(math.NaN())}
+	var sum WorkflowStep
+	addStep(&sum, w)
+	setSupervisorValue(&v, sum, w.SupDiff, ci)
+	return v
+}
+
+// setSupervisorValue fills v from the pooled counts sum and the per-problem
+// supervisor-minus-candidate-1 sums diff (SupervisorRule).
+func setSupervisorValue(v *SupervisorValue, sum WorkflowStep, diff map[string][2]int, ci float64) {
+	if v.Role == study.Evaluator {
+		v.Episodes = sum.Verdicts
+		v.TrueAccepts = sum.Accepts - sum.FalseAccepts
+		v.FalseAccepts = sum.FalseAccepts
+		v.FalseRejects = sum.FalseRejects
+		v.TrueRejects = sum.Verdicts - sum.Accepts - sum.FalseRejects
+		right, wrong := sum.CorrectJudged, sum.Verdicts-sum.CorrectJudged
+		if right > 0 && wrong > 0 {
+			v.Measured = true
+			v.P = FisherGreater(v.TrueAccepts, right, v.FalseAccepts, wrong)
+			v.Adds = Rejects(v.P, 1-ci)
+		}
+		return
+	}
+	v.Episodes = sum.SupEpisodes
+	n := float64(sum.SupEpisodes)
+	v.Sup, v.First, v.Random = float64(sum.SupCorrect)/n, float64(sum.FirstCorrect)/n, sum.RandomCorrect/n
+	v.Majority, v.Oracle = float64(sum.MajorityCorrect)/n, float64(sum.OracleCorrect)/n
+	var per []float64
+	for _, p := range slices.Sorted(maps.Keys(diff)) {
+		per = append(per, float64(diff[p][0])/float64(diff[p][1]))
+	}
+	v.Problems = len(per)
+	v.Diff = seedEstimate(per, ci, -1, 1)
+	v.Measured = sum.OracleCorrect > 0
+	v.Adds = v.Diff.HasCI() && v.Diff.Lo > 0
+}
+
+// TrueAcceptRate is the evaluator's share of accepts among its parsed
+// verdicts on correct generator turns (NaN without such verdicts).
+func (v SupervisorValue) TrueAcceptRate() float64 {
+	return frac(v.TrueAccepts, v.TrueAccepts+v.FalseRejects)
+}
+
+// FalseAcceptRate is the evaluator's share of accepts among its parsed
+// verdicts on incorrect generator turns (NaN without such verdicts).
+func (v SupervisorValue) FalseAcceptRate() float64 {
+	return frac(v.FalseAccepts, v.FalseAccepts+v.TrueRejects)
+}
+
+// Wilson is the Wilson score interval at level ci of a binomial
+// proportion of k successes in n trials ([0, 1] when n is 0).
+func Wilson(k, n int, ci float64) (lo, hi float64) {
+	if n <= 0 {
+		return 0, 1
+	}
+	z := math.Sqrt2 * math.Erfinv(ci)
+	fn := float64(n)
+	p := float64(k) / fn
+	d := 1 + z*z/fn
+	mid := (p + z*z/(2*fn)) / d
+	half := z / d * math.Sqrt(p*(1-p)/fn+z*z/(4*fn*fn))
+	return max(0, mid-half), min(1, mid+half)
 }
 
 // addStep adds a validation's supervisor counts to sum.

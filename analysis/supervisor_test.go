@@ -85,3 +85,46 @@ func TestSupervisorValue(t *testing.T) {
 		t.Errorf("no candidate right: %+v, want not measured and no cell gated", vs)
 	}
 }
+
+// TestSupervisorValueOf checks that one validation's value is the value
+// SupervisorValues gives a cell of that one run, and the evaluator's rates.
+func TestSupervisorValueOf(t *testing.T) {
+	r := &runlog.Run{}
+	for p := 0; p < 8; p++ {
+		r.Samples = append(r.Samples, votingEpisode(fmt.Sprintf("p%d", p), []string{"1", "2", "2"}, []bool{false, p%2 == 0, p%2 == 0}, 2, false)...)
+	}
+	w := WorkflowSteps(r, study.Voting)
+	cell := CellKey{Workflow: study.Voting, Task: "t", Scale: "s"}
+	st := &Study{Params: DefaultParams(), Cells: []*CellResult{{Key: cell}}, Runs: []*RunResult{{Cell: cell, Workflow: w}}}
+	want := SupervisorValues(st)[0]
+	want.Cell = CellKey{}
+	got := SupervisorValueOf(study.Aggregator, w[0], st.Params.CI)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("SupervisorValueOf = %+v, want %+v", got, want)
+	}
+	ev := SupervisorValue{Role: study.Evaluator, TrueAccepts: 30, FalseRejects: 10, FalseAccepts: 5, TrueRejects: 15}
+	if ev.TrueAcceptRate() != 0.75 || ev.FalseAcceptRate() != 0.25 {
+		t.Fatalf("true/false-accept rates %v, %v; want 0.75, 0.25", ev.TrueAcceptRate(), ev.FalseAcceptRate())
+	}
+	if !math.IsNaN((SupervisorValue{}).TrueAcceptRate()) {
+		t.Fatal("true-accept rate without verdicts is not NaN")
+	}
+}
+
+func TestWilson(t *testing.T) {
+	for _, tc := range []struct {
+		k, n   int
+		lo, hi float64
+	}{
+		{40, 50, 0.669629, 0.887562},
+		{5, 50, 0.043476, 0.213602},
+		{0, 10, 0, 0.277533},
+		{10, 10, 0.722467, 1},
+		{0, 0, 0, 1},
+	} {
+		lo, hi := Wilson(tc.k, tc.n, 0.95)
+		if math.Abs(lo-tc.lo) > 1e-6 || math.Abs(hi-tc.hi) > 1e-6 {
+			t.Errorf("Wilson(%d, %d) = [%.6f, %.6f], want [%.6f, %.6f]", tc.k, tc.n, lo, hi, tc.lo, tc.hi)
+		}
+	}
+}

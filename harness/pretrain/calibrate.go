@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
+	"github.com/marlowlab/marlow/analysis"
+
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/engine"
+	"github.com/marlowlab/marlow/harness/grpo"
+	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
@@ -50,6 +55,9 @@ type CalRow struct {
 	Problems int
 	Correct  int
 	Roles    []RoleRate // sorted by role
+	// Supervisor is the workflow's supervisory role's value at base
+	// (analysis.SupervisorOf; nil for a workflow without one).
+	Supervisor *analysis.SupervisorValue
 }
 
 // Accuracy is the fraction of episodes whose final answer is correct.
@@ -64,6 +72,7 @@ func (r CalRow) Accuracy() float64 {
 type Calibration struct {
 	Scale  string
 	Params int64
+	CI     float64  // interval level of the supervisor table (the spec's analysis.ci)
 	Rows   []CalRow // by task (matrix order), then workflow (design order)
 }
 
@@ -73,7 +82,7 @@ type Calibration struct {
 // spec's temperature and completion budgets) and returns accuracies and
 // per-role format compliance.
 func Calibrate(ctx context.Context, s *spec.Spec, job Job, eng engine.Engine, opt CalibrateOptions) (Calibration, error) {
-	cal := Calibration{Scale: job.Scale, Params: job.Model.NumParams()}
+	cal := Calibration{Scale: job.Scale, Params: job.Model.NumParams(), CI: s.Analysis.CI}
 	wfs := opt.Workflows
 	if len(wfs) == 0 {
 		wfs = study.Workflows
@@ -154,6 +163,13 @@ func calibrateOne(ctx context.Context, s *spec.Spec, eng engine.Engine, task dat
 		idx[role] = i
 		row.Roles = append(row.Roles, RoleRate{Role: role})
 	}
+	if role := analysis.SupervisorOf(wf); role != "" {
+		run := &runlog.Run{Manifest: runlog.Manifest{SchemaVersion: runlog.SchemaVersion}, Samples: grpo.ValSampleRows("calibration", 0, eps)}
+		if steps := analysis.WorkflowSteps(run, wf); len(steps) == 1 {
+			v := analysis.SupervisorValueOf(role, steps[0], s.Analysis.CI)
+			row.Supervisor = &v
+		}
+	}
 	for _, ep := range eps {
 		if ep.Reward() > 0 {
 			row.Correct++
@@ -182,5 +198,90 @@ func (c Calibration) Markdown() string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %.3f | %s |\n", r.Task, r.Workflow, r.Problems, r.Accuracy(), strings.Join(parts, ", "))
 	}
+	c.supervisorMarkdown(&b)
 	return b.String()
+}
+
+// SupervisorBar states when a base model's supervisor meets the bar of a
+// skilled supervisor; MeetsBar applies it.
+func SupervisorBar(ci float64) string {
+	return fmt.Sprintf("the aggregator (voting) meets the bar when its accuracy minus that of candidate 1 has a %g%% t interval over problems "+
+		"whose lower bound is above 0 (the rule of the studies' supervisor value); the evaluator (eval-opt) meets it when the %g%% Wilson interval "+
+		"of its true-accept rate (accepts among its parsed verdicts on correct generator turns) lies wholly above that of its false-accept rate "+
+		"(accepts among its parsed verdicts on incorrect ones). The synthesizer (orch-workers) is shown and not held to a bar", ci*100, ci*100)
+}
+
+// MeetsBar applies SupervisorBar to a supervisor value; the second result
+// is false for a role the bar does not cover.
+func MeetsBar(v analysis.SupervisorValue, ci float64) (meets, covered bool) {
+	switch v.Role {
+	case study.Aggregator:
+		return v.Diff.HasCI() && v.Diff.Lo > 0, true
+	case study.Evaluator:
+		right, wrong := v.TrueAccepts+v.FalseRejects, v.FalseAccepts+v.TrueRejects
+		taLo, _ := analysis.Wilson(v.TrueAccepts, right, ci)
+		_, faHi := analysis.Wilson(v.FalseAccepts, wrong, ci)
+		return right > 0 && wrong > 0 && taLo > faHi, true
+	}
+	return false, false
+}
+
+// supervisorMarkdown writes the supervisor-value table: per task and
+// workflow with a supervisor, the supervisor's answer against candidate 1,
+// the majority and the oracle (aggregator, synthesizer), or the
+// evaluator's true- and false-accept rates, each with its interval, and
+// whether it meets SupervisorBar.
+func (c Calibration) supervisorMarkdown(b *strings.Builder) {
+	var rows []CalRow
+	for _, r := range c.Rows {
+		if r.Supervisor != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### Supervisor value at base\n\nBar: %s.\n\n", SupervisorBar(c.CI))
+	b.WriteString("| task | workflow | role | episodes | supervisor | candidate 1 | majority | oracle | supervisor − candidate 1 | true-accept rate | false-accept rate | Fisher p | bar |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---|---|---|---:|---|\n")
+	for _, r := range rows {
+		v := *r.Supervisor
+		sup, first, maj, orc, diff, ta, fa, p := "–", "–", "–", "–", "–", "–", "–", "–"
+		if v.Role == study.Evaluator {
+			rate := func(k, n int) string {
+				if n == 0 {
+					return "– (0)"
+				}
+				lo, hi := analysis.Wilson(k, n, c.CI)
+				return fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", float64(k)/float64(n), lo, hi, k, n)
+			}
+			ta = rate(v.TrueAccepts, v.TrueAccepts+v.FalseRejects)
+			fa = rate(v.FalseAccepts, v.FalseAccepts+v.TrueRejects)
+			if !math.IsNaN(v.P) {
+				p = fmt.Sprintf("%.3g", v.P)
+			}
+		} else if v.Episodes > 0 {
+			sup, first, maj, orc = f3(v.Sup), f3(v.First), f3(v.Majority), f3(v.Oracle)
+			diff = fmt.Sprintf("%+.3f", v.Diff.Value)
+			if v.Diff.HasCI() {
+				diff += fmt.Sprintf(" [%+.3f, %+.3f]", v.Diff.Lo, v.Diff.Hi)
+			}
+		}
+		bar := "–"
+		if meets, covered := MeetsBar(v, c.CI); covered {
+			bar = "no"
+			if meets {
+				bar = "yes"
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Task, r.Workflow, v.Role, v.Episodes, sup, first, maj, orc, diff, ta, fa, p, bar)
+	}
+}
+
+func f3(x float64) string {
+	if math.IsNaN(x) {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", x)
 }

@@ -1,10 +1,14 @@
 package pretrain
 
 import (
+	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/synthmath"
+	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 	"github.com/marlowlab/marlow/keyed"
@@ -135,6 +139,10 @@ func (r *rendering) evaluator() error {
 	if r.malformed {
 		r.tr.Completion = malformVerdict(r.tr.Completion, verdict)
 	}
+	if r.skilledMath() {
+		line, _ := StepCheck(r.tr.Shown[0])
+		r.tr.Completion = "Check: " + line + "\n" + r.tr.Completion
+	}
 	return nil
 }
 
@@ -156,6 +164,9 @@ func (r *rendering) aggregator() error {
 			good = append(good, k+1)
 		}
 	}
+	if r.skilledMath() {
+		return r.checkedSelection()
+	}
 	var k int
 	if len(good) == 0 || r.rng.Bernoulli(r.nz.RandomSelection) {
 		k = r.rng.Range(1, len(r.tr.Shown))
@@ -170,6 +181,127 @@ func (r *rendering) aggregator() error {
 		r.tr.Completion = "Candidate " + strconv.Itoa(k) + " looks best."
 	}
 	return nil
+}
+
+// skilledMath says the transcript takes the skilled supervisors' recipe:
+// pretrain.supervisors is skilled and the task is synth-math, whose
+// worked steps a supervisor can re-do one by one. On synth-code the recipe
+// is the default one: a check of a program needs running it, which the
+// tiny models do not learn from these transcripts (seeds/README.md,
+// "supervisors.yaml").
+func (r *rendering) skilledMath() bool {
+	return r.t.cfg.Supervisors == spec.SupervisorsSkilled && r.src.task.Kind() == datasets.KindMath
+}
+
+// checkedSelection is the skilled aggregator on synth-math: one line per
+// candidate re-doing its steps (StepCheck), then the first candidate whose
+// check passed, else the first of the most common answer (MajorityPick); at
+// the noise rate a random candidate instead.
+func (r *rendering) checkedSelection() error {
+	answers := make([]string, len(r.tr.Shown))
+	lines := make([]string, 0, len(r.tr.Shown)+1)
+	k := 0
+	for i, c := range r.tr.Shown {
+		answers[i] = candidateAnswer(r.src, r.p, c)
+		line, ok := StepCheck(c)
+		lines = append(lines, strconv.Itoa(i+1)+": "+line)
+		if ok && k == 0 {
+			k = i + 1
+		}
+	}
+	if k == 0 {
+		k = MajorityPick(answers)
+	}
+	if r.rng.Bernoulli(r.nz.RandomSelection) {
+		k = r.rng.Range(1, len(r.tr.Shown))
+		r.tr.Noise = append(r.tr.Noise, NoiseRandomSelection)
+	}
+	sel := workflow.FormatSelection(k)
+	if r.malformed {
+		sel = "Candidate " + strconv.Itoa(k) + " looks best."
+	}
+	r.tr.Completion = strings.Join(append(lines, sel), "\n")
+	return nil
+}
+
+// StepCheck re-does the arithmetic of a synth-math worked solution: each
+// step "a op b = c" is written again with its right result, followed by
+// "not c" when c was wrong, the steps joined by ", ", then "ok" when every
+// step's result was right and the answer line equals the last step's
+// result, else "wrong". A solution without steps or without an answer is
+// "wrong".
+func StepCheck(solution string) (line string, ok bool) {
+	steps := synthmath.Steps(solution)
+	parts := make([]string, len(steps))
+	ok = len(steps) > 0
+	for i, st := range steps {
+		right := st
+		switch st.Op {
+		case '+':
+			right.Result = st.A + st.B
+		case '-':
+			right.Result = st.A - st.B
+		case '*':
+			right.Result = st.A * st.B
+		}
+		parts[i] = right.String()
+		if right.Result != st.Result {
+			ok = false
+			parts[i] += " not " + strconv.FormatInt(st.Result, 10)
+		}
+	}
+	if ok {
+		ans, found := answerLine(solution)
+		ok = found && ans == strconv.FormatInt(steps[len(steps)-1].Result, 10)
+	}
+	word := "wrong"
+	if ok {
+		word = "ok"
+	}
+	if len(parts) == 0 {
+		return word, false
+	}
+	return strings.Join(parts, ", ") + " " + word, ok
+}
+
+// answerLine is the value of a solution's last "Answer:" line.
+func answerLine(solution string) (string, bool) {
+	ans, found := "", false
+	for _, line := range strings.Split(solution, "\n") {
+		if v, isAnswer := strings.CutPrefix(strings.TrimSpace(line), "Answer:"); isAnswer {
+			ans, found = strings.TrimSpace(v), true
+		}
+	}
+	return ans, found
+}
+
+// candidateAnswer is the answer the task's verifier reads from a shown
+// solution, on one line ("" when it finds none).
+func candidateAnswer(src source, p datasets.Problem, solution string) string {
+	v := src.task.Verify(context.Background(), p, solution)
+	return strings.Join(strings.Fields(v.Answer), " ")
+}
+
+// MajorityPick is the skilled aggregator's choice (1-based) when no
+// candidate's check passed: the first candidate of the most common answer
+// among answers ("" for none, which never counts; ties go to the earliest
+// candidate); with no answer at all, candidate 1.
+func MajorityPick(answers []string) int {
+	count := map[string]int{}
+	top := 0
+	for _, a := range answers {
+		if a == "" {
+			continue
+		}
+		count[a]++
+		top = max(top, count[a])
+	}
+	for i, a := range answers {
+		if a != "" && count[a] == top {
+			return i + 1
+		}
+	}
+	return 1
 }
 
 // orchestrator proposes up to maxSubtasks strategies, one too many at the

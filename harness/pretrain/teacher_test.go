@@ -353,6 +353,8 @@ func TestConfigValidate(t *testing.T) {
 		{"no roles", func(c *Config) { c.Roles = RoleMix{} }, "roles"},
 		{"malformed", func(c *Config) { c.Noise.Malformed = 2 }, "noise.malformed"},
 		{"candidates", func(c *Config) { c.CandidateCorrect = -0.1 }, "candidate_correct"},
+		{"skilled", func(c *Config) { c.Supervisors = "skilled" }, ""},
+		{"unknown recipe", func(c *Config) { c.Supervisors = "skiled" }, "supervisors"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,7 +36,22 @@ type Pretrain struct {
 	// ablations), and workflow.n_votes no longer enters its key. Unset
 	// (the default) leaves the key and the transcripts as they were.
 	NVotesMix []int `yaml:"n_votes_mix,omitempty" json:"n_votes_mix,omitempty"`
+	// Supervisors selects the teacher's recipe for the supervisory roles:
+	// unset (the default) keeps the recipe of the committed checkpoints
+	// (and their keys); SupervisorsSkilled gives the aggregator and the
+	// evaluator a check to learn on synth-math (harness/pretrain,
+	// render.go): each re-does the arithmetic of the candidates' steps
+	// before its verdict or selection.
+	Supervisors string `yaml:"supervisors,omitempty" json:"supervisors,omitempty"`
 }
+
+// SupervisorsSkilled is the pretrain.supervisors value of the skilled
+// supervisors recipe.
+const SupervisorsSkilled = "skilled"
+
+// SupervisorRecipes are the allowed values of pretrain.supervisors
+// ("" is the default recipe).
+var SupervisorRecipes = []string{SupervisorsSkilled}
 
 // PretrainRoles are the shares of teacher transcripts per role (reviser is
 // eval-opt's revision turn of the generator); they are normalised.
@@ -156,6 +171,9 @@ func validatePretrain(p Pretrain, c checker) {
 	c.rangeFloat("noise.too_many_strategies", n.TooManyStrategies, 0, 1, false)
 	c.rangeFloat("noise.malformed", n.Malformed, 0, 1, false)
 	c.rangeFloat("candidate_correct", p.CandidateCorrect, 0, 1, false)
+	if p.Supervisors != "" {
+		c.oneOf("supervisors", p.Supervisors, SupervisorRecipes)
+	}
 	seen := map[int]bool{}
 	for i, n := range p.NVotesMix {
 		k := fmt.Sprintf("n_votes_mix[%d]", i)
