@@ -73,13 +73,17 @@ gpu-check: build
 
 ## reproduce-dry: reproduce's sequence on seeds/paper-dry.yaml (paper.yaml
 ## with only its sizes changed: a 2-layer checkpoint with Qwen3-0.6B's
-## widths, torch on the CPU in fp32, 2 steps). $MARLOW_MODELS/Qwen3-0.6B
+## widths, torch on the CPU in fp32, 2 steps), then the declared debate
+## workflow on the same inputs (seeds/debate-dry.yaml), its report beside. $MARLOW_MODELS/Qwen3-0.6B
 ## (`marlow random-checkpoint`) and the data files under $MARLOW_DATA must
 ## exist: make reproduce-dry-inputs writes them (TestPaperDryRun, in
 ## check-slow, writes its own and runs this target).
 reproduce-dry:
 	@$(MAKE) --no-print-directory reproduce PAPER_SPEC=seeds/paper-dry.yaml ENGINE_CHECK_FLAGS="--device cpu" \
 		PAPER_RUNS="$(or $(DRY_RUNS),runs)" PAPER_REPORT="$(or $(DRY_REPORT),reports/paper-dry)" PAPER_RUN_FLAGS="$(DRY_RUN_FLAGS)"
+	@export MARLOW_MODELS="$${MARLOW_MODELS:-$(CURDIR)/models}" MARLOW_DATA="$${MARLOW_DATA:-$(CURDIR)/data}" MARLOW_PYTHON="$${MARLOW_PYTHON:-python3}"; \
+	./bin/marlow run seeds/debate-dry.yaml --runs "$(or $(DRY_RUNS),runs)" $(DRY_RUN_FLAGS) && \
+	./bin/marlow report seeds/debate-dry.yaml --runs "$(or $(DRY_RUNS),runs)" --out "$(or $(DRY_REPORT),reports/paper-dry)-debate"
 
 ## reproduce-dry-inputs: what reproduce-dry reads, written where
 ## seeds/paper-dry.yaml reads it ($MARLOW_MODELS and $MARLOW_DATA, default

@@ -89,6 +89,31 @@ func TestPaperDryRun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(rep, "README.md")); err != nil {
 		t.Fatalf("report: %v", err)
 	}
+	// The declared debate workflow on the same inputs (seeds/debate-dry.yaml).
+	debate, err := spec.Load(filepath.Join("..", "..", "seeds", "debate-dry.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	debatePlan, err := spec.Plan(debate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(debatePlan) != 4 {
+		t.Errorf("debate-dry plans %d runs, want its 4 conditions", len(debatePlan))
+	}
+	for _, r := range debatePlan {
+		man, err := runlog.ReadManifest(filepath.Join(runs, debate.Experiment, r.ID))
+		if err != nil || man.Status != runlog.StatusDone {
+			t.Fatalf("debate run %s: %v %v", r.ID, man.Status, err)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(rep+"-debate", "README.md"))
+	if err != nil {
+		t.Fatalf("debate report: %v", err)
+	}
+	if !strings.Contains(string(readme), "debate") {
+		t.Errorf("the debate report does not name the workflow:\n%s", tail(string(readme), 2000))
+	}
 
 	// Checkpoint and resume: kill the server after step 1, resume.
 	const id = "eval-opt-ip-s-dapo-math-seed1"
