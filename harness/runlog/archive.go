@@ -146,50 +146,77 @@ func readArchive(name string) (fs.FS, error) {
 // others are listed empty, so the tree reads the same to findRuns while
 // the memory it takes does not grow with the segments it skips.
 func readArchiveKeeping(name string, keep func(p string) bool) (fs.FS, error) {
-	f, err := os.Open(name)
+	tr, closeArchive, err := openArchive(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	zr, err := zstd.NewReader(bufio.NewReader(f), zstd.WithDecoderConcurrency(1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: not a zstd archive: %w", name, err)
-	}
-	defer zr.Close()
-	tr := tar.NewReader(zr)
+	defer closeArchive()
 	mfs := fstest.MapFS{}
 	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
+		hdr, p, err := nextArchiveEntry(tr, name)
+		if err != nil {
+			return nil, err
+		}
+		if hdr == nil {
 			break
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: not a .tar.zst archive: %w", name, err)
-		}
-		p := strings.TrimSuffix(hdr.Name, "/")
-		if !fs.ValidPath(p) || p == "." {
-			return nil, fmt.Errorf("%s: archive entry %q has an invalid path", name, hdr.Name)
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
+		if hdr.Typeflag == tar.TypeDir {
 			mfs[p] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
-		case tar.TypeReg:
-			if hdr.Size > maxArchiveFile {
-				return nil, fmt.Errorf("%s: archive entry %s is %d bytes, over the %d limit", name, p, hdr.Size, int64(maxArchiveFile))
-			}
-			var data []byte
-			if keep == nil || keep(p) {
-				data, err = io.ReadAll(tr)
-			} else {
-				_, err = io.Copy(io.Discard, tr)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: archive entry %s: %w", name, p, err)
-			}
-			mfs[p] = &fstest.MapFile{Data: data, Mode: 0o644}
-		default:
-			return nil, fmt.Errorf("%s: archive entry %s has unsupported type %q", name, p, hdr.Typeflag)
+			continue
 		}
+		var data []byte
+		if keep == nil || keep(p) {
+			data, err = io.ReadAll(tr)
+		} else {
+			_, err = io.Copy(io.Discard, tr)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: archive entry %s: %w", name, p, err)
+		}
+		mfs[p] = &fstest.MapFile{Data: data, Mode: 0o644}
 	}
 	return mfs, nil
+}
+
+// openArchive opens the .tar.zst archive name for reading entry by entry;
+// the caller calls the returned close when done.
+func openArchive(name string) (*tar.Reader, func(), error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	zr, err := zstd.NewReader(bufio.NewReader(f), zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: not a zstd archive: %w", name, err)
+	}
+	return tar.NewReader(zr), func() { zr.Close(); f.Close() }, nil
+}
+
+// nextArchiveEntry reads the next entry of the archive name: its header and
+// its path without a trailing slash, checked to be a valid path naming a
+// folder or a regular file of at most maxArchiveFile bytes. At the end of
+// the archive the header is nil.
+func nextArchiveEntry(tr *tar.Reader, name string) (*tar.Header, string, error) {
+	hdr, err := tr.Next()
+	if errors.Is(err, io.EOF) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: not a .tar.zst archive: %w", name, err)
+	}
+	p := strings.TrimSuffix(hdr.Name, "/")
+	if !fs.ValidPath(p) || p == "." {
+		return nil, "", fmt.Errorf("%s: archive entry %q has an invalid path", name, hdr.Name)
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+	case tar.TypeReg:
+		if hdr.Size > maxArchiveFile {
+			return nil, "", fmt.Errorf("%s: archive entry %s is %d bytes, over the %d limit", name, p, hdr.Size, int64(maxArchiveFile))
+		}
+	default:
+		return nil, "", fmt.Errorf("%s: archive entry %s has unsupported type %q", name, p, hdr.Typeflag)
+	}
+	return hdr, p, nil
 }

@@ -2,7 +2,6 @@ package runlog
 
 import (
 	"archive/tar"
-	"bufio"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -17,8 +16,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/klauspost/compress/zstd"
 )
 
 // Streaming reads. ReadRuns holds every run of a source, every row of it,
@@ -365,16 +362,11 @@ func (f *archiveFeed) drain() {
 // and the files under its folder that follow it) to a worker as soon as
 // its manifest is found, and its files as they come.
 func feedArchive(ctx context.Context, name string, opt StreamOptions, work chan<- func(), run func(int, fileFeed, string) func()) (int, error) {
-	f, err := os.Open(name)
+	tr, closeArchive, err := openArchive(name)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	zr, err := zstd.NewReader(bufio.NewReader(f), zstd.WithDecoderConcurrency(1))
-	if err != nil {
-		return 0, fmt.Errorf("%s: not a zstd archive: %w", name, err)
-	}
-	defer zr.Close()
+	defer closeArchive()
 	limit := opt.BufferBytes
 	if limit <= 0 {
 		limit = int64(max(opt.Jobs, 1)) * BufferBytesPerJob
@@ -382,7 +374,6 @@ func feedArchive(ctx context.Context, name string, opt StreamOptions, work chan<
 	b := newBudget(limit)
 	stop := context.AfterFunc(ctx, b.wake)
 	defer stop()
-	tr := tar.NewReader(zr)
 	var (
 		cur     *archiveFeed
 		curDir  string
@@ -399,26 +390,15 @@ func feedArchive(ctx context.Context, name string, opt StreamOptions, work chan<
 	defer closeUp()
 	s := source{label: name, archive: true}
 	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
+		hdr, p, err := nextArchiveEntry(tr, name)
+		if err != nil {
+			return n, err
+		}
+		if hdr == nil {
 			break
 		}
-		if err != nil {
-			return n, fmt.Errorf("%s: not a .tar.zst archive: %w", name, err)
-		}
-		p := strings.TrimSuffix(hdr.Name, "/")
-		if !fs.ValidPath(p) || p == "." {
-			return n, fmt.Errorf("%s: archive entry %q has an invalid path", name, hdr.Name)
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
+		if hdr.Typeflag == tar.TypeDir {
 			continue
-		case tar.TypeReg:
-		default:
-			return n, fmt.Errorf("%s: archive entry %s has unsupported type %q", name, p, hdr.Typeflag)
-		}
-		if hdr.Size > maxArchiveFile {
-			return n, fmt.Errorf("%s: archive entry %s is %d bytes, over the %d limit", name, p, hdr.Size, int64(maxArchiveFile))
 		}
 		inCur := cur != nil && strings.HasPrefix(p, curDir+"/")
 		if !inCur {
