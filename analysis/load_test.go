@@ -82,18 +82,26 @@ func sameValue(a, b reflect.Value, where, skip string) string {
 	return ""
 }
 
+// fixtureRuns writes the analysistest fixture's runs to a folder and
+// archives that folder, returning both paths.
+func fixtureRuns(t *testing.T) (dir, arch string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "runs")
+	if err := analysistest.WriteRuns(dir, analysistest.Fixture()); err != nil {
+		t.Fatal(err)
+	}
+	arch = filepath.Join(t.TempDir(), "runs.tar.zst")
+	if err := runlog.Archive(dir, arch); err != nil {
+		t.Fatal(err)
+	}
+	return dir, arch
+}
+
 // TestLoadMatchesAnalyze: the study read streaming (samples reduced run by
 // run, any number of jobs, from a folder or an archive) is the study of
 // the same runs held whole in memory.
 func TestLoadMatchesAnalyze(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "runs")
-	if err := analysistest.WriteRuns(dir, analysistest.Fixture()); err != nil {
-		t.Fatal(err)
-	}
-	arch := filepath.Join(t.TempDir(), "runs.tar.zst")
-	if err := runlog.Archive(dir, arch); err != nil {
-		t.Fatal(err)
-	}
+	dir, arch := fixtureRuns(t)
 	whole, err := runlog.ReadRuns(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -176,14 +184,7 @@ func TestValSampleKeeper(t *testing.T) {
 // copies hold the same bytes, and is an error naming both places when
 // they differ; --only's selection that keeps no run is named.
 func TestLoadMergesCopies(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "runs")
-	if err := analysistest.WriteRuns(dir, analysistest.Fixture()); err != nil {
-		t.Fatal(err)
-	}
-	arch := filepath.Join(t.TempDir(), "runs.tar.zst")
-	if err := runlog.Archive(dir, arch); err != nil {
-		t.Fatal(err)
-	}
+	dir, arch := fixtureRuns(t)
 	one, err := LoadWith(context.Background(), LoadOptions{Jobs: 2}, dir)
 	if err != nil {
 		t.Fatal(err)
