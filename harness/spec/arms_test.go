@@ -134,11 +134,7 @@ func TestArmsMalformed(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			text := edit(t, armsSpecText(t), c.old, c.new)
-			_, err := Load(writeSpec(t, text))
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error\n%v\ndoes not contain\n%s", err, c.want)
-			}
+			loadFails(t, armsSpecText(t), c.old, c.new, c.want)
 		})
 	}
 }

@@ -43,6 +43,17 @@ func edit(t *testing.T, base, old, new string) string {
 	return strings.Replace(base, old, new, 1)
 }
 
+// loadFails loads base with old replaced by new and checks that Load fails
+// with an error containing want, which it returns.
+func loadFails(t *testing.T, base, old, new, want string) error {
+	t.Helper()
+	_, err := Load(writeSpec(t, edit(t, base, old, new)))
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want one containing %q", err, want)
+	}
+	return err
+}
+
 func TestLoadValidBase(t *testing.T) {
 	s, err := Load(writeSpec(t, baseSpec))
 	if err != nil {

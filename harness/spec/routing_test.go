@@ -119,10 +119,7 @@ func TestRoutingErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Load(writeSpec(t, edit(t, routingSpec, c.old, c.new)))
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want one containing %q", err, c.want)
-			}
+			err := loadFails(t, routingSpec, c.old, c.new, c.want)
 			if !strings.Contains(err.Error(), "spec.yaml:") {
 				t.Errorf("error names no file line: %v", err)
 			}
