@@ -222,3 +222,46 @@ func TestStreamRunsCallbackError(t *testing.T) {
 		}
 	}
 }
+
+// TestArchiveBadEntries: an archive entry with an invalid path or of a
+// type other than folder or file is refused, naming it, by both readers
+// of archives (unpacked into memory and streamed).
+func TestArchiveBadEntries(t *testing.T) {
+	cases := []struct {
+		name string
+		hdr  tar.Header
+		want string
+	}{
+		{"parent path", tar.Header{Typeflag: tar.TypeReg, Name: "../x", Mode: 0o644}, `archive entry "../x" has an invalid path`},
+		{"absolute path", tar.Header{Typeflag: tar.TypeReg, Name: "/x", Mode: 0o644}, `archive entry "/x" has an invalid path`},
+		{"root", tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755}, `archive entry "./" has an invalid path`},
+		{"symlink", tar.Header{Typeflag: tar.TypeSymlink, Name: "exp/l", Linkname: "a", Mode: 0o777}, "archive entry exp/l has unsupported type"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			name := filepath.Join(t.TempDir(), "bad.tar.zst")
+			f, err := os.Create(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			zw, err := zstd.NewWriter(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tw := tar.NewWriter(zw)
+			if err := tw.WriteHeader(&c.hdr); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(tw.Close(), zw.Close(), f.Close()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := readArchive(name); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("readArchive: err = %v, want one containing %q", err, c.want)
+			}
+			_, err = StreamRuns(context.Background(), name, StreamOptions{Jobs: 1}, func(StreamedRun) error { return nil })
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("StreamRuns: err = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
