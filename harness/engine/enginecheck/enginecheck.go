@@ -51,6 +51,12 @@ type Options struct {
 	RolloutP99   float64
 	Threads      int    // native engine threads (default 1)
 	Work         string // scratch folder for checkpoints (default: a temporary folder)
+	// SkipRouting leaves the routing stage out (its report says so and
+	// judges nothing of it): for a test that runs the check again on the
+	// same engines' code at another width, where the stage's three train
+	// steps per engine would repeat what an earlier run checked. The
+	// command always runs it.
+	SkipRouting bool
 }
 
 // Report holds the measured differences. Relative differences are
@@ -419,12 +425,16 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	for _, t := range c.turns {
 		r.Tokens += len(t.CompletionIDs)
 	}
+	routing := c.routing
+	if opt.SkipRouting {
+		routing = func(_ context.Context, rep *Report) error { rep.Routing.Skipped = true; return nil }
+	}
 	for _, stage := range []func(context.Context, *Report) error{
 		c.logProbsAndFresh,
 		c.stepAndCrossLoad,
 		c.update,
 		c.coherence,
-		c.routing,
+		routing,
 		c.rollout,
 	} {
 		if err := stage(ctx, &r); err != nil {
