@@ -16,7 +16,6 @@ package analysis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -490,14 +489,10 @@ func (r *RunResult) Routing() *study.Routing {
 	if r.run == nil || r.run.Manifest.Config == nil {
 		return nil
 	}
-	b, err := json.Marshal(r.run.Manifest.Config)
-	if err != nil {
-		return nil
-	}
 	var c struct {
 		Routing *study.Routing `json:"routing"`
 	}
-	if json.Unmarshal(b, &c) != nil {
+	if r.run.Manifest.DecodeConfig(&c) != nil {
 		return nil
 	}
 	return c.Routing

@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/marlowlab/marlow/harness/runlog"
@@ -17,17 +16,13 @@ import (
 // registered under its name, is an error naming the run.
 func registerDeclared(runs []*runlog.Run) error {
 	for _, r := range runs {
-		raw, err := json.Marshal(r.Manifest.Config)
-		if err != nil {
-			return fmt.Errorf("analysis: run %q (%s): config: %w", r.Manifest.RunID, r.Dir, err)
-		}
 		var c struct {
 			Declarations []struct {
 				Workflow, File, Text string
 			} `json:"workflow_declarations"`
 		}
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return fmt.Errorf("analysis: run %q (%s): config's workflow_declarations: %w", r.Manifest.RunID, r.Dir, err)
+		if err := r.Manifest.DecodeConfig(&c); err != nil {
+			return fmt.Errorf("analysis: %s: workflow_declarations: %w", r.Dir, err)
 		}
 		for _, d := range c.Declarations {
 			w, err := declfile.Parse(d.File, []byte(d.Text))

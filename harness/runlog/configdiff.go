@@ -102,3 +102,16 @@ func ConfigLeaves(v any) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// DecodeConfig decodes the manifest's run config (as read back: a generic
+// JSON value) into v, a struct naming the keys it wants.
+func (m Manifest) DecodeConfig(v any) error {
+	b, err := json.Marshal(m.Config)
+	if err != nil {
+		return fmt.Errorf("run %s: config: %w", m.RunID, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("run %s: config: %w", m.RunID, err)
+	}
+	return nil
+}
