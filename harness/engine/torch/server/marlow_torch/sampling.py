@@ -74,26 +74,30 @@ def sample_device(
     their float32 log-probs [B]; on the CPU both equal sample_row's bit for bit.
 
     All rows at once on cuda (one sequence of kernels), chunks of rows on the
-    CPU (SAMPLE_CHUNK). The max of z = logits / T is taken on the float32
-    logits (dividing by T > 0 keeps the argmax, so it is the same float64
-    value) and z[tok] is recomputed from the float32 logit: one float64 buffer
-    a chunk, updated in place."""
+    CPU (SAMPLE_CHUNK), each chunk's passes over one float64 buffer reused
+    for the whole call: z = logits / T written straight into it (no
+    promoted temporary), less the row's max, exp, cumulative sum in place.
+    The max of z is taken on the float32 logits with amax (dividing by T > 0
+    keeps the argmax, so it is the same float64 value; amax, unlike max,
+    computes no indices) and z[tok] is recomputed from the float32 logit."""
     import torch
 
     B, V = logits.shape
     rows = B if logits.device.type == "cuda" else max(1, SAMPLE_CHUNK // max(1, V))
     tok = torch.empty(B, dtype=torch.long, device=logits.device)
     lp = torch.empty(B, dtype=torch.float32, device=logits.device)
-    top = logits.max(dim=1, keepdim=True).values
+    buf = torch.empty((min(rows, B), V), dtype=torch.float64, device=logits.device)
     for r0 in range(0, B, rows):
         r1 = min(B, r0 + rows)
+        part = logits[r0:r1]
         t = temps[r0:r1].unsqueeze(1)
-        mx = top[r0:r1].double() / t
-        c = torch.div(logits[r0:r1], t)  # float64 by promotion: logits.double() / T
+        mx = part.amax(dim=1, keepdim=True).double() / t
+        c = buf[: r1 - r0]
+        torch.div(part, t, out=c)  # float64: logits.double() / T
         c.sub_(mx).exp_().cumsum_(1)
         total = c[:, -1:]
         k = torch.searchsorted(c, uniforms[r0:r1].unsqueeze(1) * total, right=True).clamp_(max=V - 1)
-        z = logits[r0:r1].gather(1, k).double() / t
+        z = part.gather(1, k).double() / t
         tok[r0:r1] = k.squeeze(1)
         lp[r0:r1] = ((z - mx) - torch.log(total)).squeeze(1).float()
     return tok, lp
