@@ -267,11 +267,14 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  native checkpoint loaded by torch:          %.3g\n", r.NativeToTorch)
 	fmt.Fprintf(w, "  torch checkpoint loaded by native:          %.3g\n", r.TorchToNative)
 	if r.Ran(StageCoherence) || r.Ran(StageHistory) {
-		smallest := ""
-		if r.Ran(StageHistory) {
-			smallest = fmt.Sprintf(" (smallest scale %.4g)", r.CoherenceMinScale)
+		over := "regularizer and measuring-only"
+		if !r.Ran(StageCoherence) {
+			over = "the constructed history only"
 		}
-		fmt.Fprintf(w, "  coherence, max |Δ cosine to the EMA|:       %.3g over %d role-steps, regularizer and measuring-only%s\n", r.CoherenceCos, r.CoherenceRoles, smallest)
+		if r.Ran(StageHistory) {
+			over += fmt.Sprintf(" (smallest scale %.4g)", r.CoherenceMinScale)
+		}
+		fmt.Fprintf(w, "  coherence, max |Δ cosine to the EMA|:       %.3g over %d role-steps, %s\n", r.CoherenceCos, r.CoherenceRoles, over)
 		fmt.Fprintf(w, "  coherence, max |Δ scale|:                   %.3g\n", r.CoherenceScale)
 		fmt.Fprintf(w, "  coherence, relative Δ total grad norm:      %.3g\n", r.CoherenceGradRel)
 	}
