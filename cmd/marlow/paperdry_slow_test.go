@@ -29,7 +29,10 @@ var qwen3Tokenizer = filepath.Join("..", "..", "harness", "model", "testdata", "
 // written where the spec reads them, in the published layouts (open-r1's
 // DAPO parquet, DeepCoder's primeintellect shards). Then one run is
 // stopped mid-way by killing its server and resumed from its checkpoint to
-// the same bytes as in the full run.
+// the same bytes as in the full run. Its engine-check is the one that
+// runs every stage of the check in fp32 at the Qwen3-0.6B widths (the
+// checkpoint is the one TestEngineCheckQwen3Widths writes for 0.6B, and
+// that test leaves to this one the stages it skips at 0.6B).
 func TestPaperDryRun(t *testing.T) {
 	py := torchtest.Python(t, "torch", "transformers", "peft", "safetensors", "tokenizers", "numpy", "jinja2")
 	if _, err := os.Stat(filepath.Join(qwen3Tokenizer, "tokenizer.json")); err != nil {

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/engine/native"
@@ -51,13 +52,30 @@ type Options struct {
 	RolloutP99   float64
 	Threads      int    // native engine threads (default 1)
 	Work         string // scratch folder for checkpoints (default: a temporary folder)
-	// SkipRouting leaves the routing stage out (its report says so and
-	// judges nothing of it): for a test that runs the check again on the
-	// same engines' code at another width, where the stage's three train
-	// steps per engine would repeat what an earlier run checked. The
-	// command always runs it.
-	SkipRouting bool
+	// Skip leaves these stages out (the report names them, prints
+	// "skipped" for each and judges nothing of them): for a test that runs
+	// the check again on the same engines' code, where a stage would repeat
+	// what an earlier run checked, or that needs only the stage it is
+	// about. The log-probs and the train step with the cross-loaded
+	// checkpoints always run: every other stage starts from their seeded
+	// adapter and step. The command always runs every stage.
+	Skip []Stage
 }
+
+// Stage names a stage of the check that Options.Skip may leave out.
+type Stage string
+
+// The stages that may be skipped, in the order they run.
+const (
+	StageUpdate    Stage = "update"    // the optimizer update, component by component
+	StageCoherence Stage = "coherence" // the coherence regularizer and the measuring-only EMA on the check's own steps
+	StageHistory   Stage = "history"   // both forms of the coherence regularizer on the constructed gradient history
+	StageRouting   Stage = "routing"   // the routing settings (routing.go)
+	StageRollout   Stage = "rollout"   // the rollout agreement (rollout.go)
+)
+
+// Stages lists the stages Options.Skip may name, in the order they run.
+var Stages = []Stage{StageUpdate, StageCoherence, StageHistory, StageRouting, StageRollout}
 
 // Report holds the measured differences. Relative differences are
 // |torch - native| / max(|native|, 1e-12).
@@ -112,6 +130,7 @@ type Report struct {
 	AgentCosN    int
 	Routing      Routing // the routing settings (routing.go)
 	Rollout      Rollout // the rollout agreement
+	Skipped      []Stage // the stages left out (Options.Skip), in Stages' order
 	LogProbTol   float64
 	StepTol      float64
 	NoiseFloor   float64
@@ -123,6 +142,9 @@ type Report struct {
 // FP32 reports whether the torch engine ran in float32 (an empty dtype is
 // float32, the check's default), so that the figures against native are judged.
 func (r Report) FP32() bool { return r.DType == "" || r.DType == "float32" }
+
+// Ran reports whether stage s ran (was not skipped).
+func (r Report) Ran(s Stage) bool { return !slices.Contains(r.Skipped, s) }
 
 // GradNormMax is the largest relative gradient-norm difference.
 func (r Report) GradNormMax() float64 {
@@ -145,17 +167,27 @@ func (r Report) GradNormAbsMax() float64 {
 // Failures lists every figure beyond its tolerance: in float32 all of
 // them; otherwise the rollout agreement and the checks that do not depend
 // on precision (the new adapters' weights, the coherence regularizer
-// exercised).
+// exercised). A skipped stage's figures are not judged.
 func (r Report) Failures() []string {
-	out := rolloutFailures(r.Rollout, r.FP32(), r.LogProbTol, r.RolloutShare, r.RolloutP99)
+	var out []string
+	if r.Ran(StageRollout) {
+		out = rolloutFailures(r.Rollout, r.FP32(), r.LogProbTol, r.RolloutShare, r.RolloutP99)
+	}
 	if r.FreshAdapter != 0 || r.FreshTensors == 0 {
 		out = append(out, fmt.Sprintf("new adapter: the engines' initial weights differ (max |Δ| %.3g over %d tensors), want identical", r.FreshAdapter, r.FreshTensors))
 	}
-	if r.CoherenceRoles == 0 || !(r.CoherenceMinScale < 1) {
+	coherence := r.Ran(StageCoherence) || r.Ran(StageHistory)
+	// The smallest scale comes from the constructed history, where the
+	// regularizer must act; the check's own steps need not scale anything.
+	if coherence && (r.CoherenceRoles == 0 || r.Ran(StageHistory) && !(r.CoherenceMinScale < 1)) {
 		out = append(out, fmt.Sprintf("coherence regularizer: %d role-steps compared, smallest scale %.3g: the check scaled no gradient", r.CoherenceRoles, r.CoherenceMinScale))
 	}
-	out = append(out, r.History.failures(r.FP32(), r.StepTol)...)
-	out = append(out, r.Routing.failures(r.FP32(), r.StepTol)...)
+	if r.Ran(StageHistory) {
+		out = append(out, r.History.failures(r.FP32(), r.StepTol)...)
+	}
+	if r.Ran(StageRouting) {
+		out = append(out, r.Routing.failures(r.FP32(), r.StepTol)...)
+	}
 	if !r.FP32() {
 		return out
 	}
@@ -166,9 +198,11 @@ func (r Report) Failures() []string {
 	}
 	lp("no adapter", r.LogProbBase)
 	lp("seeded adapter", r.LogProbAdapter)
-	lp("after one step, components above the noise floor", r.AfterStepAbove)
-	if !(r.UpdateAbove <= r.UpdateTol) || r.Components == 0 {
-		out = append(out, fmt.Sprintf("optimizer step: max |Δ update| above the noise floor %.3g lr > %.3g lr (%d of %d components)", r.UpdateAbove, r.UpdateTol, r.Components-r.BelowFloor, r.Components))
+	if r.Ran(StageUpdate) {
+		lp("after one step, components above the noise floor", r.AfterStepAbove)
+		if !(r.UpdateAbove <= r.UpdateTol) || r.Components == 0 {
+			out = append(out, fmt.Sprintf("optimizer step: max |Δ update| above the noise floor %.3g lr > %.3g lr (%d of %d components)", r.UpdateAbove, r.UpdateTol, r.Components-r.BelowFloor, r.Components))
+		}
 	}
 	lp("native checkpoint in torch", r.NativeToTorch)
 	lp("torch checkpoint in native", r.TorchToNative)
@@ -189,6 +223,9 @@ func (r Report) Failures() []string {
 	slices.Sort(roles)
 	for _, k := range roles {
 		st("grad norm of role "+k, r.GradNormRel[k])
+	}
+	if !coherence {
+		return out
 	}
 	if !(r.CoherenceCos <= r.StepTol) || !(r.CoherenceScale <= r.StepTol) {
 		out = append(out, fmt.Sprintf("coherence regularizer: max |Δ cosine to the EMA| %.3g, max |Δ scale| %.3g > %.3g", r.CoherenceCos, r.CoherenceScale, r.StepTol))
@@ -218,19 +255,45 @@ func (r Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  train step, max |Δ grad norm| over roles:   %.3g (max relative %.3g)\n", r.GradNormAbsMax(), r.GradNormMax())
 	fmt.Fprintf(w, "  train step, max |Δ agent cosine|:           %.3g over %d same-role agents\n", r.AgentCos, r.AgentCosN)
-	fmt.Fprintf(w, "  optimizer step: %d components, %d below the noise floor (|g| < max(%.3g x max |g|, %d eps) = %.3g)\n", r.Components, r.BelowFloor, r.NoiseFloor, FloorEps, r.Floor)
-	fmt.Fprintf(w, "  optimizer step, max |Δ update| above floor: %.3g lr (tolerance %.3g lr)\n", r.UpdateAbove, r.UpdateTol)
-	fmt.Fprintf(w, "  optimizer step, max |Δ update| below floor: %.3g lr (%d components differ by more than lr, %d above the floor)\n", r.UpdateBelow, r.Flipped, r.FlippedAbove)
+	if r.Ran(StageUpdate) {
+		fmt.Fprintf(w, "  optimizer step: %d components, %d below the noise floor (|g| < max(%.3g x max |g|, %d eps) = %.3g)\n", r.Components, r.BelowFloor, r.NoiseFloor, FloorEps, r.Floor)
+		fmt.Fprintf(w, "  optimizer step, max |Δ update| above floor: %.3g lr (tolerance %.3g lr)\n", r.UpdateAbove, r.UpdateTol)
+		fmt.Fprintf(w, "  optimizer step, max |Δ update| below floor: %.3g lr (%d components differ by more than lr, %d above the floor)\n", r.UpdateBelow, r.Flipped, r.FlippedAbove)
+	}
 	fmt.Fprintf(w, "  max |Δ log-prob| after the optimizer step:  %.3g (each engine's own step; not judged)\n", r.AfterStep)
-	fmt.Fprintf(w, "  the same, below-floor components native's: %.3g\n", r.AfterStepAbove)
+	if r.Ran(StageUpdate) {
+		fmt.Fprintf(w, "  the same, below-floor components native's: %.3g\n", r.AfterStepAbove)
+	}
 	fmt.Fprintf(w, "  native checkpoint loaded by torch:          %.3g\n", r.NativeToTorch)
 	fmt.Fprintf(w, "  torch checkpoint loaded by native:          %.3g\n", r.TorchToNative)
-	fmt.Fprintf(w, "  coherence, max |Δ cosine to the EMA|:       %.3g over %d role-steps, regularizer and measuring-only (smallest scale %.4g)\n", r.CoherenceCos, r.CoherenceRoles, r.CoherenceMinScale)
-	fmt.Fprintf(w, "  coherence, max |Δ scale|:                   %.3g\n", r.CoherenceScale)
-	fmt.Fprintf(w, "  coherence, relative Δ total grad norm:      %.3g\n", r.CoherenceGradRel)
-	r.History.print(w, r.StepTol)
-	r.Routing.print(w)
-	r.Rollout.print(w, r.FP32(), r.LogProbTol, r.RolloutShare, r.RolloutP99)
+	if r.Ran(StageCoherence) || r.Ran(StageHistory) {
+		over := "regularizer and measuring-only"
+		if !r.Ran(StageCoherence) {
+			over = "the constructed history only"
+		}
+		if r.Ran(StageHistory) {
+			over += fmt.Sprintf(" (smallest scale %.4g)", r.CoherenceMinScale)
+		}
+		fmt.Fprintf(w, "  coherence, max |Δ cosine to the EMA|:       %.3g over %d role-steps, %s\n", r.CoherenceCos, r.CoherenceRoles, over)
+		fmt.Fprintf(w, "  coherence, max |Δ scale|:                   %.3g\n", r.CoherenceScale)
+		fmt.Fprintf(w, "  coherence, relative Δ total grad norm:      %.3g\n", r.CoherenceGradRel)
+	}
+	if r.Ran(StageHistory) {
+		r.History.print(w, r.StepTol)
+	}
+	if r.Ran(StageRouting) {
+		r.Routing.print(w)
+	}
+	if r.Ran(StageRollout) {
+		r.Rollout.print(w, r.FP32(), r.LogProbTol, r.RolloutShare, r.RolloutP99)
+	}
+	if len(r.Skipped) > 0 {
+		names := make([]string, len(r.Skipped))
+		for i, s := range r.Skipped {
+			names[i] = string(s)
+		}
+		fmt.Fprintf(w, "  skipped (not judged): %s\n", strings.Join(names, ", "))
+	}
 }
 
 // Turns returns the fixed sequences: six turns of two roles and four agents
@@ -395,6 +458,10 @@ func rel(t, n float64) float64 {
 // regularizer, and the rollout agreement of torch's sampler.
 func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	r := newReport(dir, opt)
+	var err error
+	if r.Skipped, err = skipped(opt.Skip); err != nil {
+		return r, err
+	}
 	work := opt.Work
 	if work == "" {
 		tmp, err := os.MkdirTemp("", "marlow-engine-check-")
@@ -425,23 +492,43 @@ func Run(ctx context.Context, dir string, opt Options) (Report, error) {
 	for _, t := range c.turns {
 		r.Tokens += len(t.CompletionIDs)
 	}
-	routing := c.routing
-	if opt.SkipRouting {
-		routing = func(_ context.Context, rep *Report) error { rep.Routing.Skipped = true; return nil }
-	}
-	for _, stage := range []func(context.Context, *Report) error{
-		c.logProbsAndFresh,
-		c.stepAndCrossLoad,
-		c.update,
-		c.coherence,
-		routing,
-		c.rollout,
+	for _, stage := range []struct {
+		name Stage // empty: always run
+		run  func(context.Context, *Report) error
+	}{
+		{"", c.logProbsAndFresh},
+		{"", c.stepAndCrossLoad},
+		{StageUpdate, c.update},
+		{StageCoherence, c.coherence},
+		{StageHistory, c.history},
+		{StageRouting, c.routing},
+		{StageRollout, c.rollout},
 	} {
-		if err := stage(ctx, &r); err != nil {
+		if stage.name != "" && !r.Ran(stage.name) {
+			continue
+		}
+		if err := stage.run(ctx, &r); err != nil {
 			return r, err
 		}
 	}
 	return r, nil
+}
+
+// skipped is opt.Skip in Stages' order, or an error naming a stage that
+// cannot be skipped.
+func skipped(skip []Stage) ([]Stage, error) {
+	for _, s := range skip {
+		if !slices.Contains(Stages, s) {
+			return nil, fmt.Errorf("engine-check: stage %q cannot be skipped (the stages that can: %v)", s, Stages)
+		}
+	}
+	var out []Stage
+	for _, s := range Stages {
+		if slices.Contains(skip, s) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // newReport is a report with opt's tolerances, each zero one at its default.
@@ -570,12 +657,17 @@ func (c *check) update(ctx context.Context, r *Report) error {
 	return nil
 }
 
-// coherence checks the coherence regularizer (I6) on the run's own steps and
-// on a constructed gradient history where both of its forms must act.
+// coherence checks the coherence regularizer (I6) on the check's own steps.
 func (c *check) coherence(ctx context.Context, r *Report) error {
 	if err := compareCoherence(ctx, c.ne, c.te, c.turns, c.seeded, c.work, r); err != nil {
 		return fmt.Errorf("coherence regularizer: %w", err)
 	}
+	return nil
+}
+
+// history checks both forms of the coherence regularizer on a constructed
+// gradient history where they must act.
+func (c *check) history(ctx context.Context, r *Report) error {
 	if err := compareHistory(ctx, c.ne, c.te, c.cfg, c.turns, c.seeded, c.work, r); err != nil {
 		return fmt.Errorf("coherence regularizer on a constructed gradient history: %w", err)
 	}

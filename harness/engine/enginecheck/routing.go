@@ -57,15 +57,10 @@ type Routing struct {
 	// KLLossRel is the relative difference of the KL step's loss, torch
 	// against native.
 	KLLossRel float64
-	// Skipped: the stage was left out (Options.SkipRouting).
-	Skipped bool
 }
 
 func (r Routing) failures(fp32 bool, tol float64) []string {
 	var out []string
-	if r.Skipped {
-		return nil
-	}
 	if len(r.Engines) == 0 {
 		return []string{"routing: not checked"}
 	}
@@ -93,10 +88,6 @@ func (r Routing) failures(fp32 bool, tol float64) []string {
 }
 
 func (r Routing) print(w io.Writer) {
-	if r.Skipped {
-		fmt.Fprintln(w, "  routing: skipped")
-		return
-	}
 	for _, e := range r.Engines {
 		fmt.Fprintf(w, "  routing, %-6s frozen base: max |Δ log-prob| %.3g, %d of %d completions changed (must be 0)\n", e.Engine, e.BaseLogProb, e.BaseSamples, e.Samples)
 		fmt.Fprintf(w, "  routing, %-6s lr x%g: update ratio %.6g, residual %.3g; kl_coef %g: update changed by %.3g\n",

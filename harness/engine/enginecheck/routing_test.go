@@ -22,7 +22,6 @@ func TestRoutingFailures(t *testing.T) {
 	}{
 		{"passed", func(*Routing) {}, true, nil},
 		{"not run", func(r *Routing) { *r = Routing{} }, false, []string{"routing: not checked"}},
-		{"skipped as asked", func(r *Routing) { *r = Routing{Skipped: true} }, true, nil},
 		{"base moved", func(r *Routing) { r.Engines[1].BaseLogProb = 1e-7 }, false, []string{"routing, torch: the frozen base policy moved"}},
 		{"base sampled otherwise", func(r *Routing) { r.Engines[0].BaseSamples = 1 }, true, []string{"routing, native: the frozen base policy moved"}},
 		{"rate not applied", func(r *Routing) { r.Engines[0].LRRatio, r.Engines[0].LRResidual = 1, 1 }, true, []string{"the update at lr x0.5 is 1 of the plain one"}},
