@@ -62,7 +62,7 @@ func newEngineCheckCmd() *cobra.Command {
 			if name != "torch" {
 				return fmt.Errorf("engine-check: --engine %q: only torch is checked against native", name)
 			}
-			threads := resolveThreads(threads, 2) // the two engines share the cores
+			threads := resolveThreads(threads, 1) // the two engines take turns (enginecheck.Run runs one at a time), so each gets every core
 			opt := enginecheck.Options{LogProbTol: tolLP, StepTol: tolStep, NoiseFloor: floor, UpdateTol: tolUpdate,
 				RolloutShare: tolShare, RolloutP99: tolP99, Threads: threads, Work: work,
 				Torch: torch.Options{Python: python, Device: device, DType: dtype, HeadDType: headDType, Threads: threads}}
