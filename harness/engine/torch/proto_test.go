@@ -491,3 +491,18 @@ func TestDevicesOnThisMachine(t *testing.T) {
 	}
 	t.Logf("GPUs: %+v", devs)
 }
+
+// TestGenPoolSince: the counters are the difference of two readings; the
+// pool's size and its peaks are the later reading's.
+func TestGenPoolSince(t *testing.T) {
+	before := GenPool{Blocks: 100, BlockTokens: 16, PeakBlocks: 10, Calls: 1, Requests: 64, Prefills: 8, SharedRows: 56, Steps: 4, RowSteps: 256, UsedTokenSteps: 9000, BlockReuses: 2, Preemptions: 1}
+	after := GenPool{Blocks: 100, BlockTokens: 16, PeakBlocks: 30, Calls: 2, Requests: 128, Prefills: 16, SharedRows: 112, Steps: 104, RowSteps: 4256, UsedTokenSteps: 89000, BlockReuses: 5, Preemptions: 4}
+	got := after.Since(before)
+	want := GenPool{Blocks: 100, BlockTokens: 16, PeakBlocks: 30, Calls: 1, Requests: 64, Prefills: 8, SharedRows: 56, Steps: 100, RowSteps: 4000, UsedTokenSteps: 80000, BlockReuses: 3, Preemptions: 3}
+	if got != want {
+		t.Fatalf("Since = %+v, want %+v", got, want)
+	}
+	if got.MeanBatch() != 40 {
+		t.Fatalf("mean batch %v, want 40", got.MeanBatch())
+	}
+}

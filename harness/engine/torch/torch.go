@@ -692,6 +692,22 @@ type GenPool struct {
 	Preemptions    int64 `json:"preemptions"` // rows preempted when the pool ran dry (and recomputed)
 }
 
+// Since is g's counters less those of an earlier reading (the calls made
+// after it); the pool's size and the peaks stay g's, which cover the whole
+// process.
+func (g GenPool) Since(before GenPool) GenPool {
+	g.Calls -= before.Calls
+	g.Requests -= before.Requests
+	g.Prefills -= before.Prefills
+	g.SharedRows -= before.SharedRows
+	g.Steps -= before.Steps
+	g.RowSteps -= before.RowSteps
+	g.UsedTokenSteps -= before.UsedTokenSteps
+	g.BlockReuses -= before.BlockReuses
+	g.Preemptions -= before.Preemptions
+	return g
+}
+
 // MeanOccupancy is the mean share of the pool's token slots that held a
 // live row's cached tokens during a decode step.
 func (g GenPool) MeanOccupancy() float64 {
