@@ -82,8 +82,13 @@ func (r *rendering) answer() error {
 // shown draws n candidate solutions to show the role, each correct with
 // probability CandidateCorrect.
 func (r *rendering) shown(n int) error {
+	return r.shownBy(n, r.t.solution)
+}
+
+// shownBy is shown with the candidates drawn by draw.
+func (r *rendering) shownBy(n int, draw func(source, datasets.Problem, *keyed.RNG, float64) (string, bool, error)) error {
 	for k := 0; k < n; k++ {
-		s, ok, err := r.t.solution(r.src, r.p, r.rng, 1-r.t.cfg.CandidateCorrect)
+		s, ok, err := draw(r.src, r.p, r.rng, 1-r.t.cfg.CandidateCorrect)
 		if err != nil {
 			return err
 		}
@@ -126,7 +131,7 @@ func (r *rendering) synthesizer() error {
 
 // evaluator gives a verdict on one shown answer, flipped at the noise rate.
 func (r *rendering) evaluator() error {
-	if err := r.shown(1); err != nil {
+	if err := r.supervised(1); err != nil {
 		return err
 	}
 	r.tr.Prompt = workflow.EvaluatorPrompt(r.p, r.tr.Shown[0])
@@ -143,7 +148,21 @@ func (r *rendering) evaluator() error {
 		line, _ := StepCheck(r.tr.Shown[0])
 		r.tr.Completion = "Check: " + line + "\n" + r.tr.Completion
 	}
+	if r.problemCheck() {
+		line, _ := ProblemCheck(r.src.task.Kind(), r.p, r.tr.Shown[0])
+		r.tr.Completion = "Check: " + line + "\n" + r.tr.Completion
+	}
 	return nil
+}
+
+// supervised draws the n candidates an evaluator or aggregator is shown:
+// under the problem-check recipe the wrong ones come from wrongCandidate
+// (as the base generators' errors look), else they are shown's.
+func (r *rendering) supervised(n int) error {
+	if !r.problemCheck() {
+		return r.shown(n)
+	}
+	return r.shownBy(n, r.t.checkedSolution)
 }
 
 // aggregator selects a correct candidate among nVotes (or a count drawn
@@ -154,7 +173,7 @@ func (r *rendering) aggregator() error {
 	if mix := r.t.cfg.NVotesMix; len(mix) > 0 {
 		n = mix[r.rng.Intn(len(mix))]
 	}
-	if err := r.shown(n); err != nil {
+	if err := r.supervised(n); err != nil {
 		return err
 	}
 	r.tr.Prompt = workflow.AggregatorPrompt(r.p, r.tr.Shown)
@@ -166,6 +185,9 @@ func (r *rendering) aggregator() error {
 	}
 	if r.skilledMath() {
 		return r.checkedSelection()
+	}
+	if r.problemCheck() {
+		return r.problemSelection()
 	}
 	var k int
 	if len(good) == 0 || r.rng.Bernoulli(r.nz.RandomSelection) {
@@ -231,8 +253,22 @@ func (r *rendering) checkedSelection() error {
 // result, else "wrong". A solution without steps or without an answer is
 // "wrong".
 func StepCheck(solution string) (line string, ok bool) {
+	parts, ok := stepParts(solution)
+	word := "wrong"
+	if ok {
+		word = "ok"
+	}
+	if len(parts) == 0 {
+		return word, false
+	}
+	return strings.Join(parts, ", ") + " " + word, ok
+}
+
+// stepParts are StepCheck's re-done steps and whether every step and the
+// answer line were right.
+func stepParts(solution string) (parts []string, ok bool) {
 	steps := synthmath.Steps(solution)
-	parts := make([]string, len(steps))
+	parts = make([]string, len(steps))
 	ok = len(steps) > 0
 	for i, st := range steps {
 		right := st
@@ -254,14 +290,7 @@ func StepCheck(solution string) (line string, ok bool) {
 		ans, found := answerLine(solution)
 		ok = found && ans == strconv.FormatInt(steps[len(steps)-1].Result, 10)
 	}
-	word := "wrong"
-	if ok {
-		word = "ok"
-	}
-	if len(parts) == 0 {
-		return word, false
-	}
-	return strings.Join(parts, ", ") + " " + word, ok
+	return parts, ok
 }
 
 // answerLine is the value of a solution's last "Answer:" line.

@@ -354,6 +354,7 @@ func TestConfigValidate(t *testing.T) {
 		{"malformed", func(c *Config) { c.Noise.Malformed = 2 }, "noise.malformed"},
 		{"candidates", func(c *Config) { c.CandidateCorrect = -0.1 }, "candidate_correct"},
 		{"skilled", func(c *Config) { c.Supervisors = "skilled" }, ""},
+		{"problem-check", func(c *Config) { c.Supervisors = "problem-check" }, ""},
 		{"unknown recipe", func(c *Config) { c.Supervisors = "skiled" }, "supervisors"},
 	}
 	for _, tc := range cases {

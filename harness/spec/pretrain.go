@@ -41,7 +41,12 @@ type Pretrain struct {
 	// (and their keys); SupervisorsSkilled gives the aggregator and the
 	// evaluator a check to learn on synth-math (harness/pretrain,
 	// render.go): each re-does the arithmetic of the candidates' steps
-	// before its verdict or selection.
+	// before its verdict or selection. SupervisorsProblemCheck checks the
+	// candidates against the problem itself, on both synthetic tasks: the
+	// operands a synth-math candidate copied against the problem's, then
+	// its steps; a synth-code candidate's stages against those the task
+	// line asks for; and its wrong candidates on synth-math are mostly
+	// operands copied wrong, as the base generators' are.
 	Supervisors string `yaml:"supervisors,omitempty" json:"supervisors,omitempty"`
 }
 
@@ -49,9 +54,13 @@ type Pretrain struct {
 // supervisors recipe.
 const SupervisorsSkilled = "skilled"
 
+// SupervisorsProblemCheck is the pretrain.supervisors value of the
+// problem-check supervisors recipe.
+const SupervisorsProblemCheck = "problem-check"
+
 // SupervisorRecipes are the allowed values of pretrain.supervisors
 // ("" is the default recipe).
-var SupervisorRecipes = []string{SupervisorsSkilled}
+var SupervisorRecipes = []string{SupervisorsSkilled, SupervisorsProblemCheck}
 
 // PretrainRoles are the shares of teacher transcripts per role (reviser is
 // eval-opt's revision turn of the generator); they are normalised.

@@ -1,0 +1,257 @@
+package pretrain
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/synthcode"
+	"github.com/marlowlab/marlow/datasets/synthmath"
+	"github.com/marlowlab/marlow/harness/spec"
+	"github.com/marlowlab/marlow/harness/workflow"
+	"github.com/marlowlab/marlow/keyed"
+)
+
+// The problem-check recipe (pretrain.supervisors: problem-check) gives the
+// evaluator and the aggregator a check of each candidate against the
+// problem itself, on both synthetic tasks:
+//
+//   - synth-math: the operands the problem gives, in the order the worked
+//     solution uses them, then the operands the candidate used, "same" or
+//     "differ", then the candidate's steps re-done (StepCheck's parts),
+//     and "ok" only when the operands are the same and every step and the
+//     answer line are right: "3 4 5 / 3 5 5 differ; 3 + 5 = 8, 8 + 5 = 13
+//     wrong". The step check alone passes a candidate that copied an
+//     operand wrong and added it right, the base generators' most common
+//     error; the operand lists catch it.
+//   - synth-code: the stages the task line asks for, each followed by
+//     "not" and the candidate's stage where that differs ("missing" where
+//     the candidate has none, "extra" for a stage beyond them), then "ok"
+//     or "wrong": "filter >3, map *2 not map +2 wrong".
+//
+// The wrong candidates these two roles are shown are, on synth-math,
+// operands copied wrong (OperandSlip) two times in three and an arithmetic
+// slip (synthmath.Perturb) otherwise; on synth-code the near misses of
+// synthcode.Perturb. The evaluator writes "Check: " and its candidate's
+// line before the default recipe's verdict; the aggregator writes one
+// line per candidate up to the first whose check is ok, and selects it,
+// else the first of the most common answer (MajorityPick). Every other
+// role's transcripts are the default recipe's.
+
+// operandSlipShare is the share of the problem-check recipe's wrong
+// synth-math candidates that copy an operand wrong (the rest carry an
+// arithmetic slip).
+const operandSlipShare = 2.0 / 3
+
+// problemCheck says the transcript takes the problem-check recipe.
+func (r *rendering) problemCheck() bool {
+	return r.t.cfg.Supervisors == spec.SupervisorsProblemCheck
+}
+
+// checkedSolution is solution for the problem-check recipe's supervisors:
+// with probability pWrong a wrong candidate (OperandSlip for most
+// synth-math ones, else the task's Perturb), otherwise the teacher's own.
+func (t *Teacher) checkedSolution(src source, p datasets.Problem, rng *keyed.RNG, pWrong float64) (string, bool, error) {
+	if !rng.Bernoulli(pWrong) {
+		return src.tidy(p.Solution), true, nil
+	}
+	if src.task.Kind() == datasets.KindMath && rng.Bernoulli(operandSlipShare) {
+		s, err := OperandSlip(p, rng)
+		return s, false, err
+	}
+	s, err := src.perturb(p, rng)
+	if err != nil {
+		return "", false, err
+	}
+	return src.tidy(s), false, nil
+}
+
+// OperandSlip returns a worked solution of synth-math problem p that
+// copied one operand wrong and did every step right: an operand off by
+// one or two, an operand replaced by its neighbour's value, or (with
+// three operands or more) an operand left out, chosen by rng among those
+// that change the answer. The error names the problem when its prompt
+// does not parse or no slip changed the answer.
+func OperandSlip(p datasets.Problem, rng *keyed.RNG) (string, error) {
+	e, err := synthmath.Parse(p.Prompt)
+	if err != nil {
+		return "", fmt.Errorf("pretrain: operand slip of %s: %w", p.ID, err)
+	}
+	_, truth := e.Solve()
+	n := len(e.Operands)
+	for try := 0; try < 32; try++ {
+		alt := synthmath.Expr{Operands: append([]int64{}, e.Operands...), Ops: append([]byte{}, e.Ops...)}
+		i := rng.Intn(n)
+		switch kind := rng.Intn(3); {
+		case kind == 2 && n >= 3:
+			alt.Operands = append(alt.Operands[:i], alt.Operands[i+1:]...)
+			op := max(i-1, 0)
+			alt.Ops = append(alt.Ops[:op], alt.Ops[op+1:]...)
+		case kind == 1:
+			j := i + 1
+			if i == n-1 {
+				j = i - 1
+			}
+			alt.Operands[i] = alt.Operands[j]
+		default:
+			d := []int64{-2, -1, 1, 2}[rng.Intn(4)]
+			alt.Operands[i] += d
+			if alt.Operands[i] < 0 {
+				continue
+			}
+		}
+		steps, ans := alt.Solve()
+		if ans != truth && len(steps) > 0 {
+			return synthmath.Render(steps, ans), nil
+		}
+	}
+	return "", fmt.Errorf("pretrain: operand slip of %s: no slip changed the answer", p.ID)
+}
+
+// SolutionOperands reads the operands a synth-math worked solution used,
+// in the order it used them: each step's two operands, except one that
+// equals an earlier step's result not yet used (a carried value, each
+// result carried once).
+func SolutionOperands(solution string) []int64 {
+	var out, open []int64
+	take := func(v int64) {
+		for k, r := range open {
+			if r == v {
+				open = append(open[:k], open[k+1:]...)
+				return
+			}
+		}
+		out = append(out, v)
+	}
+	for _, st := range synthmath.Steps(solution) {
+		take(st.A)
+		take(st.B)
+		open = append(open, st.Result)
+	}
+	return out
+}
+
+// ProblemCheck is the problem-check recipe's check line of solution, a
+// candidate for problem p of a task of kind (datasets.KindMath or
+// KindCode), and whether the check passed (see the recipe's comment).
+func ProblemCheck(kind string, p datasets.Problem, solution string) (line string, ok bool) {
+	if kind == datasets.KindCode {
+		return codeCheck(p, solution)
+	}
+	return mathCheck(p, solution)
+}
+
+func mathCheck(p datasets.Problem, solution string) (string, bool) {
+	want := SolutionOperands(p.Solution)
+	got := SolutionOperands(solution)
+	same := len(want) == len(got)
+	for k := 0; same && k < len(want); k++ {
+		same = want[k] == got[k]
+	}
+	parts, stepsOK := stepParts(solution)
+	var b strings.Builder
+	b.WriteString(joinInts(want))
+	b.WriteString(" / ")
+	b.WriteString(joinInts(got))
+	if same {
+		b.WriteString(" same; ")
+	} else {
+		b.WriteString(" differ; ")
+	}
+	if len(parts) > 0 {
+		b.WriteString(strings.Join(parts, ", "))
+		b.WriteByte(' ')
+	}
+	ok := same && stepsOK
+	if ok {
+		b.WriteString("ok")
+	} else {
+		b.WriteString("wrong")
+	}
+	return b.String(), ok
+}
+
+func joinInts(xs []int64) string {
+	s := make([]string, len(xs))
+	for k, x := range xs {
+		s[k] = strconv.FormatInt(x, 10)
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, " ")
+}
+
+func codeCheck(p datasets.Problem, solution string) (string, bool) {
+	lim := synthcode.DefaultLimits()
+	want, err := synthcode.Parse(p.Truth, lim)
+	if err != nil {
+		return "no reference wrong", false
+	}
+	src, found := synthcode.ExtractProgram(solution)
+	if !found {
+		return "no program wrong", false
+	}
+	got, err := synthcode.Parse(src, lim)
+	if err != nil {
+		return "no program wrong", false
+	}
+	ok := true
+	parts := make([]string, 0, max(len(want), len(got)))
+	for k := 0; k < max(len(want), len(got)); k++ {
+		switch {
+		case k >= len(want):
+			parts = append(parts, "extra "+got[k].String())
+			ok = false
+		case k >= len(got):
+			parts = append(parts, want[k].String()+" missing")
+			ok = false
+		case want[k] != got[k]:
+			parts = append(parts, want[k].String()+" not "+got[k].String())
+			ok = false
+		default:
+			parts = append(parts, want[k].String())
+		}
+	}
+	word := "wrong"
+	if ok {
+		word = "ok"
+	}
+	return strings.Join(parts, ", ") + " " + word, ok
+}
+
+// problemSelection is the problem-check recipe's aggregator: one check
+// line per candidate up to the first whose check passed, which it
+// selects; with none passed, the first of the most common answer
+// (MajorityPick); at the noise rate a random candidate instead.
+func (r *rendering) problemSelection() error {
+	kind := r.src.task.Kind()
+	answers := make([]string, len(r.tr.Shown))
+	lines := make([]string, 0, len(r.tr.Shown)+1)
+	k := 0
+	for i, c := range r.tr.Shown {
+		answers[i] = candidateAnswer(r.src, r.p, c)
+		if k > 0 {
+			continue
+		}
+		line, ok := ProblemCheck(kind, r.p, c)
+		lines = append(lines, strconv.Itoa(i+1)+": "+line)
+		if ok {
+			k = i + 1
+		}
+	}
+	if k == 0 {
+		k = MajorityPick(answers)
+	}
+	if r.rng.Bernoulli(r.nz.RandomSelection) {
+		k = r.rng.Range(1, len(r.tr.Shown))
+		r.tr.Noise = append(r.tr.Noise, NoiseRandomSelection)
+	}
+	sel := workflow.FormatSelection(k)
+	if r.malformed {
+		sel = "Candidate " + strconv.Itoa(k) + " looks best."
+	}
+	r.tr.Completion = strings.Join(append(lines, sel), "\n")
+	return nil
+}

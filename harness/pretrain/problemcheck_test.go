@@ -1,0 +1,274 @@
+package pretrain
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/synthcode"
+	"github.com/marlowlab/marlow/datasets/synthmath"
+	"github.com/marlowlab/marlow/harness/spec"
+	"github.com/marlowlab/marlow/harness/study"
+	"github.com/marlowlab/marlow/harness/workflow"
+	"github.com/marlowlab/marlow/keyed"
+)
+
+func TestSolutionOperands(t *testing.T) {
+	cases := []struct {
+		name, solution string
+		want           []int64
+	}{
+		{"a sum", "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 20", []int64{7, 4, 4, 5}},
+		{"an operand equal to an earlier result", "3 + 4 = 7\n7 + 7 = 14\nAnswer: 14", []int64{3, 4, 7}},
+		{"a slip is carried, not an operand", "3 + 4 = 8\n8 + 5 = 13\nAnswer: 13", []int64{3, 4, 5}},
+		{"products first", "2 * 3 = 6\n4 * 5 = 20\n6 + 20 = 26\nAnswer: 26", []int64{2, 3, 4, 5}},
+		{"no steps", "Answer: 9", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SolutionOperands(tc.solution); !slices.Equal(got, tc.want) {
+				t.Fatalf("SolutionOperands = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestProblemCheck(t *testing.T) {
+	sum := datasets.Problem{ID: "m", Prompt: "Compute 7 + 4 + 4 + 5.", Solution: "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 20", Truth: "20"}
+	code := datasets.Problem{ID: "c", Prompt: "List task: keep those above 3, then double each.", Truth: "filter >3 | map *2"}
+	fence := func(prog string) string { return "```\n" + prog + "\n```" }
+	cases := []struct {
+		name     string
+		kind     string
+		p        datasets.Problem
+		solution string
+		line     string
+		ok       bool
+	}{
+		{"math right", datasets.KindMath, sum, sum.Solution, "7 4 4 5 / 7 4 4 5 same; 7 + 4 = 11, 11 + 4 = 15, 15 + 5 = 20 ok", true},
+		{"math operand copied wrong, added right", datasets.KindMath, sum, "6 + 4 = 10\n10 + 4 = 14\n14 + 5 = 19\nAnswer: 19",
+			"7 4 4 5 / 6 4 4 5 differ; 6 + 4 = 10, 10 + 4 = 14, 14 + 5 = 19 wrong", false},
+		{"math operands left out", datasets.KindMath, sum, "6 + 5 = 11\nAnswer: 11", "7 4 4 5 / 6 5 differ; 6 + 5 = 11 wrong", false},
+		{"math arithmetic slip", datasets.KindMath, sum, "7 + 4 = 11\n11 + 4 = 16\n16 + 5 = 21\nAnswer: 21",
+			"7 4 4 5 / 7 4 4 5 same; 7 + 4 = 11, 11 + 4 = 15 not 16, 16 + 5 = 21 wrong", false},
+		{"math answer line differs", datasets.KindMath, sum, "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 21",
+			"7 4 4 5 / 7 4 4 5 same; 7 + 4 = 11, 11 + 4 = 15, 15 + 5 = 20 wrong", false},
+		{"math no steps", datasets.KindMath, sum, "Answer: 20", "7 4 4 5 / none differ; wrong", false},
+		{"code right", datasets.KindCode, code, fence("filter >3 | map *2"), "filter >3, map *2 ok", true},
+		{"code stage differs", datasets.KindCode, code, fence("filter >3 | map +2"), "filter >3, map *2 not map +2 wrong", false},
+		{"code stage missing", datasets.KindCode, code, fence("filter >3"), "filter >3, map *2 missing wrong", false},
+		{"code extra stage", datasets.KindCode, code, fence("filter >3 | map *2 | sum"), "filter >3, map *2, extra sum wrong", false},
+		{"code no program", datasets.KindCode, code, "I would double them.", "no program wrong", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			line, ok := ProblemCheck(tc.kind, tc.p, tc.solution)
+			if line != tc.line || ok != tc.ok {
+				t.Fatalf("ProblemCheck = %q, %v; want %q, %v", line, ok, tc.line, tc.ok)
+			}
+		})
+	}
+}
+
+// TestOperandSlip checks that an operand slip is what its comment says on
+// many problems: every step right, the answer wrong, the operands not the
+// problem's, so the problem check fails while the step check passes.
+func TestOperandSlip(t *testing.T) {
+	task, err := synthmath.New(synthmath.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(0); i < 500; i++ {
+		p, err := task.Train(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := OperandSlip(p, keyed.NewRNG(1, "test/operand-slip", uint64(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Verify(context.Background(), p, s).Correct {
+			t.Fatalf("%s: the slip %q is correct", p.Prompt, s)
+		}
+		if _, ok := StepCheck(s); !ok {
+			t.Fatalf("%s: the slip %q has a wrong step", p.Prompt, s)
+		}
+		if slices.Equal(SolutionOperands(s), SolutionOperands(p.Solution)) {
+			t.Fatalf("%s: the slip %q kept the problem's operands", p.Prompt, s)
+		}
+		if line, ok := ProblemCheck(datasets.KindMath, p, s); ok || !strings.Contains(line, " differ; ") {
+			t.Fatalf("%s: the check of the slip %q is %q, %v", p.Prompt, s, line, ok)
+		}
+	}
+	if _, err := OperandSlip(datasets.Problem{ID: "bad", Prompt: "Add them."}, keyed.NewRNG(1, "x", 0)); err == nil || !strings.Contains(err.Error(), "bad") {
+		t.Fatalf("unparsable prompt: err = %v, want one naming the problem", err)
+	}
+}
+
+// TestProblemCheckSupervisors checks the problem-check recipe's
+// transcripts against the ground truth, on both tasks: each shown
+// candidate's check passes exactly when the candidate is correct; the
+// evaluator writes its candidate's check line before a verdict that is the
+// candidate's grade unless flipped; the aggregator writes check lines up
+// to the first passing candidate and selects it, else the most common
+// answer, unless it carries random-selection noise; on synth-math about
+// two in three wrong candidates copied an operand wrong; the noise rates
+// hold; and the other roles' transcripts are the default recipe's.
+func TestProblemCheckSupervisors(t *testing.T) {
+	tasks := testTasks(t)
+	base := DefaultConfig()
+	base.Noise = Noise{Slip: 0.15, WrongVerdict: 0.2, RandomSelection: 0.2, TooManyStrategies: 0.05, Malformed: 0.05}
+	checked := base.Clone()
+	checked.Supervisors = spec.SupervisorsProblemCheck
+	plain, err := NewTeacher(base, tasks, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	teacher, err := NewTeacher(checked, tasks, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agg, aggRandom, ev, evFlipped, mathWrong, operandSlips int
+	pickRight, firstRight := map[string]int{}, map[string]int{}
+	for i := int64(0); i < 4000; i++ {
+		tr, err := teacher.Transcript(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := plain.Transcript(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Role != study.Aggregator && tr.Role != study.Evaluator {
+			if tr.Completion != ref.Completion || tr.Role != ref.Role || !slices.Equal(tr.Shown, ref.Shown) {
+				t.Fatalf("transcript %d (%s %s): the recipe changed a transcript it does not cover:\n%s\nwant\n%s", i, tr.Task, tr.Role, tr.Completion, ref.Completion)
+			}
+			continue
+		}
+		task := taskByName(tasks, tr.Task)
+		kind := task.Kind()
+		lines := make([]string, len(tr.Shown))
+		for k, c := range tr.Shown {
+			line, ok := ProblemCheck(kind, tr.Problem, c)
+			if ok != tr.ShownCorrect[k] {
+				t.Fatalf("transcript %d: the check of candidate %d says %v, its grade is %v:\n%s\n%s", i, k+1, ok, tr.ShownCorrect[k], c, line)
+			}
+			if task.Verify(context.Background(), tr.Problem, c).Correct != tr.ShownCorrect[k] {
+				t.Fatalf("transcript %d: candidate %d's grade %v is not the verifier's:\n%s", i, k+1, tr.ShownCorrect[k], c)
+			}
+			lines[k] = line
+			if kind == datasets.KindMath && !tr.ShownCorrect[k] {
+				mathWrong++
+				if _, stepsOK := StepCheck(c); stepsOK {
+					operandSlips++
+				}
+			}
+		}
+		switch tr.Role {
+		case study.Evaluator:
+			ev++
+			head, rest, _ := strings.Cut(tr.Completion, "\n")
+			if want := "Check: " + lines[0]; head != want {
+				t.Fatalf("transcript %d: evaluator's first line %q, want %q", i, head, want)
+			}
+			v, ok, _ := workflow.ParseVerdict(rest)
+			if ok == tr.HasNoise(NoiseMalformed) {
+				t.Fatalf("transcript %d: verdict compliant=%v with noise %v:\n%s", i, ok, tr.Noise, tr.Completion)
+			}
+			if tr.HasNoise(NoiseWrongVerdict) {
+				evFlipped++
+			}
+			if ok && (v.Correct == tr.ShownCorrect[0]) == tr.HasNoise(NoiseWrongVerdict) {
+				t.Fatalf("transcript %d: verdict %v on a candidate whose grade is %v, noise %v", i, v.Correct, tr.ShownCorrect[0], tr.Noise)
+			}
+		case study.Aggregator:
+			agg++
+			first := slices.Index(tr.ShownCorrect, true)
+			var want []string
+			for k := range tr.Shown {
+				want = append(want, strconv.Itoa(k+1)+": "+lines[k])
+				if k == first {
+					break
+				}
+			}
+			got := strings.Split(tr.Completion, "\n")
+			if len(got) != len(want)+1 || !slices.Equal(got[:len(want)], want) {
+				t.Fatalf("transcript %d: aggregator completion\n%s\nwant check lines\n%s", i, tr.Completion, strings.Join(want, "\n"))
+			}
+			k, ok, _ := workflow.ParseSelection(tr.Completion, len(tr.Shown))
+			if ok == tr.HasNoise(NoiseMalformed) {
+				t.Fatalf("transcript %d: selection compliant=%v with noise %v:\n%s", i, ok, tr.Noise, tr.Completion)
+			}
+			if tr.HasNoise(NoiseRandomSelection) {
+				aggRandom++
+				continue
+			}
+			if tr.HasNoise(NoiseMalformed) {
+				continue
+			}
+			pick := first + 1
+			if first < 0 {
+				answers := make([]string, len(tr.Shown))
+				for c, s := range tr.Shown {
+					answers[c] = task.Verify(context.Background(), tr.Problem, s).Answer
+				}
+				pick = MajorityPick(answers)
+			}
+			if k != pick {
+				t.Fatalf("transcript %d: selected %d, want %d (correct %v)", i, k, pick, tr.ShownCorrect)
+			}
+			if tr.ShownCorrect[k-1] {
+				pickRight[tr.Task]++
+			}
+			if tr.ShownCorrect[0] {
+				firstRight[tr.Task]++
+			}
+		}
+	}
+	near(t, "aggregator random selections", ratio(aggRandom, agg), checked.Noise.RandomSelection, agg)
+	near(t, "evaluator wrong verdicts", ratio(evFlipped, ev), checked.Noise.WrongVerdict, ev)
+	near(t, "operand slips among wrong synth-math candidates", ratio(operandSlips, mathWrong), operandSlipShare, mathWrong)
+	for _, task := range []string{synthmath.Name, synthcode.Name} {
+		if pickRight[task] <= firstRight[task] {
+			t.Errorf("%s: the teacher's pick is right %d times, candidate 1 %d: the skill adds nothing", task, pickRight[task], firstRight[task])
+		}
+	}
+}
+
+// TestRecipeTranscriptsPinned pins the digest of the first 300
+// transcripts of the default and the skilled recipe, as they were before
+// the problem-check recipe was added (committed checkpoints were built
+// from them), and of the problem-check recipe itself.
+func TestRecipeTranscriptsPinned(t *testing.T) {
+	tasks := testTasks(t)
+	cases := []struct{ recipe, want string }{
+		{"", "f057c8716fc7e6e2478aaadd2085d105423578e0926ed26c5608e355aae24720"},
+		{spec.SupervisorsSkilled, "dfc0d79e620991980883c0c021443b4d10d69ab48de3e3f59d4f524a4a814656"},
+		{spec.SupervisorsProblemCheck, "7ebc3a39ca827b8c6f617e706920acf4f2923f81adbf7d3058ab40403b3a5ad2"},
+	}
+	for _, tc := range cases {
+		cfg := DefaultConfig()
+		cfg.Supervisors = tc.recipe
+		teacher, err := NewTeacher(cfg, tasks, 3, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.New()
+		for i := int64(0); i < 300; i++ {
+			tr, err := teacher.Transcript(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(h, "%d %s %s %q %q %v\n", i, tr.Task, tr.Role, tr.Completion, tr.Shown, tr.Noise)
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != tc.want {
+			t.Errorf("recipe %q: transcripts digest %s, want %s", tc.recipe, got, tc.want)
+		}
+	}
+}
