@@ -9,7 +9,6 @@ import (
 	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/spec"
-	"github.com/marlowlab/marlow/harness/workflow"
 	"github.com/marlowlab/marlow/keyed"
 )
 
@@ -241,17 +240,6 @@ func (r *rendering) problemSelection() error {
 			k = i + 1
 		}
 	}
-	if k == 0 {
-		k = MajorityPick(answers)
-	}
-	if r.rng.Bernoulli(r.nz.RandomSelection) {
-		k = r.rng.Range(1, len(r.tr.Shown))
-		r.tr.Noise = append(r.tr.Noise, NoiseRandomSelection)
-	}
-	sel := workflow.FormatSelection(k)
-	if r.malformed {
-		sel = "Candidate " + strconv.Itoa(k) + " looks best."
-	}
-	r.tr.Completion = strings.Join(append(lines, sel), "\n")
+	r.selectAfterChecks(lines, k, answers)
 	return nil
 }

@@ -122,18 +122,7 @@ func TestOperandSlip(t *testing.T) {
 // hold; and the other roles' transcripts are the default recipe's.
 func TestProblemCheckSupervisors(t *testing.T) {
 	tasks := testTasks(t)
-	base := DefaultConfig()
-	base.Noise = Noise{Slip: 0.15, WrongVerdict: 0.2, RandomSelection: 0.2, TooManyStrategies: 0.05, Malformed: 0.05}
-	checked := base.Clone()
-	checked.Supervisors = spec.SupervisorsProblemCheck
-	plain, err := NewTeacher(base, tasks, 3, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	teacher, err := NewTeacher(checked, tasks, 3, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain, teacher := recipeTeachers(t, tasks, spec.SupervisorsProblemCheck)
 	var agg, aggRandom, ev, evFlipped, mathWrong, operandSlips int
 	pickRight, firstRight := map[string]int{}, map[string]int{}
 	for i := int64(0); i < 4000; i++ {
@@ -231,8 +220,8 @@ func TestProblemCheckSupervisors(t *testing.T) {
 			}
 		}
 	}
-	near(t, "aggregator random selections", ratio(aggRandom, agg), checked.Noise.RandomSelection, agg)
-	near(t, "evaluator wrong verdicts", ratio(evFlipped, ev), checked.Noise.WrongVerdict, ev)
+	near(t, "aggregator random selections", ratio(aggRandom, agg), teacher.cfg.Noise.RandomSelection, agg)
+	near(t, "evaluator wrong verdicts", ratio(evFlipped, ev), teacher.cfg.Noise.WrongVerdict, ev)
 	near(t, "operand slips among wrong synth-math candidates", ratio(operandSlips, mathWrong), operandSlipShare, mathWrong)
 	for _, task := range []string{synthmath.Name, synthcode.Name} {
 		if pickRight[task] <= firstRight[task] {

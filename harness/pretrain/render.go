@@ -231,6 +231,16 @@ func (r *rendering) checkedSelection() error {
 			k = i + 1
 		}
 	}
+	r.selectAfterChecks(lines, k, answers)
+	return nil
+}
+
+// selectAfterChecks ends a checking aggregator's completion: its check
+// lines, then the selection of candidate k (1-based) whose check passed,
+// or with none passed (k 0) the first of the most common answer
+// (MajorityPick); at the noise rate a random candidate instead, and a
+// malformed selection line when the transcript carries that noise.
+func (r *rendering) selectAfterChecks(lines []string, k int, answers []string) {
 	if k == 0 {
 		k = MajorityPick(answers)
 	}
@@ -243,7 +253,6 @@ func (r *rendering) checkedSelection() error {
 		sel = "Candidate " + strconv.Itoa(k) + " looks best."
 	}
 	r.tr.Completion = strings.Join(append(lines, sel), "\n")
-	return nil
 }
 
 // StepCheck re-does the arithmetic of a synth-math worked solution: each

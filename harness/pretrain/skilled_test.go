@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
@@ -69,18 +70,7 @@ func TestStepCheck(t *testing.T) {
 // the default recipe's.
 func TestSkilledSupervisors(t *testing.T) {
 	tasks := testTasks(t)
-	base := DefaultConfig()
-	base.Noise = Noise{Slip: 0.15, WrongVerdict: 0.2, RandomSelection: 0.2, TooManyStrategies: 0.05, Malformed: 0.05}
-	skilled := base.Clone()
-	skilled.Supervisors = spec.SupervisorsSkilled
-	plain, err := NewTeacher(base, tasks, 3, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	teacher, err := NewTeacher(skilled, tasks, 3, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain, teacher := recipeTeachers(t, tasks, spec.SupervisorsSkilled)
 	var agg, aggRandom, ev, evFlipped, pickRight, firstRight int
 	for i := int64(0); i < 4000; i++ {
 		tr, err := teacher.Transcript(i)
@@ -166,8 +156,8 @@ func TestSkilledSupervisors(t *testing.T) {
 			}
 		}
 	}
-	near(t, "aggregator random selections", ratio(aggRandom, agg), skilled.Noise.RandomSelection, agg)
-	near(t, "evaluator wrong verdicts", ratio(evFlipped, ev), skilled.Noise.WrongVerdict, ev)
+	near(t, "aggregator random selections", ratio(aggRandom, agg), teacher.cfg.Noise.RandomSelection, agg)
+	near(t, "evaluator wrong verdicts", ratio(evFlipped, ev), teacher.cfg.Noise.WrongVerdict, ev)
 	if pickRight <= firstRight {
 		t.Fatalf("the teacher's pick is right %d times, candidate 1 %d: the skill adds nothing", pickRight, firstRight)
 	}
@@ -204,4 +194,24 @@ func TestMeetsBar(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recipeTeachers returns a teacher of the default recipe and one of the
+// supervisors recipe named, both with the same noise (every rate set, so
+// the checks meet each kind of noise) on tasks.
+func recipeTeachers(t *testing.T, tasks []datasets.Task, supervisors string) (plain, recipe *Teacher) {
+	t.Helper()
+	base := DefaultConfig()
+	base.Noise = Noise{Slip: 0.15, WrongVerdict: 0.2, RandomSelection: 0.2, TooManyStrategies: 0.05, Malformed: 0.05}
+	other := base.Clone()
+	other.Supervisors = supervisors
+	plain, err := NewTeacher(base, tasks, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe, err = NewTeacher(other, tasks, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plain, recipe
 }
