@@ -190,15 +190,11 @@ func TestProblemCheckSupervisors(t *testing.T) {
 			if len(got) != len(want)+1 || !slices.Equal(got[:len(want)], want) {
 				t.Fatalf("transcript %d: aggregator completion\n%s\nwant check lines\n%s", i, tr.Completion, strings.Join(want, "\n"))
 			}
-			k, ok, _ := workflow.ParseSelection(tr.Completion, len(tr.Shown))
-			if ok == tr.HasNoise(NoiseMalformed) {
-				t.Fatalf("transcript %d: selection compliant=%v with noise %v:\n%s", i, ok, tr.Noise, tr.Completion)
-			}
+			k, judge := checkedSelection(t, i, tr)
 			if tr.HasNoise(NoiseRandomSelection) {
 				aggRandom++
-				continue
 			}
-			if tr.HasNoise(NoiseMalformed) {
+			if !judge {
 				continue
 			}
 			pick := first + 1

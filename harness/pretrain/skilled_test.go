@@ -108,16 +108,12 @@ func TestSkilledSupervisors(t *testing.T) {
 					t.Fatalf("transcript %d: line %d is %q, want %q", i, k+1, lines[k], want)
 				}
 			}
-			k, ok, _ := workflow.ParseSelection(tr.Completion, len(tr.Shown))
-			if ok == tr.HasNoise(NoiseMalformed) {
-				t.Fatalf("transcript %d: selection compliant=%v with noise %v:\n%s", i, ok, tr.Noise, tr.Completion)
-			}
+			k, judge := checkedSelection(t, i, tr)
 			if tr.HasNoise(NoiseRandomSelection) {
 				aggRandom++
-				continue
 			}
-			if tr.HasNoise(NoiseMalformed) {
-				continue // the selection line is prose
+			if !judge {
+				continue
 			}
 			want := 0
 			for c, right := range tr.ShownCorrect {
@@ -214,4 +210,18 @@ func recipeTeachers(t *testing.T, tasks []datasets.Task, supervisors string) (pl
 		t.Fatal(err)
 	}
 	return plain, recipe
+}
+
+// checkedSelection reads the selection of a checking aggregator's
+// transcript i: the test fails when the selection line's compliance
+// disagrees with its malformed noise. It returns the candidate selected
+// and whether the recipe's rule judges it (not under random-selection or
+// malformed noise).
+func checkedSelection(t *testing.T, i int64, tr Transcript) (k int, judge bool) {
+	t.Helper()
+	k, ok, _ := workflow.ParseSelection(tr.Completion, len(tr.Shown))
+	if ok == tr.HasNoise(NoiseMalformed) {
+		t.Fatalf("transcript %d: selection compliant=%v with noise %v:\n%s", i, ok, tr.Noise, tr.Completion)
+	}
+	return k, !tr.HasNoise(NoiseRandomSelection) && !tr.HasNoise(NoiseMalformed)
 }
