@@ -73,13 +73,22 @@ func openCheckpoint(ctx context.Context, reg *engine.Registry, name, dir string,
 
 // peaks fills m's server peaks from an engine that reports them (torch).
 func peaks(ctx context.Context, e engine.Engine, m *Measured) {
-	if tu, ok := e.(interface {
-		Usage(context.Context) (torch.Usage, error)
-	}); ok {
-		if u, err := tu.Usage(ctx); err == nil {
-			m.CUDAPeakBytes, m.PeakRSSBytes = u.CUDAPeakBytes, u.PeakRSSBytes
-		}
+	if u, ok := torchUsage(ctx, e); ok {
+		m.CUDAPeakBytes, m.PeakRSSBytes = u.CUDAPeakBytes, u.PeakRSSBytes
 	}
+}
+
+// torchUsage is what an engine with a torch server process reports of
+// it; false for an engine without one, or when the server cannot say.
+func torchUsage(ctx context.Context, e engine.Engine) (torch.Usage, bool) {
+	tu, ok := e.(interface {
+		Usage(context.Context) (torch.Usage, error)
+	})
+	if !ok {
+		return torch.Usage{}, false
+	}
+	u, err := tu.Usage(ctx)
+	return u, err == nil
 }
 
 // checkpointRequests are the generation requests of w, with new tokens

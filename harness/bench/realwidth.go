@@ -103,14 +103,9 @@ func engineRealWidth(ctx context.Context, reg *engine.Registry, opt Options, res
 	if _, err := e.Generate(ctx, warm); err != nil {
 		return res, fmt.Errorf("bench: generate (warm-up): %w", err)
 	}
-	usage, _ := e.(interface {
-		Usage(context.Context) (torch.Usage, error)
-	})
 	var warmPool *torch.GenPool // the warm-up's pool counters, left out of the report
-	if usage != nil {
-		if u, err := usage.Usage(ctx); err == nil {
-			warmPool = u.GenPool
-		}
+	if u, ok := torchUsage(ctx, e); ok {
+		warmPool = u.GenPool
 	}
 	generated := 0
 	start, cpu0 := time.Now(), cpuTime(ctx, e)
@@ -129,13 +124,11 @@ func engineRealWidth(ctx context.Context, reg *engine.Registry, opt Options, res
 	res.GenTokS = float64(generated) / wall
 	res.GenCores = (cpuTime(ctx, e) - cpu0) / wall
 	res.PeakRSSBytes = procstat.PeakRSS()
-	if usage != nil {
-		if u, err := usage.Usage(ctx); err == nil {
-			res.ServerPeakRSSBytes, res.CUDAPeakBytes, res.GenPool = u.PeakRSSBytes, u.CUDAPeakBytes, u.GenPool
-			if u.GenPool != nil && warmPool != nil {
-				p := u.GenPool.Since(*warmPool)
-				res.GenPool = &p
-			}
+	if u, ok := torchUsage(ctx, e); ok {
+		res.ServerPeakRSSBytes, res.CUDAPeakBytes, res.GenPool = u.PeakRSSBytes, u.CUDAPeakBytes, u.GenPool
+		if u.GenPool != nil && warmPool != nil {
+			p := u.GenPool.Since(*warmPool)
+			res.GenPool = &p
 		}
 	}
 	return res, nil
