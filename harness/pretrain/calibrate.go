@@ -58,6 +58,9 @@ type CalRow struct {
 	// Supervisor is the workflow's supervisory role's value at base
 	// (analysis.SupervisorOf; nil for a workflow without one).
 	Supervisor *analysis.SupervisorValue
+	// Fidelity is the supervisory role's check fidelity (FidelityOf; nil
+	// where the recipe writes it no check on this task).
+	Fidelity *Fidelity
 }
 
 // Accuracy is the fraction of episodes whose final answer is correct.
@@ -73,6 +76,7 @@ type Calibration struct {
 	Scale  string
 	Params int64
 	CI     float64  // interval level of the supervisor table (the spec's analysis.ci)
+	Recipe string   // the supervisors' pretraining recipe (pretrain.supervisors; "" the default)
 	Rows   []CalRow // by task (matrix order), then workflow (design order)
 }
 
@@ -82,7 +86,7 @@ type Calibration struct {
 // spec's temperature and completion budgets) and returns accuracies and
 // per-role format compliance.
 func Calibrate(ctx context.Context, s *spec.Spec, job Job, eng engine.Engine, opt CalibrateOptions) (Calibration, error) {
-	cal := Calibration{Scale: job.Scale, Params: job.Model.NumParams(), CI: s.Analysis.CI}
+	cal := Calibration{Scale: job.Scale, Params: job.Model.NumParams(), CI: s.Analysis.CI, Recipe: job.Pretrain.Supervisors}
 	wfs := opt.Workflows
 	if len(wfs) == 0 {
 		wfs = study.Workflows
@@ -117,7 +121,7 @@ func Calibrate(ctx context.Context, s *spec.Spec, job Job, eng engine.Engine, op
 		}
 		for _, wf := range wfs {
 			start := time.Now()
-			row, err := calibrateOne(ctx, s, eng, task, name, wf, jobs)
+			row, err := calibrateOne(ctx, s, eng, task, name, wf, jobs, cal.Recipe)
 			if err != nil {
 				return cal, err
 			}
@@ -147,7 +151,7 @@ func WorkflowConfig(s *spec.Spec, name, kind string) workflow.Config {
 		Temperature: s.GRPO.Temperature, MaxNewTokens: mnt, DefaultMaxNewTokens: s.GRPO.MaxNewTokens["default"]}
 }
 
-func calibrateOne(ctx context.Context, s *spec.Spec, eng engine.Engine, task datasets.Task, name, wf string, jobs []workflow.Job) (CalRow, error) {
+func calibrateOne(ctx context.Context, s *spec.Spec, eng engine.Engine, task datasets.Task, name, wf string, jobs []workflow.Job, recipe string) (CalRow, error) {
 	row := CalRow{Task: name, Workflow: wf, Problems: len(jobs)}
 	r := &workflow.Runner{Engine: eng, Task: task, Config: WorkflowConfig(s, wf, task.Kind())}
 	eps, err := r.Run(ctx, workflow.Batch{RunSeed: s.MasterSeed, Purpose: "val"}, jobs)
@@ -168,6 +172,9 @@ func calibrateOne(ctx context.Context, s *spec.Spec, eng engine.Engine, task dat
 		if steps := analysis.WorkflowSteps(run, wf); len(steps) == 1 {
 			v := analysis.SupervisorValueOf(role, steps[0], s.Analysis.CI)
 			row.Supervisor = &v
+		}
+		if f, ok := FidelityOf(recipe, task.Kind(), role, eps); ok {
+			row.Fidelity = &f
 		}
 	}
 	for _, ep := range eps {
@@ -199,6 +206,7 @@ func (c Calibration) Markdown() string {
 		fmt.Fprintf(&b, "| %s | %s | %d | %.3f | %s |\n", r.Task, r.Workflow, r.Problems, r.Accuracy(), strings.Join(parts, ", "))
 	}
 	c.supervisorMarkdown(&b)
+	c.fidelityMarkdown(&b)
 	return b.String()
 }
 

@@ -44,8 +44,10 @@ type StageRun struct {
 	// Judged is the turn a judge judged.
 	Judged int
 	// Selected is the candidate a selector took, 1-based, fallbacks
-	// included.
-	Selected int
+	// included; Candidates are the turns it chose among, in the order its
+	// prompt numbers them.
+	Selected   int
+	Candidates []int
 	// Strategies are a planner's distinct strategies, in order (empty when
 	// none parsed); Proposed counts its strategy lines, duplicates and
 	// empty ones included; Over: it proposed more than its most, which
@@ -240,7 +242,7 @@ func (f *Interp) absorbSelector(ep *Episode, run *StageRun, candidates []int) {
 	first := run.Turns[0]
 	t := &ep.Turns[first]
 	k, fb, reason := readSelection(t.Completion.Text, len(candidates))
-	run.Selected = k
+	run.Selected, run.Candidates = k, candidates
 	run.Reading.Turn, run.Reading.Parsed, run.Reading.Fallback = first, fb == NoFallback, fb
 	t.Compliant, t.Reason, t.Parsed = fb == NoFallback, reason, strconv.Itoa(k)
 	t.Graded = true

@@ -64,7 +64,7 @@ func TestVotingFlow(t *testing.T) {
 			f := ep.Flow.(*wf.Interp)
 			want := []wf.StageRun{
 				{Stage: "generators", Kind: study.Answerer, Turns: cands, Reading: wf.Reading{Turn: -1, Role: study.Generator}, Judged: -1},
-				{Stage: "aggregator", Kind: study.Selector, Turns: []int{c.nVotes}, Reading: agg, Judged: -1, Selected: c.selected},
+				{Stage: "aggregator", Kind: study.Selector, Turns: []int{c.nVotes}, Reading: agg, Judged: -1, Selected: c.selected, Candidates: cands},
 			}
 			if !reflect.DeepEqual(f.Runs, want) {
 				t.Errorf("state %+v, want %+v", f.Runs, want)

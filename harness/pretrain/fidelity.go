@@ -1,0 +1,240 @@
+package pretrain
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/marlowlab/marlow/analysis"
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/harness/spec"
+	"github.com/marlowlab/marlow/harness/study"
+	"github.com/marlowlab/marlow/harness/workflow"
+)
+
+// FidelityRule states what check fidelity measures; Fidelity computes it.
+// Its wording lives here, beside the code, and the calibration report
+// reads it from here.
+func FidelityRule(recipe string, ci float64) string {
+	return fmt.Sprintf("Under the %s recipe the evaluator writes one check line (\"Check: ...\") before its verdict and the aggregator one line "+
+		"per candidate (\"k: ...\") before its selection. Each line the model wrote is compared with the line the teacher writes for the "+
+		"same candidate (%s). lines: check lines read (an aggregator line names a candidate it was shown); exact: lines equal to the "+
+		"teacher's; problem side right: on synth-math, lines whose list of the problem's operands (before \" / \") is the teacher's; "+
+		"candidate side right: on synth-math, lines whose reading of the candidate is the teacher's (the operands after \" / \", or "+
+		"the left-hand sides of the re-done steps); – where the recipe's line has no such part; ok on passing / ok on failing: how often the line ends \"ok\" when the teacher's check "+
+		"of that candidate passes and when it fails, with %g%% Wilson intervals. A check that carries the skill ends \"ok\" more often "+
+		"on passing candidates than on failing ones", recipe, checkLineOf(recipe), ci*100)
+}
+
+func checkLineOf(recipe string) string {
+	switch recipe {
+	case spec.SupervisorsSkilled:
+		return "StepCheck on synth-math; synth-code has no check under this recipe"
+	case spec.SupervisorsProblemCheck:
+		return "ProblemCheck on both tasks"
+	}
+	return "no check"
+}
+
+// Fidelity is how closely one supervisory role's check lines at base
+// follow the teacher's on the candidates the role was shown
+// (FidelityRule).
+type Fidelity struct {
+	Role  string
+	Turns int // the role's turns
+	Lines int // check lines read
+	Exact int // lines equal to the teacher's
+	// ProblemSide counts lines whose problem-side part is the teacher's;
+	// HasProblemSide is false where the recipe's line has none.
+	ProblemSide    int
+	HasProblemSide bool
+	// CandidateSide counts lines whose reading of the candidate is the
+	// teacher's (candidateSide); HasCandidateSide is false where the
+	// recipe's line has none.
+	CandidateSide    int
+	HasCandidateSide bool
+	// OKPass of Pass lines end "ok" where the teacher's check passes;
+	// OKFail of Fail where it fails.
+	OKPass, Pass int
+	OKFail, Fail int
+}
+
+// teacherCheck is the recipe's check line of a candidate and whether it
+// passed; ok false where the recipe writes no check on this task kind.
+func teacherCheck(recipe, kind string, p datasets.Problem, candidate string) (line string, pass, ok bool) {
+	switch {
+	case recipe == spec.SupervisorsProblemCheck:
+		line, pass = ProblemCheck(kind, p, candidate)
+		return line, pass, true
+	case recipe == spec.SupervisorsSkilled && kind == datasets.KindMath:
+		line, pass = StepCheck(candidate)
+		return line, pass, true
+	}
+	return "", false, false
+}
+
+// FidelityOf measures the check fidelity of role (the evaluator or the
+// aggregator) over episodes eps of a task of kind, run with base models
+// pretrained under recipe. ok is false where the recipe writes no check
+// for that role on that kind.
+func FidelityOf(recipe, kind, role string, eps []*workflow.Episode) (Fidelity, bool) {
+	f := Fidelity{Role: role, HasProblemSide: recipe == spec.SupervisorsProblemCheck && kind == datasets.KindMath,
+		HasCandidateSide: kind == datasets.KindMath}
+	if _, _, ok := teacherCheck(recipe, kind, datasets.Problem{}, ""); !ok || (role != study.Evaluator && role != study.Aggregator) {
+		return f, false
+	}
+	for i := range eps {
+		ep := eps[i]
+		ip, isInterp := ep.Flow.(*workflow.Interp)
+		if !isInterp {
+			continue
+		}
+		for _, run := range ip.Runs {
+			if run.Reading.Turn < 0 || ep.Turns[run.Reading.Turn].Role != role {
+				continue
+			}
+			var shown []int
+			switch run.Kind {
+			case study.Judge:
+				shown = []int{run.Judged}
+			case study.Selector:
+				shown = run.Candidates
+			default:
+				continue
+			}
+			f.Turns++
+			for k, line := range checkLines(run.Kind, ep.Turns[run.Reading.Turn].Completion.Text, len(shown)) {
+				cand := strings.TrimSpace(ep.Turns[shown[k-1]].Completion.Text)
+				want, pass, _ := teacherCheck(recipe, kind, ep.Problem, cand)
+				f.add(line, want, pass)
+			}
+		}
+	}
+	return f, true
+}
+
+func (f *Fidelity) add(got, want string, pass bool) {
+	f.Lines++
+	if got == want {
+		f.Exact++
+	}
+	if f.HasProblemSide {
+		g, _, gOK := strings.Cut(got, " / ")
+		w, _, _ := strings.Cut(want, " / ")
+		if gOK && g == w {
+			f.ProblemSide++
+		}
+	}
+	if f.HasCandidateSide {
+		if g, ok := candidateSide(got); ok && g == mustSide(want) {
+			f.CandidateSide++
+		}
+	}
+	said := strings.HasSuffix(got, " ok") || got == "ok"
+	if pass {
+		f.Pass++
+		if said {
+			f.OKPass++
+		}
+	} else {
+		f.Fail++
+		if said {
+			f.OKFail++
+		}
+	}
+}
+
+// candidateSide is a synth-math check line's reading of its candidate:
+// the operand list after " / " (up to " same" or " differ") of a
+// problem-check line, else the left-hand sides of its re-done steps
+// ("7 + 4, 11 + 4"); ok false when the line has neither.
+func candidateSide(line string) (string, bool) {
+	if _, rest, ok := strings.Cut(line, " / "); ok {
+		for _, word := range []string{" same", " differ"} {
+			if list, _, found := strings.Cut(rest, word); found {
+				return list, true
+			}
+		}
+		return "", false
+	}
+	var lhs []string
+	for _, part := range strings.Split(line, ", ") {
+		l, _, ok := strings.Cut(part, " = ")
+		if !ok {
+			break
+		}
+		lhs = append(lhs, l)
+	}
+	return strings.Join(lhs, ", "), len(lhs) > 0
+}
+
+// mustSide is candidateSide of a teacher's line ("" where it has none).
+func mustSide(line string) string {
+	s, _ := candidateSide(line)
+	return s
+}
+
+// checkLines reads a supervisor's check lines from its completion, keyed
+// by the 1-based candidate each is about: a judge's first line that
+// starts "Check: " (its one candidate), a selector's lines "k: ..." for k
+// in 1..n (the first line for each k).
+func checkLines(kind study.Kind, text string, n int) map[int]string {
+	out := map[int]string{}
+	for _, raw := range strings.Split(text, "\n") {
+		line := strings.TrimSpace(raw)
+		if kind == study.Judge {
+			if rest, ok := strings.CutPrefix(line, "Check: "); ok {
+				out[1] = strings.TrimSpace(rest)
+				return out
+			}
+			continue
+		}
+		num, rest, ok := strings.Cut(line, ": ")
+		k, err := strconv.Atoi(num)
+		if !ok || err != nil || k < 1 || k > n {
+			continue
+		}
+		if _, seen := out[k]; !seen {
+			out[k] = strings.TrimSpace(rest)
+		}
+	}
+	return out
+}
+
+// fidelityRate renders k of n with its Wilson interval at level ci.
+func fidelityRate(k, n int, ci float64) string {
+	if n == 0 {
+		return "– (0)"
+	}
+	lo, hi := analysis.Wilson(k, n, ci)
+	return fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", float64(k)/float64(n), lo, hi, k, n)
+}
+
+// fidelityMarkdown writes the check-fidelity table of the calibration's
+// rows that have one.
+func (c Calibration) fidelityMarkdown(b *strings.Builder) {
+	var rows []CalRow
+	for _, r := range c.Rows {
+		if r.Fidelity != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### Check fidelity at base\n\n%s.\n\n", FidelityRule(c.Recipe, c.CI))
+	b.WriteString("| task | workflow | role | turns | lines | exact | problem side right | candidate side right | ok on passing | ok on failing |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---|---|\n")
+	for _, r := range rows {
+		f := *r.Fidelity
+		side, cand := "–", "–"
+		if f.HasProblemSide {
+			side = strconv.Itoa(f.ProblemSide)
+		}
+		if f.HasCandidateSide {
+			cand = strconv.Itoa(f.CandidateSide)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %s | %s | %s | %s |\n", r.Task, r.Workflow, f.Role, f.Turns, f.Lines, f.Exact, side, cand,
+			fidelityRate(f.OKPass, f.Pass, c.CI), fidelityRate(f.OKFail, f.Fail, c.CI))
+	}
+}
