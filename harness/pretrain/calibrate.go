@@ -240,12 +240,7 @@ func MeetsBar(v analysis.SupervisorValue, ci float64) (meets, covered bool) {
 // evaluator's true- and false-accept rates, each with its interval, and
 // whether it meets SupervisorBar.
 func (c Calibration) supervisorMarkdown(b *strings.Builder) {
-	var rows []CalRow
-	for _, r := range c.Rows {
-		if r.Supervisor != nil {
-			rows = append(rows, r)
-		}
-	}
+	rows := c.rowsWith(func(r CalRow) bool { return r.Supervisor != nil })
 	if len(rows) == 0 {
 		return
 	}
@@ -256,15 +251,8 @@ func (c Calibration) supervisorMarkdown(b *strings.Builder) {
 		v := *r.Supervisor
 		sup, first, maj, orc, diff, ta, fa, p := "–", "–", "–", "–", "–", "–", "–", "–"
 		if v.Role == study.Evaluator {
-			rate := func(k, n int) string {
-				if n == 0 {
-					return "– (0)"
-				}
-				lo, hi := analysis.Wilson(k, n, c.CI)
-				return fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", float64(k)/float64(n), lo, hi, k, n)
-			}
-			ta = rate(v.TrueAccepts, v.TrueAccepts+v.FalseRejects)
-			fa = rate(v.FalseAccepts, v.FalseAccepts+v.TrueRejects)
+			ta = wilsonRate(v.TrueAccepts, v.TrueAccepts+v.FalseRejects, c.CI)
+			fa = wilsonRate(v.FalseAccepts, v.FalseAccepts+v.TrueRejects, c.CI)
 			if !math.IsNaN(v.P) {
 				p = fmt.Sprintf("%.3g", v.P)
 			}
@@ -285,6 +273,26 @@ func (c Calibration) supervisorMarkdown(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Task, r.Workflow, v.Role, v.Episodes, sup, first, maj, orc, diff, ta, fa, p, bar)
 	}
+}
+
+// rowsWith are the calibration's rows for which keep is true, in order.
+func (c Calibration) rowsWith(keep func(CalRow) bool) []CalRow {
+	var rows []CalRow
+	for _, r := range c.Rows {
+		if keep(r) {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// wilsonRate renders k of n with its Wilson interval at level ci.
+func wilsonRate(k, n int, ci float64) string {
+	if n == 0 {
+		return "– (0)"
+	}
+	lo, hi := analysis.Wilson(k, n, ci)
+	return fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", float64(k)/float64(n), lo, hi, k, n)
 }
 
 func f3(x float64) string {

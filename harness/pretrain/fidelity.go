@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/marlowlab/marlow/analysis"
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
@@ -201,24 +200,10 @@ func checkLines(kind study.Kind, text string, n int) map[int]string {
 	return out
 }
 
-// fidelityRate renders k of n with its Wilson interval at level ci.
-func fidelityRate(k, n int, ci float64) string {
-	if n == 0 {
-		return "– (0)"
-	}
-	lo, hi := analysis.Wilson(k, n, ci)
-	return fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", float64(k)/float64(n), lo, hi, k, n)
-}
-
 // fidelityMarkdown writes the check-fidelity table of the calibration's
 // rows that have one.
 func (c Calibration) fidelityMarkdown(b *strings.Builder) {
-	var rows []CalRow
-	for _, r := range c.Rows {
-		if r.Fidelity != nil {
-			rows = append(rows, r)
-		}
-	}
+	rows := c.rowsWith(func(r CalRow) bool { return r.Fidelity != nil })
 	if len(rows) == 0 {
 		return
 	}
@@ -235,6 +220,6 @@ func (c Calibration) fidelityMarkdown(b *strings.Builder) {
 			cand = strconv.Itoa(f.CandidateSide)
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %s | %s | %s | %s |\n", r.Task, r.Workflow, f.Role, f.Turns, f.Lines, f.Exact, side, cand,
-			fidelityRate(f.OKPass, f.Pass, c.CI), fidelityRate(f.OKFail, f.Fail, c.CI))
+			wilsonRate(f.OKPass, f.Pass, c.CI), wilsonRate(f.OKFail, f.Fail, c.CI))
 	}
 }
