@@ -78,6 +78,9 @@ func (s Step) String() string {
 	return fmt.Sprintf("%d %c %d = %d", s.A, s.Op, s.B, s.Result)
 }
 
+// Right is the step's right result: its operation applied to its operands.
+func (s Step) Right() int64 { return apply(s.A, s.Op, s.B) }
+
 // Correct reports whether the step's arithmetic is right.
 func (s Step) Correct() bool {
 	return apply(s.A, s.Op, s.B) == s.Result

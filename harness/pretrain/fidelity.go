@@ -18,9 +18,10 @@ func FidelityRule(recipe string, ci float64) string {
 	return fmt.Sprintf("Under the %s recipe the evaluator writes one check line (\"Check: ...\") before its verdict and the aggregator one line "+
 		"per candidate (\"k: ...\") before its selection. Each line the model wrote is compared with the line the teacher writes for the "+
 		"same candidate (%s). lines: check lines read (an aggregator line names a candidate it was shown); exact: lines equal to the "+
-		"teacher's; problem side right: on synth-math, lines whose list of the problem's operands (before \" / \") is the teacher's; "+
-		"candidate side right: on synth-math, lines whose reading of the candidate is the teacher's (the operands after \" / \", or "+
-		"the left-hand sides of the re-done steps); – where the recipe's line has no such part; ok on passing / ok on failing: how often the line ends \"ok\" when the teacher's check "+
+		"teacher's; problem side right: on synth-math, lines whose reading of the problem's operands is the teacher's (before \" / \", "+
+		"or the left of each pair); candidate side right: on synth-math, lines whose reading of the candidate is the teacher's (the "+
+		"operands after \" / \" or right of each pair, or the left-hand sides of the re-done steps); – where the recipe's line has no such "+
+		"part; ok on passing / ok on failing: how often the line ends \"ok\" when the teacher's check "+
 		"of that candidate passes and when it fails, with %g%% Wilson intervals. A check that carries the skill ends \"ok\" more often "+
 		"on passing candidates than on failing ones", recipe, checkLineOf(recipe), ci*100)
 }
@@ -31,6 +32,8 @@ func checkLineOf(recipe string) string {
 		return "StepCheck on synth-math; synth-code has no check under this recipe"
 	case spec.SupervisorsProblemCheck:
 		return "ProblemCheck on both tasks"
+	case spec.SupervisorsPairCheck:
+		return "PairCheck on both tasks"
 	}
 	return "no check"
 }
@@ -65,6 +68,9 @@ func teacherCheck(recipe, kind string, p datasets.Problem, candidate string) (li
 	case recipe == spec.SupervisorsProblemCheck:
 		line, pass = ProblemCheck(kind, p, candidate)
 		return line, pass, true
+	case recipe == spec.SupervisorsPairCheck:
+		line, pass = PairCheck(kind, p, candidate)
+		return line, pass, true
 	case recipe == spec.SupervisorsSkilled && kind == datasets.KindMath:
 		line, pass = StepCheck(candidate)
 		return line, pass, true
@@ -77,7 +83,7 @@ func teacherCheck(recipe, kind string, p datasets.Problem, candidate string) (li
 // pretrained under recipe. ok is false where the recipe writes no check
 // for that role on that kind.
 func FidelityOf(recipe, kind, role string, eps []*workflow.Episode) (Fidelity, bool) {
-	f := Fidelity{Role: role, HasProblemSide: recipe == spec.SupervisorsProblemCheck && kind == datasets.KindMath,
+	f := Fidelity{Role: role, HasProblemSide: recipe != spec.SupervisorsSkilled && kind == datasets.KindMath,
 		HasCandidateSide: kind == datasets.KindMath}
 	if _, _, ok := teacherCheck(recipe, kind, datasets.Problem{}, ""); !ok || (role != study.Evaluator && role != study.Aggregator) {
 		return f, false
@@ -117,17 +123,13 @@ func (f *Fidelity) add(got, want string, pass bool) {
 	if got == want {
 		f.Exact++
 	}
-	if f.HasProblemSide {
-		g, _, gOK := strings.Cut(got, " / ")
-		w, _, _ := strings.Cut(want, " / ")
-		if gOK && g == w {
-			f.ProblemSide++
-		}
+	gp, gc, gOK := sides(got)
+	wp, wc, _ := sides(want)
+	if f.HasProblemSide && gOK && gp == wp {
+		f.ProblemSide++
 	}
-	if f.HasCandidateSide {
-		if g, ok := candidateSide(got); ok && g == mustSide(want) {
-			f.CandidateSide++
-		}
+	if f.HasCandidateSide && gOK && gc == wc {
+		f.CandidateSide++
 	}
 	said := strings.HasSuffix(got, " ok") || got == "ok"
 	if pass {
@@ -143,34 +145,42 @@ func (f *Fidelity) add(got, want string, pass bool) {
 	}
 }
 
-// candidateSide is a synth-math check line's reading of its candidate:
-// the operand list after " / " (up to " same" or " differ") of a
-// problem-check line, else the left-hand sides of its re-done steps
-// ("7 + 4, 11 + 4"); ok false when the line has neither.
-func candidateSide(line string) (string, bool) {
-	if _, rest, ok := strings.Cut(line, " / "); ok {
+// sides reads a synth-math check line's two readings: of the problem
+// (its operands) and of the candidate. A problem-check line lists them
+// around " / " ("7 4 / 6 4 differ; ..."); a pair-check line pairs them
+// before its first "; " ("7/6! 4/4.; ..."); a step check (skilled) has no
+// problem side, and its candidate side is the left-hand sides of its
+// re-done steps ("7 + 4, 11 + 4"). ok is false when the line has none of
+// these shapes.
+func sides(line string) (problem, candidate string, ok bool) {
+	if p, rest, found := strings.Cut(line, " / "); found {
 		for _, word := range []string{" same", " differ"} {
 			if list, _, found := strings.Cut(rest, word); found {
-				return list, true
+				return p, list, true
 			}
 		}
-		return "", false
+		return "", "", false
+	}
+	if head, _, found := strings.Cut(line, "; "); found && strings.Contains(head, "/") {
+		var ps, cs []string
+		for _, item := range strings.Fields(head) {
+			w, g, paired := strings.Cut(strings.TrimRight(item, ".!"), "/")
+			if !paired {
+				return "", "", false
+			}
+			ps, cs = append(ps, w), append(cs, g)
+		}
+		return strings.Join(ps, " "), strings.Join(cs, " "), true
 	}
 	var lhs []string
 	for _, part := range strings.Split(line, ", ") {
-		l, _, ok := strings.Cut(part, " = ")
-		if !ok {
+		l, _, found := strings.Cut(part, " = ")
+		if !found {
 			break
 		}
 		lhs = append(lhs, l)
 	}
-	return strings.Join(lhs, ", "), len(lhs) > 0
-}
-
-// mustSide is candidateSide of a teacher's line ("" where it has none).
-func mustSide(line string) string {
-	s, _ := candidateSide(line)
-	return s
+	return "", strings.Join(lhs, ", "), len(lhs) > 0
 }
 
 // checkLines reads a supervisor's check lines from its completion, keyed

@@ -35,9 +35,11 @@ func fidelityEpisode(p datasets.Problem, role, text string, candidates ...string
 
 func TestFidelityOf(t *testing.T) {
 	sum := datasets.Problem{ID: "m", Prompt: "Compute 7 + 4 + 4 + 5.", Solution: "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 20", Truth: "20"}
+	code := datasets.Problem{ID: "c", Prompt: "List task: keep those above 3, then double each.", Truth: "filter >3 | map *2"}
 	slip := "6 + 4 = 10\n10 + 4 = 14\n14 + 5 = 19\nAnswer: 19"
 	right, _ := ProblemCheck(datasets.KindMath, sum, sum.Solution)
 	wrong, _ := ProblemCheck(datasets.KindMath, sum, slip)
+	pairRight, _ := PairCheck(datasets.KindMath, sum, sum.Solution)
 	cases := []struct {
 		name         string
 		recipe, kind string
@@ -74,6 +76,15 @@ func TestFidelityOf(t *testing.T) {
 			Fidelity{Turns: 1, Lines: 1, OKPass: 1, Pass: 1}},
 		{"skilled recipe on synth-code writes no check", spec.SupervisorsSkilled, datasets.KindCode,
 			fidelityEpisode(sum, study.Evaluator, "Check: ok", sum.Solution), false, Fidelity{}},
+		{"pair-check: both sides read right, a pair misjudged", spec.SupervisorsPairCheck, datasets.KindMath,
+			fidelityEpisode(sum, study.Evaluator, "Check: 7/6. 4/4. 4/4. 5/5.; 6 + 4 = 10/10. ok", slip), true,
+			Fidelity{Turns: 1, Lines: 1, ProblemSide: 1, CandidateSide: 1, OKFail: 1, Fail: 1}},
+		{"pair-check: the teacher's line", spec.SupervisorsPairCheck, datasets.KindMath,
+			fidelityEpisode(sum, study.Evaluator, "Check: "+pairRight, sum.Solution), true,
+			Fidelity{Turns: 1, Lines: 1, Exact: 1, ProblemSide: 1, CandidateSide: 1, OKPass: 1, Pass: 1}},
+		{"pair-check on synth-code: exact, no sides", spec.SupervisorsPairCheck, datasets.KindCode,
+			fidelityEpisode(code, study.Evaluator, "Check: filter >3/filter >3. map *2/map *2. ok", "```\nfilter >3 | map *2\n```"), true,
+			Fidelity{Turns: 1, Lines: 1, Exact: 1, OKPass: 1, Pass: 1}},
 		{"the default recipe writes no check", "", datasets.KindMath,
 			fidelityEpisode(sum, study.Evaluator, "Check: ok", sum.Solution), false, Fidelity{}},
 	}

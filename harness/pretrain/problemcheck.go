@@ -43,9 +43,17 @@ import (
 // arithmetic slip).
 const operandSlipShare = 2.0 / 3
 
-// problemCheck says the transcript takes the problem-check recipe.
-func (r *rendering) problemCheck() bool {
-	return r.t.cfg.Supervisors == spec.SupervisorsProblemCheck
+// problemChecker is the check line of the transcript's recipe when it
+// checks candidates against the problem (problem-check: ProblemCheck;
+// pair-check: PairCheck), else nil.
+func (r *rendering) problemChecker() func(kind string, p datasets.Problem, solution string) (string, bool) {
+	switch r.t.cfg.Supervisors {
+	case spec.SupervisorsProblemCheck:
+		return ProblemCheck
+	case spec.SupervisorsPairCheck:
+		return PairCheck
+	}
+	return nil
 }
 
 // checkedSolution is solution for the problem-check recipe's supervisors:
@@ -182,19 +190,29 @@ func joinInts(xs []int64) string {
 	return strings.Join(s, " ")
 }
 
-func codeCheck(p datasets.Problem, solution string) (string, bool) {
+// codePrograms parses the program problem p asks for and the one a
+// synth-code candidate wrote; when either fails, fail is the whole check
+// line to write instead.
+func codePrograms(p datasets.Problem, solution string) (want, got synthcode.Program, fail string) {
 	lim := synthcode.DefaultLimits()
 	want, err := synthcode.Parse(p.Truth, lim)
 	if err != nil {
-		return "no reference wrong", false
+		return nil, nil, "no reference wrong"
 	}
 	src, found := synthcode.ExtractProgram(solution)
 	if !found {
-		return "no program wrong", false
+		return nil, nil, "no program wrong"
 	}
-	got, err := synthcode.Parse(src, lim)
-	if err != nil {
-		return "no program wrong", false
+	if got, err = synthcode.Parse(src, lim); err != nil {
+		return nil, nil, "no program wrong"
+	}
+	return want, got, ""
+}
+
+func codeCheck(p datasets.Problem, solution string) (string, bool) {
+	want, got, fail := codePrograms(p, solution)
+	if fail != "" {
+		return fail, false
 	}
 	ok := true
 	parts := make([]string, 0, max(len(want), len(got)))
@@ -220,10 +238,11 @@ func codeCheck(p datasets.Problem, solution string) (string, bool) {
 	return strings.Join(parts, ", ") + " " + word, ok
 }
 
-// problemSelection is the problem-check recipe's aggregator: one check
-// line per candidate up to the first whose check passed, which it
-// selects; with none passed, the first of the most common answer
-// (MajorityPick); at the noise rate a random candidate instead.
+// problemSelection is the aggregator of the problem-check and pair-check
+// recipes: one check line per candidate (problemChecker) up to the first
+// whose check passed, which it selects; with none passed, the first of the
+// most common answer (MajorityPick); at the noise rate a random candidate
+// instead.
 func (r *rendering) problemSelection() error {
 	kind := r.src.task.Kind()
 	answers := make([]string, len(r.tr.Shown))
@@ -234,7 +253,7 @@ func (r *rendering) problemSelection() error {
 		if k > 0 {
 			continue
 		}
-		line, ok := ProblemCheck(kind, r.p, c)
+		line, ok := r.problemChecker()(kind, r.p, c)
 		lines = append(lines, strconv.Itoa(i+1)+": "+line)
 		if ok {
 			k = i + 1

@@ -76,6 +76,50 @@ func TestProblemCheck(t *testing.T) {
 	}
 }
 
+func TestPairCheck(t *testing.T) {
+	sum := datasets.Problem{ID: "m", Prompt: "Compute 7 + 4 + 4 + 5.", Solution: "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 20", Truth: "20"}
+	code := datasets.Problem{ID: "c", Prompt: "List task: keep those above 3, then double each.", Truth: "filter >3 | map *2"}
+	fence := func(prog string) string { return "```\n" + prog + "\n```" }
+	cases := []struct {
+		name     string
+		kind     string
+		p        datasets.Problem
+		solution string
+		line     string
+		ok       bool
+	}{
+		{"math right", datasets.KindMath, sum, sum.Solution,
+			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/15., 15 + 5 = 20/20.; answer 20/20. ok", true},
+		{"math operand copied wrong, added right", datasets.KindMath, sum, "6 + 4 = 10\n10 + 4 = 14\n14 + 5 = 19\nAnswer: 19",
+			"7/6! 4/4. 4/4. 5/5.; 6 + 4 = 10/10., 10 + 4 = 14/14., 14 + 5 = 19/19.; answer 19/19. wrong", false},
+		{"math operands left out", datasets.KindMath, sum, "6 + 5 = 11\nAnswer: 11",
+			"7/6! 4/5! 4/-! 5/-!; 6 + 5 = 11/11.; answer 11/11. wrong", false},
+		{"math arithmetic slip", datasets.KindMath, sum, "7 + 4 = 11\n11 + 4 = 16\n16 + 5 = 21\nAnswer: 21",
+			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/16!, 16 + 5 = 21/21.; answer 21/21. wrong", false},
+		{"math answer line differs", datasets.KindMath, sum, "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 21",
+			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/15., 15 + 5 = 20/20.; answer 20/21! wrong", false},
+		{"math no answer line", datasets.KindMath, sum, "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20",
+			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/15., 15 + 5 = 20/20.; answer 20/-! wrong", false},
+		{"math no steps", datasets.KindMath, sum, "Answer: 20", "7/-! 4/-! 4/-! 5/-!; no steps!; answer -/20! wrong", false},
+		{"code right", datasets.KindCode, code, fence("filter >3 | map *2"), "filter >3/filter >3. map *2/map *2. ok", true},
+		{"code stage differs", datasets.KindCode, code, fence("filter >3 | map +2"), "filter >3/filter >3. map *2/map +2! wrong", false},
+		{"code stage missing", datasets.KindCode, code, fence("filter >3"), "filter >3/filter >3. map *2/-! wrong", false},
+		{"code extra stage", datasets.KindCode, code, fence("filter >3 | map *2 | sum"), "filter >3/filter >3. map *2/map *2. -/sum! wrong", false},
+		{"code no program", datasets.KindCode, code, "I would double them.", "no program wrong", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			line, ok := PairCheck(tc.kind, tc.p, tc.solution)
+			if line != tc.line || ok != tc.ok {
+				t.Fatalf("PairCheck = %q, %v; want %q, %v", line, ok, tc.line, tc.ok)
+			}
+			if _, pcOK := ProblemCheck(tc.kind, tc.p, tc.solution); pcOK != ok {
+				t.Fatalf("PairCheck passes %v, ProblemCheck %v: the recipes must agree", ok, pcOK)
+			}
+		})
+	}
+}
+
 // TestOperandSlip checks that an operand slip is what its comment says on
 // many problems: every step right, the answer wrong, the operands not the
 // problem's, so the problem check fails while the step check passes.
@@ -111,10 +155,11 @@ func TestOperandSlip(t *testing.T) {
 	}
 }
 
-// TestProblemCheckSupervisors checks the problem-check recipe's
-// transcripts against the ground truth, on both tasks: each shown
-// candidate's check passes exactly when the candidate is correct; the
-// evaluator writes its candidate's check line before a verdict that is the
+// TestProblemCheckSupervisors checks the transcripts of the recipes that
+// check candidates against the problem (problem-check and pair-check, whose
+// candidates and noise must be the same) against the ground truth, on both
+// tasks: each shown candidate's check passes exactly when the candidate is
+// correct; the evaluator writes its candidate's check line before a verdict that is the
 // candidate's grade unless flipped; the aggregator writes check lines up
 // to the first passing candidate and selects it, else the most common
 // answer, unless it carries random-selection noise; on synth-math about
@@ -122,107 +167,118 @@ func TestOperandSlip(t *testing.T) {
 // hold; and the other roles' transcripts are the default recipe's.
 func TestProblemCheckSupervisors(t *testing.T) {
 	tasks := testTasks(t)
-	plain, teacher := recipeTeachers(t, tasks, spec.SupervisorsProblemCheck)
-	var agg, aggRandom, ev, evFlipped, mathWrong, operandSlips int
-	pickRight, firstRight := map[string]int{}, map[string]int{}
-	for i := int64(0); i < 4000; i++ {
-		tr, err := teacher.Transcript(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref, err := plain.Transcript(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tr.Role != study.Aggregator && tr.Role != study.Evaluator {
-			if tr.Completion != ref.Completion || tr.Role != ref.Role || !slices.Equal(tr.Shown, ref.Shown) {
-				t.Fatalf("transcript %d (%s %s): the recipe changed a transcript it does not cover:\n%s\nwant\n%s", i, tr.Task, tr.Role, tr.Completion, ref.Completion)
-			}
-			continue
-		}
-		task := taskByName(tasks, tr.Task)
-		kind := task.Kind()
-		lines := make([]string, len(tr.Shown))
-		for k, c := range tr.Shown {
-			line, ok := ProblemCheck(kind, tr.Problem, c)
-			if ok != tr.ShownCorrect[k] {
-				t.Fatalf("transcript %d: the check of candidate %d says %v, its grade is %v:\n%s\n%s", i, k+1, ok, tr.ShownCorrect[k], c, line)
-			}
-			if task.Verify(context.Background(), tr.Problem, c).Correct != tr.ShownCorrect[k] {
-				t.Fatalf("transcript %d: candidate %d's grade %v is not the verifier's:\n%s", i, k+1, tr.ShownCorrect[k], c)
-			}
-			lines[k] = line
-			if kind == datasets.KindMath && !tr.ShownCorrect[k] {
-				mathWrong++
-				if _, stepsOK := StepCheck(c); stepsOK {
-					operandSlips++
+	for _, tc := range []struct {
+		recipe string
+		check  func(string, datasets.Problem, string) (string, bool)
+	}{{spec.SupervisorsProblemCheck, ProblemCheck}, {spec.SupervisorsPairCheck, PairCheck}} {
+		t.Run(tc.recipe, func(t *testing.T) {
+			plain, teacher := recipeTeachers(t, tasks, tc.recipe)
+			_, same := recipeTeachers(t, tasks, spec.SupervisorsProblemCheck)
+			var agg, aggRandom, ev, evFlipped, mathWrong, operandSlips int
+			pickRight, firstRight := map[string]int{}, map[string]int{}
+			for i := int64(0); i < 4000; i++ {
+				tr, err := teacher.Transcript(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref, err := plain.Transcript(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if pc, err := same.Transcript(i); err != nil || pc.Role != tr.Role || !slices.Equal(pc.Shown, tr.Shown) || !slices.Equal(pc.Noise, tr.Noise) {
+					t.Fatalf("transcript %d: the recipe's candidates or noise differ from problem-check's (%v):\n%q %v\nwant\n%q %v", i, err, tr.Shown, tr.Noise, pc.Shown, pc.Noise)
+				}
+				if tr.Role != study.Aggregator && tr.Role != study.Evaluator {
+					if tr.Completion != ref.Completion || tr.Role != ref.Role || !slices.Equal(tr.Shown, ref.Shown) {
+						t.Fatalf("transcript %d (%s %s): the recipe changed a transcript it does not cover:\n%s\nwant\n%s", i, tr.Task, tr.Role, tr.Completion, ref.Completion)
+					}
+					continue
+				}
+				task := taskByName(tasks, tr.Task)
+				kind := task.Kind()
+				lines := make([]string, len(tr.Shown))
+				for k, c := range tr.Shown {
+					line, ok := tc.check(kind, tr.Problem, c)
+					if ok != tr.ShownCorrect[k] {
+						t.Fatalf("transcript %d: the check of candidate %d says %v, its grade is %v:\n%s\n%s", i, k+1, ok, tr.ShownCorrect[k], c, line)
+					}
+					if task.Verify(context.Background(), tr.Problem, c).Correct != tr.ShownCorrect[k] {
+						t.Fatalf("transcript %d: candidate %d's grade %v is not the verifier's:\n%s", i, k+1, tr.ShownCorrect[k], c)
+					}
+					lines[k] = line
+					if kind == datasets.KindMath && !tr.ShownCorrect[k] {
+						mathWrong++
+						if _, stepsOK := StepCheck(c); stepsOK {
+							operandSlips++
+						}
+					}
+				}
+				switch tr.Role {
+				case study.Evaluator:
+					ev++
+					head, rest, _ := strings.Cut(tr.Completion, "\n")
+					if want := "Check: " + lines[0]; head != want {
+						t.Fatalf("transcript %d: evaluator's first line %q, want %q", i, head, want)
+					}
+					v, ok, _ := workflow.ParseVerdict(rest)
+					if ok == tr.HasNoise(NoiseMalformed) {
+						t.Fatalf("transcript %d: verdict compliant=%v with noise %v:\n%s", i, ok, tr.Noise, tr.Completion)
+					}
+					if tr.HasNoise(NoiseWrongVerdict) {
+						evFlipped++
+					}
+					if ok && (v.Correct == tr.ShownCorrect[0]) == tr.HasNoise(NoiseWrongVerdict) {
+						t.Fatalf("transcript %d: verdict %v on a candidate whose grade is %v, noise %v", i, v.Correct, tr.ShownCorrect[0], tr.Noise)
+					}
+				case study.Aggregator:
+					agg++
+					first := slices.Index(tr.ShownCorrect, true)
+					var want []string
+					for k := range tr.Shown {
+						want = append(want, strconv.Itoa(k+1)+": "+lines[k])
+						if k == first {
+							break
+						}
+					}
+					got := strings.Split(tr.Completion, "\n")
+					if len(got) != len(want)+1 || !slices.Equal(got[:len(want)], want) {
+						t.Fatalf("transcript %d: aggregator completion\n%s\nwant check lines\n%s", i, tr.Completion, strings.Join(want, "\n"))
+					}
+					k, judge := checkedSelection(t, i, tr)
+					if tr.HasNoise(NoiseRandomSelection) {
+						aggRandom++
+					}
+					if !judge {
+						continue
+					}
+					pick := first + 1
+					if first < 0 {
+						answers := make([]string, len(tr.Shown))
+						for c, s := range tr.Shown {
+							answers[c] = task.Verify(context.Background(), tr.Problem, s).Answer
+						}
+						pick = MajorityPick(answers)
+					}
+					if k != pick {
+						t.Fatalf("transcript %d: selected %d, want %d (correct %v)", i, k, pick, tr.ShownCorrect)
+					}
+					if tr.ShownCorrect[k-1] {
+						pickRight[tr.Task]++
+					}
+					if tr.ShownCorrect[0] {
+						firstRight[tr.Task]++
+					}
 				}
 			}
-		}
-		switch tr.Role {
-		case study.Evaluator:
-			ev++
-			head, rest, _ := strings.Cut(tr.Completion, "\n")
-			if want := "Check: " + lines[0]; head != want {
-				t.Fatalf("transcript %d: evaluator's first line %q, want %q", i, head, want)
-			}
-			v, ok, _ := workflow.ParseVerdict(rest)
-			if ok == tr.HasNoise(NoiseMalformed) {
-				t.Fatalf("transcript %d: verdict compliant=%v with noise %v:\n%s", i, ok, tr.Noise, tr.Completion)
-			}
-			if tr.HasNoise(NoiseWrongVerdict) {
-				evFlipped++
-			}
-			if ok && (v.Correct == tr.ShownCorrect[0]) == tr.HasNoise(NoiseWrongVerdict) {
-				t.Fatalf("transcript %d: verdict %v on a candidate whose grade is %v, noise %v", i, v.Correct, tr.ShownCorrect[0], tr.Noise)
-			}
-		case study.Aggregator:
-			agg++
-			first := slices.Index(tr.ShownCorrect, true)
-			var want []string
-			for k := range tr.Shown {
-				want = append(want, strconv.Itoa(k+1)+": "+lines[k])
-				if k == first {
-					break
+			near(t, "aggregator random selections", ratio(aggRandom, agg), teacher.cfg.Noise.RandomSelection, agg)
+			near(t, "evaluator wrong verdicts", ratio(evFlipped, ev), teacher.cfg.Noise.WrongVerdict, ev)
+			near(t, "operand slips among wrong synth-math candidates", ratio(operandSlips, mathWrong), operandSlipShare, mathWrong)
+			for _, task := range []string{synthmath.Name, synthcode.Name} {
+				if pickRight[task] <= firstRight[task] {
+					t.Errorf("%s: the teacher's pick is right %d times, candidate 1 %d: the skill adds nothing", task, pickRight[task], firstRight[task])
 				}
 			}
-			got := strings.Split(tr.Completion, "\n")
-			if len(got) != len(want)+1 || !slices.Equal(got[:len(want)], want) {
-				t.Fatalf("transcript %d: aggregator completion\n%s\nwant check lines\n%s", i, tr.Completion, strings.Join(want, "\n"))
-			}
-			k, judge := checkedSelection(t, i, tr)
-			if tr.HasNoise(NoiseRandomSelection) {
-				aggRandom++
-			}
-			if !judge {
-				continue
-			}
-			pick := first + 1
-			if first < 0 {
-				answers := make([]string, len(tr.Shown))
-				for c, s := range tr.Shown {
-					answers[c] = task.Verify(context.Background(), tr.Problem, s).Answer
-				}
-				pick = MajorityPick(answers)
-			}
-			if k != pick {
-				t.Fatalf("transcript %d: selected %d, want %d (correct %v)", i, k, pick, tr.ShownCorrect)
-			}
-			if tr.ShownCorrect[k-1] {
-				pickRight[tr.Task]++
-			}
-			if tr.ShownCorrect[0] {
-				firstRight[tr.Task]++
-			}
-		}
-	}
-	near(t, "aggregator random selections", ratio(aggRandom, agg), teacher.cfg.Noise.RandomSelection, agg)
-	near(t, "evaluator wrong verdicts", ratio(evFlipped, ev), teacher.cfg.Noise.WrongVerdict, ev)
-	near(t, "operand slips among wrong synth-math candidates", ratio(operandSlips, mathWrong), operandSlipShare, mathWrong)
-	for _, task := range []string{synthmath.Name, synthcode.Name} {
-		if pickRight[task] <= firstRight[task] {
-			t.Errorf("%s: the teacher's pick is right %d times, candidate 1 %d: the skill adds nothing", task, pickRight[task], firstRight[task])
-		}
+		})
 	}
 }
 

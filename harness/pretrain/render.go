@@ -148,18 +148,19 @@ func (r *rendering) evaluator() error {
 		line, _ := StepCheck(r.tr.Shown[0])
 		r.tr.Completion = "Check: " + line + "\n" + r.tr.Completion
 	}
-	if r.problemCheck() {
-		line, _ := ProblemCheck(r.src.task.Kind(), r.p, r.tr.Shown[0])
+	if check := r.problemChecker(); check != nil {
+		line, _ := check(r.src.task.Kind(), r.p, r.tr.Shown[0])
 		r.tr.Completion = "Check: " + line + "\n" + r.tr.Completion
 	}
 	return nil
 }
 
 // supervised draws the n candidates an evaluator or aggregator is shown:
-// under the problem-check recipe the wrong ones come from wrongCandidate
-// (as the base generators' errors look), else they are shown's.
+// under the problem-check and pair-check recipes the wrong ones come from
+// checkedSolution (as the base generators' errors look), else they are
+// shown's.
 func (r *rendering) supervised(n int) error {
-	if !r.problemCheck() {
+	if r.problemChecker() == nil {
 		return r.shown(n)
 	}
 	return r.shownBy(n, r.t.checkedSolution)
@@ -186,7 +187,7 @@ func (r *rendering) aggregator() error {
 	if r.skilledMath() {
 		return r.checkedSelection()
 	}
-	if r.problemCheck() {
+	if r.problemChecker() != nil {
 		return r.problemSelection()
 	}
 	var k int
@@ -281,14 +282,7 @@ func stepParts(solution string) (parts []string, ok bool) {
 	ok = len(steps) > 0
 	for i, st := range steps {
 		right := st
-		switch st.Op {
-		case '+':
-			right.Result = st.A + st.B
-		case '-':
-			right.Result = st.A - st.B
-		case '*':
-			right.Result = st.A * st.B
-		}
+		right.Result = st.Right()
 		parts[i] = right.String()
 		if right.Result != st.Result {
 			ok = false

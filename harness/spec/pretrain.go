@@ -47,6 +47,11 @@ type Pretrain struct {
 	// its steps; a synth-code candidate's stages against those the task
 	// line asks for; and its wrong candidates on synth-math are mostly
 	// operands copied wrong, as the base generators' are.
+	// SupervisorsPairCheck is the problem-check recipe with every decision
+	// written beside the two things it compares: each of the problem's
+	// operands (or asked-for stages) beside the candidate's, each re-done
+	// step's result beside the candidate's, each pair marked "." (same) or
+	// "!" (differs), so the closing ok or wrong only looks for a "!".
 	Supervisors string `yaml:"supervisors,omitempty" json:"supervisors,omitempty"`
 }
 
@@ -58,9 +63,13 @@ const SupervisorsSkilled = "skilled"
 // problem-check supervisors recipe.
 const SupervisorsProblemCheck = "problem-check"
 
+// SupervisorsPairCheck is the pretrain.supervisors value of the
+// pair-check supervisors recipe.
+const SupervisorsPairCheck = "pair-check"
+
 // SupervisorRecipes are the allowed values of pretrain.supervisors
 // ("" is the default recipe).
-var SupervisorRecipes = []string{SupervisorsSkilled, SupervisorsProblemCheck}
+var SupervisorRecipes = []string{SupervisorsSkilled, SupervisorsProblemCheck, SupervisorsPairCheck}
 
 // PretrainRoles are the shares of teacher transcripts per role (reviser is
 // eval-opt's revision turn of the generator); they are normalised.
