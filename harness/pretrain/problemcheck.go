@@ -180,14 +180,10 @@ func mathCheck(p datasets.Problem, solution string) (string, bool) {
 }
 
 func joinInts(xs []int64) string {
-	s := make([]string, len(xs))
-	for k, x := range xs {
-		s[k] = strconv.FormatInt(x, 10)
-	}
-	if len(s) == 0 {
+	if len(xs) == 0 {
 		return "none"
 	}
-	return strings.Join(s, " ")
+	return strings.Join(intStrings(xs), " ")
 }
 
 // codePrograms parses the program problem p asks for and the one a
