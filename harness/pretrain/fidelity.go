@@ -61,23 +61,6 @@ type Fidelity struct {
 	OKFail, Fail int
 }
 
-// teacherCheck is the recipe's check line of a candidate and whether it
-// passed; ok false where the recipe writes no check on this task kind.
-func teacherCheck(recipe, kind string, p datasets.Problem, candidate string) (line string, pass, ok bool) {
-	switch {
-	case recipe == spec.SupervisorsProblemCheck:
-		line, pass = ProblemCheck(kind, p, candidate)
-		return line, pass, true
-	case recipe == spec.SupervisorsPairCheck:
-		line, pass = PairCheck(kind, p, candidate)
-		return line, pass, true
-	case recipe == spec.SupervisorsSkilled && kind == datasets.KindMath:
-		line, pass = StepCheck(candidate)
-		return line, pass, true
-	}
-	return "", false, false
-}
-
 // FidelityOf measures the check fidelity of role (the evaluator or the
 // aggregator) over episodes eps of a task of kind, run with base models
 // pretrained under recipe. ok is false where the recipe writes no check
@@ -85,11 +68,11 @@ func teacherCheck(recipe, kind string, p datasets.Problem, candidate string) (li
 func FidelityOf(recipe, kind, role string, eps []*workflow.Episode) (Fidelity, bool) {
 	f := Fidelity{Role: role, HasProblemSide: recipe != spec.SupervisorsSkilled && kind == datasets.KindMath,
 		HasCandidateSide: kind == datasets.KindMath}
-	if _, _, ok := teacherCheck(recipe, kind, datasets.Problem{}, ""); !ok || (role != study.Evaluator && role != study.Aggregator) {
+	check := checkOf(recipe, kind)
+	if check == nil || (role != study.Evaluator && role != study.Aggregator) {
 		return f, false
 	}
-	for i := range eps {
-		ep := eps[i]
+	for _, ep := range eps {
 		ip, isInterp := ep.Flow.(*workflow.Interp)
 		if !isInterp {
 			continue
@@ -110,7 +93,7 @@ func FidelityOf(recipe, kind, role string, eps []*workflow.Episode) (Fidelity, b
 			f.Turns++
 			for k, line := range checkLines(run.Kind, ep.Turns[run.Reading.Turn].Completion.Text, len(shown)) {
 				cand := strings.TrimSpace(ep.Turns[shown[k-1]].Completion.Text)
-				want, pass, _ := teacherCheck(recipe, kind, ep.Problem, cand)
+				want, pass := check(kind, ep.Problem, cand)
 				f.add(line, want, pass)
 			}
 		}

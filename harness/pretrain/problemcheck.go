@@ -43,11 +43,16 @@ import (
 // arithmetic slip).
 const operandSlipShare = 2.0 / 3
 
-// problemChecker is the check line of the transcript's recipe when it
-// checks candidates against the problem (problem-check: ProblemCheck;
-// pair-check: PairCheck), else nil.
-func (r *rendering) problemChecker() func(kind string, p datasets.Problem, solution string) (string, bool) {
-	switch r.t.cfg.Supervisors {
+// CheckFunc writes a recipe's check line of a candidate solution for
+// problem p of a task of kind (datasets.KindMath or KindCode) and says
+// whether the check passed.
+type CheckFunc func(kind string, p datasets.Problem, solution string) (line string, ok bool)
+
+// problemCheckOf is the check of a recipe that checks candidates against
+// the problem (problem-check: ProblemCheck; pair-check: PairCheck), else
+// nil.
+func problemCheckOf(recipe string) CheckFunc {
+	switch recipe {
 	case spec.SupervisorsProblemCheck:
 		return ProblemCheck
 	case spec.SupervisorsPairCheck:
@@ -55,6 +60,22 @@ func (r *rendering) problemChecker() func(kind string, p datasets.Problem, solut
 	}
 	return nil
 }
+
+// checkOf is the check line the supervisors of recipe write on a task of
+// kind: problemCheckOf's, or the step check (StepCheck) of the skilled
+// recipe on synth-math; nil where the recipe writes none.
+func checkOf(recipe, kind string) CheckFunc {
+	if c := problemCheckOf(recipe); c != nil {
+		return c
+	}
+	if recipe == spec.SupervisorsSkilled && kind == datasets.KindMath {
+		return func(_ string, _ datasets.Problem, solution string) (string, bool) { return StepCheck(solution) }
+	}
+	return nil
+}
+
+// problemChecker is problemCheckOf the transcript's recipe.
+func (r *rendering) problemChecker() CheckFunc { return problemCheckOf(r.t.cfg.Supervisors) }
 
 // checkedSolution is solution for the problem-check recipe's supervisors:
 // with probability pWrong a wrong candidate (OperandSlip for most

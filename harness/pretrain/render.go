@@ -144,11 +144,7 @@ func (r *rendering) evaluator() error {
 	if r.malformed {
 		r.tr.Completion = malformVerdict(r.tr.Completion, verdict)
 	}
-	if r.skilledMath() {
-		line, _ := StepCheck(r.tr.Shown[0])
-		r.tr.Completion = "Check: " + line + "\n" + r.tr.Completion
-	}
-	if check := r.problemChecker(); check != nil {
+	if check := checkOf(r.t.cfg.Supervisors, r.src.task.Kind()); check != nil {
 		line, _ := check(r.src.task.Kind(), r.p, r.tr.Shown[0])
 		r.tr.Completion = "Check: " + line + "\n" + r.tr.Completion
 	}
