@@ -112,18 +112,39 @@ POOL_QUANTUM = 256
 """A cuda pool's blocks are a multiple of this (4,096 tokens), so that free
 memory drifting by a little never gives the compiled attention a new shape."""
 
+INDEX_LIMIT = 2**31 - 1
+"""The most elements one layer's keys (or values) may hold: Inductor indexes
+a tensor of more with 64-bit offsets, and torch 2.11's flex decoding kernel
+then fails to compile (a ternary of an int64 and an int32 block bound). The
+first GPU contact met it on an H100: a 2-layer Qwen3-0.6B at 0.85 of 77 GiB
+free asked for about 8 million slots, 8.2e9 elements a layer. A pool that
+large is never used (rows hold at most the model's context each), so the
+pool stops below the limit instead."""
+
+
+def max_pool_blocks(shape: PoolShape) -> int:
+    """The most blocks (plus one reserved) whose layer of keys stays within
+    INDEX_LIMIT elements, rounded down to POOL_QUANTUM."""
+    n = INDEX_LIMIT // (BLOCK * shape.kv_heads * shape.head_dim) - 1
+    return n - n % POOL_QUANTUM
+
+
+def blocks_of_free(shape: PoolShape, free: int, fraction: float) -> int:
+    """Blocks of a cuda pool in fraction of free bytes: rounded down to
+    POOL_QUANTUM when there are that many, and never past max_pool_blocks."""
+    n = min(int(free * fraction) // shape.bytes_per_block(), max_pool_blocks(shape))
+    return max(1, n - n % POOL_QUANTUM if n >= POOL_QUANTUM else n)
+
 
 def pool_blocks(shape: PoolShape, device: torch.device, cpu_bytes: int, fraction: float) -> int:
     """Blocks of a pool: fraction of the free device memory on cuda (with the
-    allocator's cache emptied first, rounded down to POOL_QUANTUM), cpu_bytes
-    on the CPU. The slot backend sizes its pool once per process."""
-    per = shape.bytes_per_block()
+    allocator's cache emptied first; blocks_of_free), cpu_bytes on the CPU.
+    The slot backend sizes its pool once per process."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info(device)
-        n = int(free * fraction) // per
-        return max(1, n - n % POOL_QUANTUM if n >= POOL_QUANTUM else n)
-    return max(1, cpu_bytes // per)
+        return blocks_of_free(shape, free, fraction)
+    return max(1, cpu_bytes // shape.bytes_per_block())
 
 
 class KVPool:

@@ -28,6 +28,8 @@ from marlow_torch.kvpool import (
     PoolFull,
     PoolShape,
     blocks_for,
+    blocks_of_free,
+    max_pool_blocks,
     slots_of,
 )
 from marlow_torch.model import Model, open_model
@@ -60,6 +62,29 @@ def test_blocks_alloc_lowest_first_share_and_free() -> None:
 
 def test_slots_of_follow_the_block_table() -> None:
     assert slots_of([5, 2], BLOCK - 1, 3) == [5 * BLOCK + BLOCK - 1, 2 * BLOCK, 2 * BLOCK + 1]
+
+
+GiB = 1 << 30
+
+
+@pytest.mark.parametrize(
+    "layers, free, want",
+    [
+        (28, 77 * GiB, 38144),  # Qwen3-0.6B on an H100: memory bounds the pool (the device check's 38,144 blocks)
+        (28, 4 * GiB, 1792),  # rounded down to the quantum
+        (28, GiB // 4, 124),  # fewer than a quantum: taken as they are
+        (2, 77 * GiB, 130816),  # the 2-layer engine-check model: the index limit bounds it (memory alone: 536,064)
+        (36, 0, 1),  # never empty
+    ],
+)
+def test_cuda_pool_stays_within_memory_and_32_bit_indexing(layers: int, free: int, want: int) -> None:
+    shape = PoolShape(layers=layers, kv_heads=8, head_dim=128, dtype=torch.bfloat16)
+    n = blocks_of_free(shape, free, 0.85)
+    assert n == want
+    assert n * shape.bytes_per_block() <= max(free * 0.85, shape.bytes_per_block())
+    per_layer = (n + 1) * BLOCK * shape.kv_heads * shape.head_dim  # one layer's keys, the scratch block included
+    assert per_layer < 2**31
+    assert max_pool_blocks(shape) % 256 == 0
 
 
 def test_decode_rows_change_only_where_rows_do() -> None:
