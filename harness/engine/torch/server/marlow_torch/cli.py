@@ -15,7 +15,7 @@ ALLOC_CONF = "expandable_segments:True"
 """The cuda caching allocator's setting for long runs: segments that grow in
 place instead of fragmenting between generation (a KV pool of most of the
 memory, freed on return) and training. Set unless the caller set one; read
-by torch at its first cuda allocation, so before any (never run on a GPU)."""
+by torch at its first cuda allocation, so before any."""
 
 
 def alloc_defaults() -> None:

@@ -17,11 +17,12 @@ captured once into one memory pool shared by the buckets, is replayed by
 every later generate call: the decoder's stacked LoRA buffers are refilled
 in place after optimizer steps (Qwen3Decoder.refresh), never reallocated.
 
-THE CUDA CAPTURE HAS NEVER RUN: no GPU was available when it was written.
-What it needs from the step is that nothing in it synchronises with the
-host or allocates a shape that depends on values: the LoRA mask, the
-tables, the positions and the block mask are all tensors of the bucket's
-fixed shape, refilled on the device before the replay."""
+The capture first ran on an H100 on 2026-12-05 (docs/torch-engine.md: GRPO
+steps and the engine bench, no recompile past the first). What it needs
+from the step is that nothing in it synchronises with the host or
+allocates a shape that depends on values: the LoRA mask, the tables, the
+positions and the block mask are all tensors of the bucket's fixed shape,
+refilled on the device before the replay."""
 
 from __future__ import annotations
 
@@ -162,9 +163,9 @@ class DecodeGraphs:
         return self.dec.decode(b.tokens, b.pos, b.rows, self.pool, b.tables, b.slots, b.attend)
 
     def _capture(self, b: Bucket) -> None:
-        # NEVER RUN (no GPU was available): warm up on a side stream (which
-        # compiles the attention's shape outside the capture), then capture
-        # one step; replay() reruns it on whatever the buffers hold.
+        # Warm up on a side stream (which compiles the attention's shape
+        # outside the capture), then capture one step; replay() reruns it on
+        # whatever the buffers hold.
         side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):

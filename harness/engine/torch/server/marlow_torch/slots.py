@@ -61,17 +61,16 @@ class SlotOptions:
     """The pool's blocks exactly, overriding kv_fraction and kv_bytes (tests)."""
     graphs: bool | None = None
     """Decode at batch-size buckets on static buffers (graphs.py): captured
-    as CUDA graphs on cuda (None: on cuda; the capture has never run on a
-    GPU), eagerly on the CPU when True (tests)."""
+    as CUDA graphs on cuda (None: on cuda), eagerly on the CPU when True (tests)."""
     attention: str = ""
     """The decode attention (kvpool.ATTENTIONS): "gather" (gathered blocks,
     SDPA) or "flex" (FlexAttention over the pool in place); "" is flex on
-    cuda, which has never run on a GPU, and gather on the CPU, where flex
-    runs its eager dense reference (scores against every slot of the pool)."""
+    cuda and gather on the CPU, where flex runs its eager dense reference
+    (scores against every slot of the pool)."""
     compile_flex: bool | None = None
+    """Compile the flex attention (None: on cuda); it needs graphs (buckets)."""
     prefill_tokens: int = 8192
     """Most prompt tokens of one packed prefill forward (a longer prompt runs alone)."""
-    """Compile the flex attention (None: on cuda); it needs graphs (buckets)."""
 
 
 @dataclass
