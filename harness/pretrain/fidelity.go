@@ -34,6 +34,8 @@ func checkLineOf(recipe string) string {
 		return "ProblemCheck on both tasks"
 	case spec.SupervisorsPairCheck:
 		return "PairCheck on both tasks"
+	case spec.SupervisorsFirstSlip:
+		return "FirstSlipCheck on both tasks"
 	}
 	return "no check"
 }
@@ -131,10 +133,11 @@ func (f *Fidelity) add(got, want string, pass bool) {
 // sides reads a synth-math check line's two readings: of the problem
 // (its operands) and of the candidate. A problem-check line lists them
 // around " / " ("7 4 / 6 4 differ; ..."); a pair-check line pairs them
-// before its first "; " ("7/6! 4/4.; ..."); a step check (skilled) has no
-// problem side, and its candidate side is the left-hand sides of its
-// re-done steps ("7 + 4, 11 + 4"). ok is false when the line has none of
-// these shapes.
+// before its first "; " ("7/6! 4/4.; ..."), and a first-slip line that
+// stops among them pairs them before its "wrong" ("7/7. 4/6! wrong"); a
+// step check (skilled) has no problem side, and its candidate side is the
+// left-hand sides of its re-done steps ("7 + 4, 11 + 4"). ok is false when
+// the line has none of these shapes.
 func sides(line string) (problem, candidate string, ok bool) {
 	if p, rest, found := strings.Cut(line, " / "); found {
 		for _, word := range []string{" same", " differ"} {
@@ -144,7 +147,13 @@ func sides(line string) (problem, candidate string, ok bool) {
 		}
 		return "", "", false
 	}
-	if head, _, found := strings.Cut(line, "; "); found && strings.Contains(head, "/") {
+	head, _, found := strings.Cut(line, "; ")
+	if !found {
+		head, found = strings.CutSuffix(line, "! wrong")
+		head += "!"
+		found = found && !strings.Contains(head, " = ")
+	}
+	if found && strings.Contains(head, "/") {
 		var ps, cs []string
 		for _, item := range strings.Fields(head) {
 			w, g, paired := strings.Cut(strings.TrimRight(item, ".!"), "/")

@@ -30,47 +30,89 @@ import (
 //     candidate's: "filter >3/filter >3. map *2/map +2! wrong".
 //
 // The check passes exactly when the problem-check recipe's does.
+//
+// The first-slip recipe (pretrain.supervisors: first-slip) writes the
+// same line up to its first "!" and ends it there with "wrong"
+// ("7/6! wrong"; "7/7. 4/4.; 7 + 4 = 11/11., 11 + 4 = 15/16! wrong"), so
+// that each closing word follows the mark just before it: pilot 11's
+// marks followed their pairs (0.997 on synth-math) while its closing word
+// followed the marks of the long synth-math lines in only 0.647.
+
+// pairLine is a check line being written pair by pair; slip is its length
+// just after its first "!" (0 while there is none).
+type pairLine struct {
+	strings.Builder
+	slip int
+}
 
 // pair writes "want/got" and its mark, and reports whether they agree.
-func pair(b *strings.Builder, want, got string) bool {
-	b.WriteString(want)
-	b.WriteByte('/')
-	b.WriteString(got)
+func (l *pairLine) pair(want, got string) bool {
+	l.WriteString(want)
+	l.WriteByte('/')
+	l.WriteString(got)
 	if want == got {
-		b.WriteByte('.')
+		l.WriteByte('.')
 		return true
 	}
-	b.WriteByte('!')
+	l.mark()
 	return false
+}
+
+// mark writes a "!" (a pair that differs, or a part that is missing).
+func (l *pairLine) mark() {
+	l.WriteByte('!')
+	if l.slip == 0 {
+		l.slip = l.Len()
+	}
+}
+
+// end closes the line with " ok" or " wrong" (closeCheck), cut after its
+// first "!" when firstSlip is set.
+func (l *pairLine) end(ok, firstSlip bool) string {
+	if firstSlip && l.slip > 0 {
+		return l.String()[:l.slip] + " wrong"
+	}
+	return closeCheck(&l.Builder, ok)
 }
 
 // PairCheck is the pair-check recipe's check line of solution, a
 // candidate for problem p of a task of kind (datasets.KindMath or
 // KindCode), and whether the check passed (see the recipe's comment).
 func PairCheck(kind string, p datasets.Problem, solution string) (line string, ok bool) {
-	if kind == datasets.KindCode {
-		return codePairs(p, solution)
-	}
-	return mathPairs(p, solution)
+	return pairCheck(kind, p, solution, false)
 }
 
-func mathPairs(p datasets.Problem, solution string) (string, bool) {
-	var b strings.Builder
-	ok := pairLists(&b, intStrings(SolutionOperands(p.Solution)), intStrings(SolutionOperands(solution)), " ")
-	b.WriteString("; ")
+// FirstSlipCheck is the first-slip recipe's check line: PairCheck's, up
+// to its first "!", then "wrong".
+func FirstSlipCheck(kind string, p datasets.Problem, solution string) (line string, ok bool) {
+	return pairCheck(kind, p, solution, true)
+}
+
+func pairCheck(kind string, p datasets.Problem, solution string, firstSlip bool) (string, bool) {
+	if kind == datasets.KindCode {
+		return codePairs(p, solution, firstSlip)
+	}
+	return mathPairs(p, solution, firstSlip)
+}
+
+func mathPairs(p datasets.Problem, solution string, firstSlip bool) (string, bool) {
+	var l pairLine
+	ok := l.pairLists(intStrings(SolutionOperands(p.Solution)), intStrings(SolutionOperands(solution)), " ")
+	l.WriteString("; ")
 	steps := synthmath.Steps(solution)
 	if len(steps) == 0 {
-		b.WriteString("no steps!")
+		l.WriteString("no steps")
+		l.mark()
 		ok = false
 	}
 	for i, st := range steps {
 		if i > 0 {
-			b.WriteString(", ")
+			l.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%d %c %d = ", st.A, st.Op, st.B)
-		ok = pair(&b, strconv.FormatInt(st.Right(), 10), strconv.FormatInt(st.Result, 10)) && ok
+		fmt.Fprintf(&l, "%d %c %d = ", st.A, st.Op, st.B)
+		ok = l.pair(strconv.FormatInt(st.Right(), 10), strconv.FormatInt(st.Result, 10)) && ok
 	}
-	b.WriteString("; answer ")
+	l.WriteString("; answer ")
 	last := "-"
 	if len(steps) > 0 {
 		last = strconv.FormatInt(steps[len(steps)-1].Result, 10)
@@ -79,27 +121,27 @@ func mathPairs(p datasets.Problem, solution string) (string, bool) {
 	if !found {
 		ans = "-"
 	}
-	ok = pair(&b, last, ans) && found && len(steps) > 0 && ok
-	return closeCheck(&b, ok), ok
+	ok = l.pair(last, ans) && found && len(steps) > 0 && ok
+	return l.end(ok, firstSlip), ok
 }
 
-func codePairs(p datasets.Problem, solution string) (string, bool) {
+func codePairs(p datasets.Problem, solution string, firstSlip bool) (string, bool) {
 	want, got, fail := codePrograms(p, solution)
 	if fail != "" {
 		return fail, false
 	}
-	var b strings.Builder
-	ok := pairLists(&b, stageStrings(want), stageStrings(got), " ")
-	return closeCheck(&b, ok), ok
+	var l pairLine
+	ok := l.pairLists(stageStrings(want), stageStrings(got), " ")
+	return l.end(ok, firstSlip), ok
 }
 
 // pairLists writes want and got pair by pair ("-" for the shorter list's
 // missing items), joined by sep, and reports whether every pair agreed.
-func pairLists(b *strings.Builder, want, got []string, sep string) bool {
+func (l *pairLine) pairLists(want, got []string, sep string) bool {
 	ok := true
 	for k := 0; k < max(len(want), len(got)); k++ {
 		if k > 0 {
-			b.WriteString(sep)
+			l.WriteString(sep)
 		}
 		w, g := "-", "-"
 		if k < len(want) {
@@ -108,10 +150,10 @@ func pairLists(b *strings.Builder, want, got []string, sep string) bool {
 		if k < len(got) {
 			g = got[k]
 		}
-		ok = pair(b, w, g) && ok
+		ok = l.pair(w, g) && ok
 	}
 	if len(want) == 0 && len(got) == 0 {
-		b.WriteString("none")
+		l.WriteString("none")
 	}
 	return ok
 }

@@ -49,14 +49,16 @@ const operandSlipShare = 2.0 / 3
 type CheckFunc func(kind string, p datasets.Problem, solution string) (line string, ok bool)
 
 // problemCheckOf is the check of a recipe that checks candidates against
-// the problem (problem-check: ProblemCheck; pair-check: PairCheck), else
-// nil.
+// the problem (problem-check: ProblemCheck; pair-check: PairCheck;
+// first-slip: FirstSlipCheck), else nil.
 func problemCheckOf(recipe string) CheckFunc {
 	switch recipe {
 	case spec.SupervisorsProblemCheck:
 		return ProblemCheck
 	case spec.SupervisorsPairCheck:
 		return PairCheck
+	case spec.SupervisorsFirstSlip:
+		return FirstSlipCheck
 	}
 	return nil
 }
@@ -255,8 +257,8 @@ func codeCheck(p datasets.Problem, solution string) (string, bool) {
 	return strings.Join(parts, ", ") + " " + word, ok
 }
 
-// problemSelection is the aggregator of the problem-check and pair-check
-// recipes: one check line per candidate (problemChecker) up to the first
+// problemSelection is the aggregator of the recipes that check against the
+// problem (problemCheckOf): one check line per candidate up to the first
 // whose check passed, which it selects; with none passed, the first of the
 // most common answer (MajorityPick); at the noise rate a random candidate
 // instead.

@@ -39,9 +39,10 @@ func TestSolutionOperands(t *testing.T) {
 	}
 }
 
-// TestProblemCheck checks the check lines of the two recipes that check a
+// TestProblemCheck checks the check lines of the recipes that check a
 // candidate against the problem, on the same candidates: problem-check's
-// (line) and pair-check's (pairs), which must pass or fail together (ok).
+// (line), pair-check's (pairs) and first-slip's (slip; "" where it is
+// pairs), which must pass or fail together (ok).
 func TestProblemCheck(t *testing.T) {
 	sum := datasets.Problem{ID: "m", Prompt: "Compute 7 + 4 + 4 + 5.", Solution: "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 20", Truth: "20"}
 	code := datasets.Problem{ID: "c", Prompt: "List task: keep those above 3, then double each.", Truth: "filter >3 | map *2"}
@@ -52,38 +53,40 @@ func TestProblemCheck(t *testing.T) {
 		p           datasets.Problem
 		solution    string
 		line, pairs string
+		slip        string
 		ok          bool
 	}{
 		{"math right", datasets.KindMath, sum, sum.Solution,
 			"7 4 4 5 / 7 4 4 5 same; 7 + 4 = 11, 11 + 4 = 15, 15 + 5 = 20 ok",
-			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/15., 15 + 5 = 20/20.; answer 20/20. ok", true},
+			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/15., 15 + 5 = 20/20.; answer 20/20. ok", "", true},
 		{"math operand copied wrong, added right", datasets.KindMath, sum, "6 + 4 = 10\n10 + 4 = 14\n14 + 5 = 19\nAnswer: 19",
 			"7 4 4 5 / 6 4 4 5 differ; 6 + 4 = 10, 10 + 4 = 14, 14 + 5 = 19 wrong",
-			"7/6! 4/4. 4/4. 5/5.; 6 + 4 = 10/10., 10 + 4 = 14/14., 14 + 5 = 19/19.; answer 19/19. wrong", false},
+			"7/6! 4/4. 4/4. 5/5.; 6 + 4 = 10/10., 10 + 4 = 14/14., 14 + 5 = 19/19.; answer 19/19. wrong", "7/6! wrong", false},
 		{"math operands left out", datasets.KindMath, sum, "6 + 5 = 11\nAnswer: 11",
 			"7 4 4 5 / 6 5 differ; 6 + 5 = 11 wrong",
-			"7/6! 4/5! 4/-! 5/-!; 6 + 5 = 11/11.; answer 11/11. wrong", false},
+			"7/6! 4/5! 4/-! 5/-!; 6 + 5 = 11/11.; answer 11/11. wrong", "7/6! wrong", false},
 		{"math arithmetic slip", datasets.KindMath, sum, "7 + 4 = 11\n11 + 4 = 16\n16 + 5 = 21\nAnswer: 21",
 			"7 4 4 5 / 7 4 4 5 same; 7 + 4 = 11, 11 + 4 = 15 not 16, 16 + 5 = 21 wrong",
-			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/16!, 16 + 5 = 21/21.; answer 21/21. wrong", false},
+			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/16!, 16 + 5 = 21/21.; answer 21/21. wrong",
+			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/16! wrong", false},
 		{"math answer line differs", datasets.KindMath, sum, "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 21",
 			"7 4 4 5 / 7 4 4 5 same; 7 + 4 = 11, 11 + 4 = 15, 15 + 5 = 20 wrong",
-			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/15., 15 + 5 = 20/20.; answer 20/21! wrong", false},
+			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/15., 15 + 5 = 20/20.; answer 20/21! wrong", "", false},
 		{"math no answer line", datasets.KindMath, sum, "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20",
 			"7 4 4 5 / 7 4 4 5 same; 7 + 4 = 11, 11 + 4 = 15, 15 + 5 = 20 wrong",
-			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/15., 15 + 5 = 20/20.; answer 20/-! wrong", false},
+			"7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/15., 15 + 5 = 20/20.; answer 20/-! wrong", "", false},
 		{"math no steps", datasets.KindMath, sum, "Answer: 20",
 			"7 4 4 5 / none differ; wrong",
-			"7/-! 4/-! 4/-! 5/-!; no steps!; answer -/20! wrong", false},
+			"7/-! 4/-! 4/-! 5/-!; no steps!; answer -/20! wrong", "7/-! wrong", false},
 		{"code right", datasets.KindCode, code, fence("filter >3 | map *2"),
-			"filter >3, map *2 ok", "filter >3/filter >3. map *2/map *2. ok", true},
+			"filter >3, map *2 ok", "filter >3/filter >3. map *2/map *2. ok", "", true},
 		{"code stage differs", datasets.KindCode, code, fence("filter >3 | map +2"),
-			"filter >3, map *2 not map +2 wrong", "filter >3/filter >3. map *2/map +2! wrong", false},
+			"filter >3, map *2 not map +2 wrong", "filter >3/filter >3. map *2/map +2! wrong", "", false},
 		{"code stage missing", datasets.KindCode, code, fence("filter >3"),
-			"filter >3, map *2 missing wrong", "filter >3/filter >3. map *2/-! wrong", false},
+			"filter >3, map *2 missing wrong", "filter >3/filter >3. map *2/-! wrong", "", false},
 		{"code extra stage", datasets.KindCode, code, fence("filter >3 | map *2 | sum"),
-			"filter >3, map *2, extra sum wrong", "filter >3/filter >3. map *2/map *2. -/sum! wrong", false},
-		{"code no program", datasets.KindCode, code, "I would double them.", "no program wrong", "no program wrong", false},
+			"filter >3, map *2, extra sum wrong", "filter >3/filter >3. map *2/map *2. -/sum! wrong", "", false},
+		{"code no program", datasets.KindCode, code, "I would double them.", "no program wrong", "no program wrong", "", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,6 +95,12 @@ func TestProblemCheck(t *testing.T) {
 			}
 			if pairs, ok := PairCheck(tc.kind, tc.p, tc.solution); pairs != tc.pairs || ok != tc.ok {
 				t.Errorf("PairCheck = %q, %v; want %q, %v", pairs, ok, tc.pairs, tc.ok)
+			}
+			if tc.slip == "" {
+				tc.slip = tc.pairs
+			}
+			if slip, ok := FirstSlipCheck(tc.kind, tc.p, tc.solution); slip != tc.slip || ok != tc.ok {
+				t.Errorf("FirstSlipCheck = %q, %v; want %q, %v", slip, ok, tc.slip, tc.ok)
 			}
 		})
 	}
@@ -147,7 +156,7 @@ func TestProblemCheckSupervisors(t *testing.T) {
 	for _, tc := range []struct {
 		recipe string
 		check  func(string, datasets.Problem, string) (string, bool)
-	}{{spec.SupervisorsProblemCheck, ProblemCheck}, {spec.SupervisorsPairCheck, PairCheck}} {
+	}{{spec.SupervisorsProblemCheck, ProblemCheck}, {spec.SupervisorsPairCheck, PairCheck}, {spec.SupervisorsFirstSlip, FirstSlipCheck}} {
 		t.Run(tc.recipe, func(t *testing.T) {
 			plain, teacher := recipeTeachers(t, tasks, tc.recipe)
 			var same *Teacher // problem-check's teacher, whose candidates and noise pair-check keeps

@@ -152,9 +152,9 @@ func (r *rendering) evaluator() error {
 }
 
 // supervised draws the n candidates an evaluator or aggregator is shown:
-// under the problem-check and pair-check recipes the wrong ones come from
-// checkedSolution (as the base generators' errors look), else they are
-// shown's.
+// under the recipes that check against the problem (problemCheckOf) the
+// wrong ones come from checkedSolution (as the base generators' errors
+// look), else they are shown's.
 func (r *rendering) supervised(n int) error {
 	if r.problemChecker() == nil {
 		return r.shown(n)

@@ -52,6 +52,9 @@ type Pretrain struct {
 	// operands (or asked-for stages) beside the candidate's, each re-done
 	// step's result beside the candidate's, each pair marked "." (same) or
 	// "!" (differs), so the closing ok or wrong only looks for a "!".
+	// SupervisorsFirstSlip is the pair-check recipe with each check line
+	// ending at its first "!" ("7/6! wrong"), so that "wrong" always
+	// follows the mark just before it and "ok" ends only a line of "."s.
 	Supervisors string `yaml:"supervisors,omitempty" json:"supervisors,omitempty"`
 }
 
@@ -67,9 +70,13 @@ const SupervisorsProblemCheck = "problem-check"
 // pair-check supervisors recipe.
 const SupervisorsPairCheck = "pair-check"
 
+// SupervisorsFirstSlip is the pretrain.supervisors value of the
+// first-slip supervisors recipe.
+const SupervisorsFirstSlip = "first-slip"
+
 // SupervisorRecipes are the allowed values of pretrain.supervisors
 // ("" is the default recipe).
-var SupervisorRecipes = []string{SupervisorsSkilled, SupervisorsProblemCheck, SupervisorsPairCheck}
+var SupervisorRecipes = []string{SupervisorsSkilled, SupervisorsProblemCheck, SupervisorsPairCheck, SupervisorsFirstSlip}
 
 // PretrainRoles are the shares of teacher transcripts per role (reviser is
 // eval-opt's revision turn of the generator); they are normalised.
