@@ -68,7 +68,7 @@ type Fidelity struct {
 // pretrained under recipe. ok is false where the recipe writes no check
 // for that role on that kind.
 func FidelityOf(recipe, kind, role string, eps []*workflow.Episode) (Fidelity, bool) {
-	f := Fidelity{Role: role, HasProblemSide: recipe != spec.SupervisorsSkilled && kind == datasets.KindMath,
+	f := Fidelity{Role: role, HasProblemSide: problemCheckOf(recipe) != nil && kind == datasets.KindMath,
 		HasCandidateSide: kind == datasets.KindMath}
 	check := checkOf(recipe, kind)
 	if check == nil || (role != study.Evaluator && role != study.Aggregator) {
@@ -149,9 +149,8 @@ func sides(line string) (problem, candidate string, ok bool) {
 	}
 	head, _, found := strings.Cut(line, "; ")
 	if !found {
-		head, found = strings.CutSuffix(line, "! wrong")
-		head += "!"
-		found = found && !strings.Contains(head, " = ")
+		head, found = strings.CutSuffix(line, " wrong")
+		found = found && strings.HasSuffix(head, "!") && !strings.Contains(head, " = ")
 	}
 	if found && strings.Contains(head, "/") {
 		var ps, cs []string

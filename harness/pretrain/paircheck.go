@@ -39,23 +39,23 @@ import (
 // followed the marks of the long synth-math lines in only 0.647.
 
 // pairLine is a check line being written pair by pair; slip is its length
-// just after its first "!" (0 while there is none).
+// just after its first "!" (0 while there is none), so the check passes
+// exactly when slip is 0.
 type pairLine struct {
 	strings.Builder
 	slip int
 }
 
-// pair writes "want/got" and its mark, and reports whether they agree.
-func (l *pairLine) pair(want, got string) bool {
+// pair writes "want/got" and its mark.
+func (l *pairLine) pair(want, got string) {
 	l.WriteString(want)
 	l.WriteByte('/')
 	l.WriteString(got)
 	if want == got {
 		l.WriteByte('.')
-		return true
+		return
 	}
 	l.mark()
-	return false
 }
 
 // mark writes a "!" (a pair that differs, or a part that is missing).
@@ -67,12 +67,13 @@ func (l *pairLine) mark() {
 }
 
 // end closes the line with " ok" or " wrong" (closeCheck), cut after its
-// first "!" when firstSlip is set.
-func (l *pairLine) end(ok, firstSlip bool) string {
-	if firstSlip && l.slip > 0 {
-		return l.String()[:l.slip] + " wrong"
+// first "!" when firstSlip is set, and says whether the check passed.
+func (l *pairLine) end(firstSlip bool) (string, bool) {
+	ok := l.slip == 0
+	if firstSlip && !ok {
+		return l.String()[:l.slip] + " wrong", false
 	}
-	return closeCheck(&l.Builder, ok)
+	return closeCheck(&l.Builder, ok), ok
 }
 
 // PairCheck is the pair-check recipe's check line of solution, a
@@ -97,20 +98,19 @@ func pairCheck(kind string, p datasets.Problem, solution string, firstSlip bool)
 
 func mathPairs(p datasets.Problem, solution string, firstSlip bool) (string, bool) {
 	var l pairLine
-	ok := l.pairLists(intStrings(SolutionOperands(p.Solution)), intStrings(SolutionOperands(solution)), " ")
+	l.pairLists(intStrings(SolutionOperands(p.Solution)), intStrings(SolutionOperands(solution)), " ")
 	l.WriteString("; ")
 	steps := synthmath.Steps(solution)
 	if len(steps) == 0 {
 		l.WriteString("no steps")
 		l.mark()
-		ok = false
 	}
 	for i, st := range steps {
 		if i > 0 {
 			l.WriteString(", ")
 		}
 		fmt.Fprintf(&l, "%d %c %d = ", st.A, st.Op, st.B)
-		ok = l.pair(strconv.FormatInt(st.Right(), 10), strconv.FormatInt(st.Result, 10)) && ok
+		l.pair(strconv.FormatInt(st.Right(), 10), strconv.FormatInt(st.Result, 10))
 	}
 	l.WriteString("; answer ")
 	last := "-"
@@ -119,10 +119,10 @@ func mathPairs(p datasets.Problem, solution string, firstSlip bool) (string, boo
 	}
 	ans, found := answerLine(solution)
 	if !found {
-		ans = "-"
+		ans = "-" // never a step's result, so the pair is marked
 	}
-	ok = l.pair(last, ans) && found && len(steps) > 0 && ok
-	return l.end(ok, firstSlip), ok
+	l.pair(last, ans)
+	return l.end(firstSlip)
 }
 
 func codePairs(p datasets.Problem, solution string, firstSlip bool) (string, bool) {
@@ -131,14 +131,13 @@ func codePairs(p datasets.Problem, solution string, firstSlip bool) (string, boo
 		return fail, false
 	}
 	var l pairLine
-	ok := l.pairLists(stageStrings(want), stageStrings(got), " ")
-	return l.end(ok, firstSlip), ok
+	l.pairLists(stageStrings(want), stageStrings(got), " ")
+	return l.end(firstSlip)
 }
 
 // pairLists writes want and got pair by pair ("-" for the shorter list's
-// missing items), joined by sep, and reports whether every pair agreed.
-func (l *pairLine) pairLists(want, got []string, sep string) bool {
-	ok := true
+// missing items), joined by sep.
+func (l *pairLine) pairLists(want, got []string, sep string) {
 	for k := 0; k < max(len(want), len(got)); k++ {
 		if k > 0 {
 			l.WriteString(sep)
@@ -150,12 +149,11 @@ func (l *pairLine) pairLists(want, got []string, sep string) bool {
 		if k < len(got) {
 			g = got[k]
 		}
-		ok = l.pair(w, g) && ok
+		l.pair(w, g)
 	}
 	if len(want) == 0 && len(got) == 0 {
 		l.WriteString("none")
 	}
-	return ok
 }
 
 // closeCheck ends a check line with " ok" or " wrong".

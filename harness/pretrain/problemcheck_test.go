@@ -159,21 +159,14 @@ func TestProblemCheckSupervisors(t *testing.T) {
 	}{{spec.SupervisorsProblemCheck, ProblemCheck}, {spec.SupervisorsPairCheck, PairCheck}, {spec.SupervisorsFirstSlip, FirstSlipCheck}} {
 		t.Run(tc.recipe, func(t *testing.T) {
 			plain, teacher := recipeTeachers(t, tasks, tc.recipe)
-			var same *Teacher // problem-check's teacher, whose candidates and noise pair-check keeps
+			var same *Teacher // problem-check's teacher, whose candidates and noise the other recipes keep
 			if tc.recipe != spec.SupervisorsProblemCheck {
 				_, same = recipeTeachers(t, tasks, spec.SupervisorsProblemCheck)
 			}
 			var agg, aggRandom, ev, evFlipped, mathWrong, operandSlips int
 			pickRight, firstRight := map[string]int{}, map[string]int{}
 			for i := int64(0); i < 4000; i++ {
-				tr, err := teacher.Transcript(i)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ref, err := plain.Transcript(i)
-				if err != nil {
-					t.Fatal(err)
-				}
+				tr, ref := transcriptOf(t, teacher, i), transcriptOf(t, plain, i)
 				if same != nil {
 					if pc, err := same.Transcript(i); err != nil || pc.Role != tr.Role || !slices.Equal(pc.Shown, tr.Shown) || !slices.Equal(pc.Noise, tr.Noise) {
 						t.Fatalf("transcript %d: the recipe's candidates or noise differ from problem-check's (%v):\n%q %v\nwant\n%q %v", i, err, tr.Shown, tr.Noise, pc.Shown, pc.Noise)

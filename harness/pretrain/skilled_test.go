@@ -73,14 +73,7 @@ func TestSkilledSupervisors(t *testing.T) {
 	plain, teacher := recipeTeachers(t, tasks, spec.SupervisorsSkilled)
 	var agg, aggRandom, ev, evFlipped, pickRight, firstRight int
 	for i := int64(0); i < 4000; i++ {
-		tr, err := teacher.Transcript(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref, err := plain.Transcript(i)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tr, ref := transcriptOf(t, teacher, i), transcriptOf(t, plain, i)
 		task := taskByName(tasks, tr.Task)
 		if task.Name() != synthmath.Name || (tr.Role != study.Aggregator && tr.Role != study.Evaluator) {
 			if tr.Completion != ref.Completion || tr.Role != ref.Role {
@@ -210,6 +203,16 @@ func recipeTeachers(t *testing.T, tasks []datasets.Task, supervisors string) (pl
 		t.Fatal(err)
 	}
 	return plain, recipe
+}
+
+// transcriptOf is transcript i of teacher, failing the test on an error.
+func transcriptOf(t *testing.T, teacher *Teacher, i int64) Transcript {
+	t.Helper()
+	tr, err := teacher.Transcript(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }
 
 // checkedSelection reads the selection of a checking aggregator's
