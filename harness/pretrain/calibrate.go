@@ -61,6 +61,10 @@ type CalRow struct {
 	// Fidelity is the supervisory role's check fidelity (FidelityOf; nil
 	// where the recipe writes it no check on this task).
 	Fidelity *Fidelity
+	// Errors sorts the wrong first answers of the workflow's generators
+	// by kind (MathErrorKind; nil but on synth-math under a checking
+	// recipe).
+	Errors *GeneratorErrors
 }
 
 // Accuracy is the fraction of episodes whose final answer is correct.
@@ -177,6 +181,10 @@ func calibrateOne(ctx context.Context, s *spec.Spec, eng engine.Engine, task dat
 			row.Fidelity = &f
 		}
 	}
+	if task.Kind() == datasets.KindMath && problemCheckOf(recipe) != nil {
+		e := generatorErrorsOf(eps)
+		row.Errors = &e
+	}
 	for _, ep := range eps {
 		if ep.Reward() > 0 {
 			row.Correct++
@@ -207,6 +215,7 @@ func (c Calibration) Markdown() string {
 	}
 	c.supervisorMarkdown(&b)
 	c.fidelityMarkdown(&b)
+	c.errorsMarkdown(&b)
 	return b.String()
 }
 

@@ -15,12 +15,16 @@ import (
 // Its wording lives here, beside the code, and the calibration report
 // reads it from here.
 func FidelityRule(recipe string, ci float64) string {
+	problemItem, candidateItem := "left", "right"
+	if recipe == spec.SupervisorsCandidateFirst {
+		problemItem, candidateItem = "right", "left"
+	}
 	return fmt.Sprintf("Under the %s recipe the evaluator writes one check line (\"Check: ...\") before its verdict and the aggregator one line "+
 		"per candidate (\"k: ...\") before its selection. Each line the model wrote is compared with the line the teacher writes for the "+
 		"same candidate (%s). lines: check lines read (an aggregator line names a candidate it was shown); exact: lines equal to the "+
 		"teacher's; problem side right: on synth-math, lines whose reading of the problem's operands is the teacher's (before \" / \", "+
-		"or the left of each pair); candidate side right: on synth-math, lines whose reading of the candidate is the teacher's (the "+
-		"operands after \" / \" or right of each pair, or the left-hand sides of the re-done steps); – where the recipe's line has no such "+
+		"or the "+problemItem+" of each pair); candidate side right: on synth-math, lines whose reading of the candidate is the teacher's (the "+
+		"operands after \" / \" or "+candidateItem+" of each pair, or the left-hand sides of the re-done steps); – where the recipe's line has no such "+
 		"part; ok on passing / ok on failing: how often the line ends \"ok\" when the teacher's check "+
 		"of that candidate passes and when it fails, with %g%% Wilson intervals. A check that carries the skill ends \"ok\" more often "+
 		"on passing candidates than on failing ones", recipe, checkLineOf(recipe), ci*100)
@@ -36,6 +40,8 @@ func checkLineOf(recipe string) string {
 		return "PairCheck on both tasks"
 	case spec.SupervisorsFirstSlip:
 		return "FirstSlipCheck on both tasks"
+	case spec.SupervisorsCandidateFirst:
+		return "CandidateFirstCheck on both tasks"
 	}
 	return "no check"
 }
@@ -61,6 +67,8 @@ type Fidelity struct {
 	// OKFail of Fail where it fails.
 	OKPass, Pass int
 	OKFail, Fail int
+	// candidateFirst: the recipe's pairs put the candidate's item first.
+	candidateFirst bool
 }
 
 // FidelityOf measures the check fidelity of role (the evaluator or the
@@ -69,7 +77,7 @@ type Fidelity struct {
 // for that role on that kind.
 func FidelityOf(recipe, kind, role string, eps []*workflow.Episode) (Fidelity, bool) {
 	f := Fidelity{Role: role, HasProblemSide: problemCheckOf(recipe) != nil && kind == datasets.KindMath,
-		HasCandidateSide: kind == datasets.KindMath}
+		HasCandidateSide: kind == datasets.KindMath, candidateFirst: recipe == spec.SupervisorsCandidateFirst}
 	check := checkOf(recipe, kind)
 	if check == nil || (role != study.Evaluator && role != study.Aggregator) {
 		return f, false
@@ -108,8 +116,8 @@ func (f *Fidelity) add(got, want string, pass bool) {
 	if got == want {
 		f.Exact++
 	}
-	gp, gc, gOK := sides(got)
-	wp, wc, _ := sides(want)
+	gp, gc, gOK := sides(got, f.candidateFirst)
+	wp, wc, _ := sides(want, f.candidateFirst)
 	if f.HasProblemSide && gOK && gp == wp {
 		f.ProblemSide++
 	}
@@ -137,8 +145,9 @@ func (f *Fidelity) add(got, want string, pass bool) {
 // stops among them pairs them before its "wrong" ("7/7. 4/6! wrong"); a
 // step check (skilled) has no problem side, and its candidate side is the
 // left-hand sides of its re-done steps ("7 + 4, 11 + 4"). ok is false when
-// the line has none of these shapes.
-func sides(line string) (problem, candidate string, ok bool) {
+// the line has none of these shapes. A candidate-first line
+// (candidateFirst) pairs the candidate's item first.
+func sides(line string, candidateFirst bool) (problem, candidate string, ok bool) {
 	if p, rest, found := strings.Cut(line, " / "); found {
 		for _, word := range []string{" same", " differ"} {
 			if list, _, found := strings.Cut(rest, word); found {
@@ -158,6 +167,9 @@ func sides(line string) (problem, candidate string, ok bool) {
 			w, g, paired := strings.Cut(strings.TrimRight(item, ".!"), "/")
 			if !paired {
 				return "", "", false
+			}
+			if candidateFirst {
+				w, g = g, w
 			}
 			ps, cs = append(ps, w), append(cs, g)
 		}

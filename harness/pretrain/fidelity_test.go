@@ -94,6 +94,12 @@ func TestFidelityOf(t *testing.T) {
 		{"first-slip: a slip read where there is none", spec.SupervisorsFirstSlip, datasets.KindMath,
 			fidelityEpisode(sum, study.Evaluator, "Check: 7/7. 4/5! wrong", sum.Solution), true,
 			Fidelity{Turns: 1, Lines: 1, Pass: 1}},
+		{"candidate-first: the teacher's line, the candidate's operand first", spec.SupervisorsCandidateFirst, datasets.KindMath,
+			fidelityEpisode(sum, study.Evaluator, "Check: 6/7! wrong", slip), true,
+			Fidelity{Turns: 1, Lines: 1, Exact: 1, ProblemSide: 1, CandidateSide: 1, Fail: 1, candidateFirst: true}},
+		{"candidate-first: the problem's operand on the right read, the candidate's misread", spec.SupervisorsCandidateFirst, datasets.KindMath,
+			fidelityEpisode(sum, study.Evaluator, "Check: 7/7! wrong", slip), true,
+			Fidelity{Turns: 1, Lines: 1, ProblemSide: 1, Fail: 1, candidateFirst: true}},
 		{"the default recipe writes no check", "", datasets.KindMath,
 			fidelityEpisode(sum, study.Evaluator, "Check: ok", sum.Solution), false, Fidelity{}},
 	}

@@ -37,6 +37,16 @@ import (
 // that each closing word follows the mark just before it: pilot 11's
 // marks followed their pairs (0.997 on synth-math) while its closing word
 // followed the marks of the long synth-math lines in only 0.647.
+//
+// The candidate-first recipe (pretrain.supervisors: candidate-first) is
+// first-slip with each pair written the candidate's item first:
+// "6/7! wrong"; "7/7. 4/4.; 7 + 4 = 11/11., 11 + 4 = 16/15! wrong". Pilot
+// 14's first-slip lines worked each step out right and then wrote that
+// same value again for the candidate's ("22 + 9 = 31/31." for a candidate
+// that wrote 32), so the right item of a pair was predicted from the left
+// one, not read. Here the step's left-hand side and the candidate's
+// result are copied together from the candidate's line, and the right
+// result is worked out after them.
 
 // pairLine is a check line being written pair by pair; slip is its length
 // just after its first "!" (0 while there is none), so the check passes
@@ -44,13 +54,24 @@ import (
 type pairLine struct {
 	strings.Builder
 	slip int
+	pairStyle
 }
 
-// pair writes "want/got" and its mark.
+// pairStyle is how a recipe writes its pair-check lines.
+type pairStyle struct {
+	firstSlip      bool // the line ends at its first "!" with "wrong"
+	candidateFirst bool // each pair is written "got/want"
+}
+
+// pair writes "want/got" ("got/want" candidate first) and its mark.
 func (l *pairLine) pair(want, got string) {
-	l.WriteString(want)
+	a, b := want, got
+	if l.candidateFirst {
+		a, b = got, want
+	}
+	l.WriteString(a)
 	l.WriteByte('/')
-	l.WriteString(got)
+	l.WriteString(b)
 	if want == got {
 		l.WriteByte('.')
 		return
@@ -68,9 +89,9 @@ func (l *pairLine) mark() {
 
 // end closes the line with " ok" or " wrong" (closeCheck), cut after its
 // first "!" when firstSlip is set, and says whether the check passed.
-func (l *pairLine) end(firstSlip bool) (string, bool) {
+func (l *pairLine) end() (string, bool) {
 	ok := l.slip == 0
-	if firstSlip && !ok {
+	if l.firstSlip && !ok {
 		return l.String()[:l.slip] + " wrong", false
 	}
 	return closeCheck(&l.Builder, ok), ok
@@ -80,24 +101,30 @@ func (l *pairLine) end(firstSlip bool) (string, bool) {
 // candidate for problem p of a task of kind (datasets.KindMath or
 // KindCode), and whether the check passed (see the recipe's comment).
 func PairCheck(kind string, p datasets.Problem, solution string) (line string, ok bool) {
-	return pairCheck(kind, p, solution, false)
+	return pairCheck(kind, p, solution, pairStyle{})
 }
 
 // FirstSlipCheck is the first-slip recipe's check line: PairCheck's, up
 // to its first "!", then "wrong".
 func FirstSlipCheck(kind string, p datasets.Problem, solution string) (line string, ok bool) {
-	return pairCheck(kind, p, solution, true)
+	return pairCheck(kind, p, solution, pairStyle{firstSlip: true})
 }
 
-func pairCheck(kind string, p datasets.Problem, solution string, firstSlip bool) (string, bool) {
+// CandidateFirstCheck is the candidate-first recipe's check line:
+// FirstSlipCheck's with each pair written the candidate's item first.
+func CandidateFirstCheck(kind string, p datasets.Problem, solution string) (line string, ok bool) {
+	return pairCheck(kind, p, solution, pairStyle{firstSlip: true, candidateFirst: true})
+}
+
+func pairCheck(kind string, p datasets.Problem, solution string, style pairStyle) (string, bool) {
 	if kind == datasets.KindCode {
-		return codePairs(p, solution, firstSlip)
+		return codePairs(p, solution, style)
 	}
-	return mathPairs(p, solution, firstSlip)
+	return mathPairs(p, solution, style)
 }
 
-func mathPairs(p datasets.Problem, solution string, firstSlip bool) (string, bool) {
-	var l pairLine
+func mathPairs(p datasets.Problem, solution string, style pairStyle) (string, bool) {
+	l := pairLine{pairStyle: style}
 	l.pairLists(intStrings(SolutionOperands(p.Solution)), intStrings(SolutionOperands(solution)), " ")
 	l.WriteString("; ")
 	steps := synthmath.Steps(solution)
@@ -122,17 +149,17 @@ func mathPairs(p datasets.Problem, solution string, firstSlip bool) (string, boo
 		ans = "-" // never a step's result, so the pair is marked
 	}
 	l.pair(last, ans)
-	return l.end(firstSlip)
+	return l.end()
 }
 
-func codePairs(p datasets.Problem, solution string, firstSlip bool) (string, bool) {
+func codePairs(p datasets.Problem, solution string, style pairStyle) (string, bool) {
 	want, got, fail := codePrograms(p, solution)
 	if fail != "" {
 		return fail, false
 	}
-	var l pairLine
+	l := pairLine{pairStyle: style}
 	l.pairLists(stageStrings(want), stageStrings(got), " ")
-	return l.end(firstSlip)
+	return l.end()
 }
 
 // pairLists writes want and got pair by pair ("-" for the shorter list's

@@ -50,7 +50,8 @@ type CheckFunc func(kind string, p datasets.Problem, solution string) (line stri
 
 // problemCheckOf is the check of a recipe that checks candidates against
 // the problem (problem-check: ProblemCheck; pair-check: PairCheck;
-// first-slip: FirstSlipCheck), else nil.
+// first-slip: FirstSlipCheck; candidate-first: CandidateFirstCheck), else
+// nil.
 func problemCheckOf(recipe string) CheckFunc {
 	switch recipe {
 	case spec.SupervisorsProblemCheck:
@@ -59,6 +60,8 @@ func problemCheckOf(recipe string) CheckFunc {
 		return PairCheck
 	case spec.SupervisorsFirstSlip:
 		return FirstSlipCheck
+	case spec.SupervisorsCandidateFirst:
+		return CandidateFirstCheck
 	}
 	return nil
 }
@@ -80,11 +83,17 @@ func checkOf(recipe, kind string) CheckFunc {
 func (r *rendering) problemChecker() CheckFunc { return problemCheckOf(r.t.cfg.Supervisors) }
 
 // checkedSolution is solution for the problem-check recipe's supervisors:
-// with probability pWrong a wrong candidate (OperandSlip for most
-// synth-math ones, else the task's Perturb), otherwise the teacher's own.
+// with probability pWrong a wrong candidate (on synth-math, of a kind
+// drawn from pretrain.wrong_math where it is set, else OperandSlip for
+// most and synthmath.Perturb for the rest; on synth-code the task's
+// Perturb), otherwise the teacher's own.
 func (t *Teacher) checkedSolution(src source, p datasets.Problem, rng *keyed.RNG, pWrong float64) (string, bool, error) {
 	if !rng.Bernoulli(pWrong) {
 		return src.tidy(p.Solution), true, nil
+	}
+	if src.task.Kind() == datasets.KindMath && t.cfg.WrongMath != nil {
+		s, err := WrongMathCandidate(p, *t.cfg.WrongMath, rng)
+		return s, false, err
 	}
 	if src.task.Kind() == datasets.KindMath && rng.Bernoulli(operandSlipShare) {
 		s, err := OperandSlip(p, rng)

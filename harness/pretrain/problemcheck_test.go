@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/marlowlab/marlow/datasets"
 	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/datasets/synthmath"
+	"github.com/marlowlab/marlow/harness/engine"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
@@ -156,7 +158,7 @@ func TestProblemCheckSupervisors(t *testing.T) {
 	for _, tc := range []struct {
 		recipe string
 		check  func(string, datasets.Problem, string) (string, bool)
-	}{{spec.SupervisorsProblemCheck, ProblemCheck}, {spec.SupervisorsPairCheck, PairCheck}, {spec.SupervisorsFirstSlip, FirstSlipCheck}} {
+	}{{spec.SupervisorsProblemCheck, ProblemCheck}, {spec.SupervisorsPairCheck, PairCheck}, {spec.SupervisorsFirstSlip, FirstSlipCheck}, {spec.SupervisorsCandidateFirst, CandidateFirstCheck}} {
 		t.Run(tc.recipe, func(t *testing.T) {
 			plain, teacher := recipeTeachers(t, tasks, tc.recipe)
 			var same *Teacher // problem-check's teacher, whose candidates and noise the other recipes keep
@@ -295,5 +297,206 @@ func TestRecipeTranscriptsPinned(t *testing.T) {
 		if got := hex.EncodeToString(h.Sum(nil)); got != tc.want {
 			t.Errorf("recipe %q: transcripts digest %s, want %s", tc.recipe, got, tc.want)
 		}
+	}
+}
+
+// TestMathErrorKind sorts hand-written wrong solutions of one problem.
+func TestMathErrorKind(t *testing.T) {
+	p := datasets.Problem{ID: "p", Prompt: "Compute 7 + 4 + 4 + 5.", Solution: "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 20"}
+	for _, tc := range []struct{ name, solution, want string }{
+		{"a slip carried", "7 + 4 = 11\n11 + 4 = 16\n16 + 5 = 21\nAnswer: 21", "slip"},
+		{"a slip in the last step", "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 30\nAnswer: 30", "slip"},
+		{"the last operand left out", "7 + 4 = 11\n11 + 4 = 15\nAnswer: 15", "drop_last"},
+		{"an operand changed", "7 + 4 = 11\n11 + 3 = 14\n14 + 5 = 19\nAnswer: 19", "operand"},
+		{"an operand added", "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\n20 + 5 = 25\nAnswer: 25", "operand"},
+		{"a wrong answer line", "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 22", "answer"},
+		{"the answer in prose", "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nSo the result is 22.", "answer"},
+		{"no steps", "Answer: 22", KindOther},
+		{"a slip not carried", "7 + 4 = 11\n11 + 4 = 16\n15 + 5 = 20\nAnswer: 20", KindOther},
+	} {
+		if got := MathErrorKind(p, tc.solution); got != tc.want {
+			t.Errorf("%s: kind %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestWrongMathCandidate checks each kind of pretrain.wrong_math on many
+// problems, alone and mixed: the candidate is wrong, its check fails, and
+// MathErrorKind sorts it into its kind (an operand slip may leave an
+// operand out, the last among them); and a mix draws each kind near its
+// share.
+func TestWrongMathCandidate(t *testing.T) {
+	cfg := synthmath.DefaultConfig()
+	cfg.OperandsMin, cfg.OperandsMax, cfg.ValueMax, cfg.Ops = 3, 6, 15, "+" // the pilots' task, whose operand lists read plainly
+	task, err := synthmath.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	for _, tc := range []struct {
+		name  string
+		w     spec.WrongMath
+		share map[string]float64 // of n candidates, each within 0.06
+	}{
+		{"slip", spec.WrongMath{Slip: 1}, map[string]float64{"slip": 1}},
+		{"drop_last", spec.WrongMath{DropLast: 1}, map[string]float64{"drop_last": 1}},
+		{"operand", spec.WrongMath{Operand: 1}, nil}, // an operand left out is also a kind of OperandSlip
+		{"answer", spec.WrongMath{Answer: 1}, map[string]float64{"answer": 1}},
+		{"mix", spec.WrongMath{Slip: 0.6, DropLast: 0.2, Operand: 0.1, Answer: 0.1},
+			map[string]float64{"slip": 0.6, "answer": 0.1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			count := map[string]int{}
+			for i := int64(0); i < n; i++ {
+				p, err := task.Train(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, err := WrongMathCandidate(p, tc.w, keyed.NewRNG(1, "test/wrong-math", uint64(i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if task.Verify(context.Background(), p, s).Correct {
+					t.Fatalf("%s: the candidate %q is correct", p.Prompt, s)
+				}
+				if _, ok := FirstSlipCheck(datasets.KindMath, p, s); ok {
+					t.Fatalf("%s: the check of the wrong candidate %q passed", p.Prompt, s)
+				}
+				k := MathErrorKind(p, s)
+				if k == KindOther {
+					t.Fatalf("%s: the candidate %q is of no kind", p.Prompt, s)
+				}
+				count[k]++
+			}
+			for k, want := range tc.share {
+				if got := float64(count[k]) / n; math.Abs(got-want) > 0.06 {
+					t.Errorf("kind %s: share %.3f, want %.2f (counts %v)", k, got, want, count)
+				}
+			}
+			if tc.name == "operand" && count["operand"]+count["drop_last"] != n {
+				t.Errorf("operand slips: counts %v, want only operand kinds", count)
+			}
+		})
+	}
+	if _, err := WrongMathCandidate(datasets.Problem{ID: "bad", Prompt: "Add them."}, spec.WrongMath{Answer: 1}, keyed.NewRNG(1, "x", 0)); err == nil || !strings.Contains(err.Error(), "bad") {
+		t.Fatalf("unparsable prompt: err = %v, want one naming the problem", err)
+	}
+}
+
+// TestWrongMathShownToSupervisors checks that pretrain.wrong_math reaches
+// the first-slip recipe's supervisors: with only wrong answer lines set,
+// every wrong synth-math candidate an evaluator or aggregator is shown
+// has right operands and steps, and its check line ends at the answer.
+func TestWrongMathShownToSupervisors(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Supervisors = spec.SupervisorsFirstSlip
+	cfg.WrongMath = &spec.WrongMath{Answer: 1}
+	teacher, err := NewTeacher(cfg, testTasks(t), 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := 0
+	for i := int64(0); i < 600; i++ {
+		tr, err := teacher.Transcript(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Task != "synth-math" || (tr.Role != study.Evaluator && tr.Role != study.Aggregator) {
+			continue
+		}
+		for k, s := range tr.Shown {
+			if tr.ShownCorrect[k] {
+				continue
+			}
+			wrong++
+			line, _ := FirstSlipCheck(datasets.KindMath, tr.Problem, s)
+			if !strings.Contains(line, "; answer ") || !strings.HasSuffix(line, "! wrong") {
+				t.Fatalf("transcript %d: a wrong candidate %q checks as %q, want a slip at its answer line", i, s, line)
+			}
+		}
+	}
+	if wrong < 20 {
+		t.Fatalf("only %d wrong synth-math candidates shown in 600 transcripts", wrong)
+	}
+}
+
+// TestGeneratorErrors counts the generators' first answers of some
+// episodes, sorts the wrong ones, leaves out revisions and other roles,
+// and writes the table only for rows that have it.
+func TestGeneratorErrors(t *testing.T) {
+	p := datasets.Problem{ID: "p", Prompt: "Compute 7 + 4 + 4 + 5.", Solution: "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 20", Truth: "20"}
+	turn := func(role string, iter int, correct bool, text string) workflow.Turn {
+		return workflow.Turn{Role: role, Iteration: iter, Graded: true, Verdict: datasets.Verdict{Correct: correct},
+			Completion: engine.Completion{Text: text}}
+	}
+	eps := []*workflow.Episode{
+		{Problem: p, Turns: []workflow.Turn{
+			turn(study.Generator, 0, true, p.Solution),
+			turn(study.Generator, 0, false, "7 + 4 = 11\n11 + 4 = 15\nAnswer: 15"),
+			turn(study.Generator, 0, false, "7 + 4 = 11\n11 + 4 = 16\n16 + 5 = 21\nAnswer: 21"),
+			turn(study.Aggregator, 0, false, "Selected: 2"),
+		}},
+		{Problem: p, Turns: []workflow.Turn{
+			turn(study.Generator, 0, false, "7 + 4 = 11\n11 + 4 = 16\n16 + 5 = 21\nAnswer: 21"),
+			turn(study.Generator, 1, false, "7 + 4 = 11\n11 + 4 = 15\nAnswer: 15"), // a revision
+			{Role: study.Generator}, // not graded
+		}},
+	}
+	g := generatorErrorsOf(eps)
+	if g.Turns != 4 || g.Wrong != 3 || g.Kinds["slip"] != 2 || g.Kinds["drop_last"] != 1 || len(g.Kinds) != 2 {
+		t.Fatalf("errors %+v, want 4 turns, 3 wrong: 2 slips, 1 drop_last", g)
+	}
+	c := Calibration{Scale: "s", CI: 0.95, Recipe: spec.SupervisorsFirstSlip, Rows: []CalRow{
+		{Task: "synth-math", Workflow: "voting", Errors: &g},
+		{Task: "synth-code", Workflow: "voting"},
+	}}
+	md := c.Markdown()
+	for _, want := range []string{"### Wrong generator answers by kind", "| task | workflow | generator turns | wrong | slip | drop_last | operand | answer | other |",
+		"| synth-math | voting | 4 | 3 | 2 | 1 | 0 | 0 | 0 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("calibration markdown lacks %q:\n%s", want, md)
+		}
+	}
+	c.Rows = c.Rows[1:]
+	if strings.Contains(c.Markdown(), "by kind") {
+		t.Errorf("a calibration without error counts writes their table")
+	}
+}
+
+// TestCandidateFirstCheck checks the candidate-first recipe's lines: the
+// first-slip line with each pair written the candidate's item first.
+func TestCandidateFirstCheck(t *testing.T) {
+	sum := datasets.Problem{ID: "m", Prompt: "Compute 7 + 4 + 4 + 5.", Solution: "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 20", Truth: "20"}
+	code := datasets.Problem{ID: "c", Prompt: "List task: keep those above 3, then double each.", Truth: "filter >3 | map *2"}
+	fence := func(prog string) string { return "```\n" + prog + "\n```" }
+	for _, tc := range []struct {
+		name, kind string
+		p          datasets.Problem
+		solution   string
+		line       string
+		ok         bool
+	}{
+		{"math right", datasets.KindMath, sum, sum.Solution, "7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/15., 15 + 5 = 20/20.; answer 20/20. ok", true},
+		{"math operand copied wrong", datasets.KindMath, sum, "6 + 4 = 10\n10 + 4 = 14\n14 + 5 = 19\nAnswer: 19", "6/7! wrong", false},
+		{"math last operand left out", datasets.KindMath, sum, "7 + 4 = 11\n11 + 4 = 15\nAnswer: 15", "7/7. 4/4. 4/4. -/5! wrong", false},
+		{"math arithmetic slip", datasets.KindMath, sum, "7 + 4 = 11\n11 + 4 = 16\n16 + 5 = 21\nAnswer: 21", "7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 16/15! wrong", false},
+		{"math answer line differs", datasets.KindMath, sum, "7 + 4 = 11\n11 + 4 = 15\n15 + 5 = 20\nAnswer: 21", "7/7. 4/4. 4/4. 5/5.; 7 + 4 = 11/11., 11 + 4 = 15/15., 15 + 5 = 20/20.; answer 21/20! wrong", false},
+		{"code stage differs", datasets.KindCode, code, fence("filter >3 | map +2"), "filter >3/filter >3. map +2/map *2! wrong", false},
+		{"code extra stage", datasets.KindCode, code, fence("filter >3 | map *2 | sum"), "filter >3/filter >3. map *2/map *2. sum/-! wrong", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if line, ok := CandidateFirstCheck(tc.kind, tc.p, tc.solution); line != tc.line || ok != tc.ok {
+				t.Errorf("CandidateFirstCheck = %q, %v; want %q, %v", line, ok, tc.line, tc.ok)
+			}
+			// the fidelity reading swaps the pair back
+			if tc.kind == datasets.KindMath {
+				slip, _ := FirstSlipCheck(tc.kind, tc.p, tc.solution)
+				pp, pc, _ := sides(slip, false)
+				cp, cc, _ := sides(tc.line, true)
+				if pp != cp || pc != cc {
+					t.Errorf("sides of %q = %q, %q; of the first-slip line %q, %q", tc.line, cp, cc, pp, pc)
+				}
+			}
+		})
 	}
 }

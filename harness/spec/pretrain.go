@@ -55,8 +55,49 @@ type Pretrain struct {
 	// SupervisorsFirstSlip is the pair-check recipe with each check line
 	// ending at its first "!" ("7/6! wrong"), so that "wrong" always
 	// follows the mark just before it and "ok" ends only a line of "."s.
+	// SupervisorsCandidateFirst is the first-slip recipe with each pair
+	// written the candidate's item first ("6/7!", "22 + 9 = 32/31!"), so
+	// that the candidate's item is read before the right one is worked
+	// out, not predicted from it.
 	Supervisors string `yaml:"supervisors,omitempty" json:"supervisors,omitempty"`
+	// WrongMath, when set, are the shares of the kinds of wrong synth-math
+	// candidates that a checking recipe (problem-check, pair-check,
+	// first-slip) shows its evaluator and aggregator, so that they can be
+	// matched to the errors the base generators make. Unset (the default)
+	// keeps the recipes' mix (an operand slip two times in three, else an
+	// arithmetic slip) and the keys of the checkpoints built with it.
+	WrongMath *WrongMath `yaml:"wrong_math,omitempty" json:"wrong_math,omitempty"`
 }
+
+// WrongMath are the shares of the kinds of wrong synth-math candidates a
+// checking recipe's supervisors are shown; they are normalised.
+type WrongMath struct {
+	// Slip: one step's result wrong and carried to the answer
+	// (synthmath.Perturb).
+	Slip float64 `yaml:"slip" json:"slip"`
+	// DropLast: the last operand left out, every step right.
+	DropLast float64 `yaml:"drop_last" json:"drop_last"`
+	// Operand: an operand copied wrong (off by one or two, its
+	// neighbour's value, or left out), every step right.
+	Operand float64 `yaml:"operand" json:"operand"`
+	// Answer: every step right and an answer line that differs from the
+	// last step's result.
+	Answer float64 `yaml:"answer" json:"answer"`
+}
+
+// The kinds of wrong synth-math solutions, named as WrongMath's keys.
+const (
+	WrongSlip     = "slip"
+	WrongDropLast = "drop_last"
+	WrongOperand  = "operand"
+	WrongAnswer   = "answer"
+)
+
+// WrongMathKinds name the shares of WrongMath.Weights, in its order.
+var WrongMathKinds = []string{WrongSlip, WrongDropLast, WrongOperand, WrongAnswer}
+
+// Weights returns the shares in WrongMathKinds order.
+func (w WrongMath) Weights() []float64 { return []float64{w.Slip, w.DropLast, w.Operand, w.Answer} }
 
 // SupervisorsSkilled is the pretrain.supervisors value of the skilled
 // supervisors recipe.
@@ -74,9 +115,17 @@ const SupervisorsPairCheck = "pair-check"
 // first-slip supervisors recipe.
 const SupervisorsFirstSlip = "first-slip"
 
+// SupervisorsCandidateFirst is the pretrain.supervisors value of the
+// candidate-first supervisors recipe.
+const SupervisorsCandidateFirst = "candidate-first"
+
 // SupervisorRecipes are the allowed values of pretrain.supervisors
 // ("" is the default recipe).
-var SupervisorRecipes = []string{SupervisorsSkilled, SupervisorsProblemCheck, SupervisorsPairCheck, SupervisorsFirstSlip}
+var SupervisorRecipes = []string{SupervisorsSkilled, SupervisorsProblemCheck, SupervisorsPairCheck, SupervisorsFirstSlip, SupervisorsCandidateFirst}
+
+// CheckingRecipes are the supervisors recipes that check each candidate
+// against the problem (and so take pretrain.wrong_math).
+var CheckingRecipes = []string{SupervisorsProblemCheck, SupervisorsPairCheck, SupervisorsFirstSlip, SupervisorsCandidateFirst}
 
 // PretrainRoles are the shares of teacher transcripts per role (reviser is
 // eval-opt's revision turn of the generator); they are normalised.
@@ -120,6 +169,10 @@ func (p Pretrain) StepsFor(scale string) int {
 func (p Pretrain) Clone() Pretrain {
 	p.Steps = maps.Clone(p.Steps)
 	p.NVotesMix = slices.Clone(p.NVotesMix)
+	if p.WrongMath != nil {
+		w := *p.WrongMath
+		p.WrongMath = &w
+	}
 	return p
 }
 
@@ -198,6 +251,21 @@ func validatePretrain(p Pretrain, c checker) {
 	c.rangeFloat("candidate_correct", p.CandidateCorrect, 0, 1, false)
 	if p.Supervisors != "" {
 		c.oneOf("supervisors", p.Supervisors, SupervisorRecipes)
+	}
+	if w := p.WrongMath; w != nil {
+		if !slices.Contains(CheckingRecipes, p.Supervisors) {
+			c.errf("wrong_math", "needs a checking supervisors recipe (%s), not %q: only those show their supervisors wrong candidates by kind", strings.Join(CheckingRecipes, ", "), p.Supervisors)
+		}
+		sum := 0.0
+		for i, v := range w.Weights() {
+			c.rangeFloat("wrong_math."+WrongMathKinds[i], v, 0, 1e6, false)
+			if v > 0 {
+				sum += v
+			}
+		}
+		if !(sum > 0) {
+			c.errf("wrong_math", "at least one kind needs a positive share")
+		}
 	}
 	seen := map[int]bool{}
 	for i, n := range p.NVotesMix {
