@@ -274,10 +274,19 @@ func codeCheck(p datasets.Problem, solution string) (string, bool) {
 func (r *rendering) problemSelection() error {
 	kind := r.src.task.Kind()
 	answers := make([]string, len(r.tr.Shown))
-	lines := make([]string, 0, len(r.tr.Shown)+1)
-	k := 0
 	for i, c := range r.tr.Shown {
 		answers[i] = candidateAnswer(r.src, r.p, c)
+	}
+	lines := make([]string, 0, len(r.tr.Shown)+2)
+	if r.t.cfg.Selection == spec.SelectionMajorityFirst {
+		lines = append(lines, AnswersLine(answers))
+		if k := SharedPick(answers); k > 0 {
+			r.selectAfterChecks(lines, k, answers)
+			return nil
+		}
+	}
+	k := 0
+	for i, c := range r.tr.Shown {
 		if k > 0 {
 			continue
 		}
@@ -289,4 +298,49 @@ func (r *rendering) problemSelection() error {
 	}
 	r.selectAfterChecks(lines, k, answers)
 	return nil
+}
+
+// AnswersLine is the majority-first aggregator's first line: each
+// candidate's answer as the task's verifier reads it, in order, "-" for
+// none ("Answers: 46; 46; 47").
+func AnswersLine(answers []string) string {
+	out := make([]string, len(answers))
+	for i, a := range answers {
+		out[i] = a
+		if a == "" {
+			out[i] = "-"
+		}
+	}
+	return "Answers: " + strings.Join(out, "; ")
+}
+
+// SharedPick is the first candidate (1-based) of the answer that more
+// candidates share than any other answer, or 0 where there is none (no
+// answer shared, or two answers shared equally often). An empty answer is
+// never picked.
+func SharedPick(answers []string) int {
+	count := map[string]int{}
+	for _, a := range answers {
+		if a != "" {
+			count[a]++
+		}
+	}
+	top, tied := 0, false
+	for _, c := range count {
+		switch {
+		case c > top:
+			top, tied = c, false
+		case c == top:
+			tied = true
+		}
+	}
+	if top < 2 || tied {
+		return 0
+	}
+	for i, a := range answers {
+		if a != "" && count[a] == top {
+			return i + 1
+		}
+	}
+	return 0
 }

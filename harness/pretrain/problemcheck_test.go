@@ -500,3 +500,94 @@ func TestCandidateFirstCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestSharedPick(t *testing.T) {
+	for _, tc := range []struct {
+		answers []string
+		want    int
+	}{
+		{[]string{"46", "46", "47"}, 1},
+		{[]string{"47", "46", "46"}, 2},
+		{[]string{"46", "47", "46"}, 1},
+		{[]string{"46", "46", "46"}, 1},
+		{[]string{"46", "47", "48"}, 0},
+		{[]string{"", "", "47"}, 0},
+		{[]string{"1", "2", "1", "2"}, 0},
+		{[]string{"1", "2", "2", "1", "2"}, 2},
+		{nil, 0},
+	} {
+		if got := SharedPick(tc.answers); got != tc.want {
+			t.Errorf("SharedPick(%q) = %d, want %d", tc.answers, got, tc.want)
+		}
+	}
+	if got := AnswersLine([]string{"46", "", "47"}); got != "Answers: 46; -; 47" {
+		t.Errorf("AnswersLine = %q", got)
+	}
+}
+
+// TestMajorityFirstSelection checks the majority-first aggregator's
+// transcripts on both tasks: the answers line first; where an answer is
+// shared by more candidates than any other, no check line and that
+// answer's first candidate selected (unless the transcript carries
+// random-selection noise); else the recipe's check lines; and a correct
+// candidate is selected whenever two or more are correct and no noise
+// intervenes.
+func TestMajorityFirstSelection(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Supervisors = spec.SupervisorsCandidateFirst
+	cfg.Selection = spec.SelectionMajorityFirst
+	teacher, err := NewTeacher(cfg, testTasks(t), 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, checked := 0, 0
+	for i := int64(0); i < 1500; i++ {
+		tr, err := teacher.Transcript(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Role != study.Aggregator || slices.Contains(tr.Noise, NoiseMalformed) {
+			continue
+		}
+		src := teacher.sources[slices.IndexFunc(teacher.sources, func(s source) bool { return s.task.Name() == tr.Task })]
+		answers := make([]string, len(tr.Shown))
+		for k, c := range tr.Shown {
+			answers[k] = candidateAnswer(src, tr.Problem, c)
+		}
+		lines := strings.Split(tr.Completion, "\n")
+		if lines[0] != AnswersLine(answers) {
+			t.Fatalf("transcript %d: first line %q, want %q", i, lines[0], AnswersLine(answers))
+		}
+		k, ok, _ := workflow.ParseSelection(tr.Completion, len(tr.Shown))
+		if !ok {
+			t.Fatalf("transcript %d: no selection in %q", i, tr.Completion)
+		}
+		noisy := slices.Contains(tr.Noise, NoiseRandomSelection)
+		if pick := SharedPick(answers); pick > 0 {
+			shared++
+			if len(lines) != 2 {
+				t.Fatalf("transcript %d: shared answer, yet check lines: %q", i, tr.Completion)
+			}
+			if !noisy && k != pick {
+				t.Fatalf("transcript %d: selected %d, want %d (%q)", i, k, pick, answers)
+			}
+		} else {
+			checked++
+			if len(lines) < 3 {
+				t.Fatalf("transcript %d: no shared answer and no check line: %q", i, tr.Completion)
+			}
+		}
+		right := 0
+		for _, c := range tr.ShownCorrect {
+			if c {
+				right++
+			}
+		}
+		if right >= 2 && !noisy && !tr.ShownCorrect[k-1] {
+			t.Fatalf("transcript %d: %d correct candidates, selected a wrong one: %q", i, right, tr.Completion)
+		}
+	}
+	if shared < 20 || checked < 20 {
+		t.Fatalf("shared %d, checked %d aggregator transcripts: want both kinds", shared, checked)
+	}
+}

@@ -67,7 +67,18 @@ type Pretrain struct {
 	// keeps the recipes' mix (an operand slip two times in three, else an
 	// arithmetic slip) and the keys of the checkpoints built with it.
 	WrongMath *WrongMath `yaml:"wrong_math,omitempty" json:"wrong_math,omitempty"`
+	// Selection, when set to SelectionMajorityFirst, has a checking
+	// recipe's aggregator copy each candidate's answer onto one line
+	// ("Answers: 46; 46; 47") and select the first candidate of an answer
+	// that more candidates share than any other; only where no answer is
+	// shared by more does it write the recipe's check lines and select as
+	// the recipe does. Unset keeps the recipes' selection and their keys.
+	Selection string `yaml:"selection,omitempty" json:"selection,omitempty"`
 }
+
+// SelectionMajorityFirst is the pretrain.selection value of the
+// majority-first aggregator.
+const SelectionMajorityFirst = "majority-first"
 
 // WrongMath are the shares of the kinds of wrong synth-math candidates a
 // checking recipe's supervisors are shown; they are normalised.
@@ -251,6 +262,12 @@ func validatePretrain(p Pretrain, c checker) {
 	c.rangeFloat("candidate_correct", p.CandidateCorrect, 0, 1, false)
 	if p.Supervisors != "" {
 		c.oneOf("supervisors", p.Supervisors, SupervisorRecipes)
+	}
+	if p.Selection != "" {
+		c.oneOf("selection", p.Selection, []string{SelectionMajorityFirst})
+		if !slices.Contains(CheckingRecipes, p.Supervisors) {
+			c.errf("selection", "needs a checking supervisors recipe (%s), not %q: the other recipes' aggregators select as their own rule says", strings.Join(CheckingRecipes, ", "), p.Supervisors)
+		}
 	}
 	if w := p.WrongMath; w != nil {
 		if !slices.Contains(CheckingRecipes, p.Supervisors) {
