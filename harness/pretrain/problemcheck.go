@@ -319,28 +319,15 @@ func AnswersLine(answers []string) string {
 // answer shared, or two answers shared equally often). An empty answer is
 // never picked.
 func SharedPick(answers []string) int {
-	count := map[string]int{}
-	for _, a := range answers {
-		if a != "" {
-			count[a]++
-		}
-	}
-	top, tied := 0, false
+	count, top := tally(answers)
+	leaders := 0
 	for _, c := range count {
-		switch {
-		case c > top:
-			top, tied = c, false
-		case c == top:
-			tied = true
+		if c == top {
+			leaders++
 		}
 	}
-	if top < 2 || tied {
+	if top < 2 || leaders > 1 {
 		return 0
 	}
-	for i, a := range answers {
-		if a != "" && count[a] == top {
-			return i + 1
-		}
-	}
-	return 0
+	return MajorityPick(answers)
 }

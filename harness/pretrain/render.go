@@ -315,21 +315,26 @@ func candidateAnswer(src source, p datasets.Problem, solution string) string {
 // among answers ("" for none, which never counts; ties go to the earliest
 // candidate); with no answer at all, candidate 1.
 func MajorityPick(answers []string) int {
-	count := map[string]int{}
-	top := 0
-	for _, a := range answers {
-		if a == "" {
-			continue
-		}
-		count[a]++
-		top = max(top, count[a])
-	}
+	count, top := tally(answers)
 	for i, a := range answers {
 		if a != "" && count[a] == top {
 			return i + 1
 		}
 	}
 	return 1
+}
+
+// tally counts the non-empty answers and returns the counts and the
+// largest.
+func tally(answers []string) (count map[string]int, top int) {
+	count = map[string]int{}
+	for _, a := range answers {
+		if a != "" {
+			count[a]++
+			top = max(top, count[a])
+		}
+	}
+	return count, top
 }
 
 // orchestrator proposes up to maxSubtasks strategies, one too many at the

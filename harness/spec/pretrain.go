@@ -61,8 +61,8 @@ type Pretrain struct {
 	// out, not predicted from it.
 	Supervisors string `yaml:"supervisors,omitempty" json:"supervisors,omitempty"`
 	// WrongMath, when set, are the shares of the kinds of wrong synth-math
-	// candidates that a checking recipe (problem-check, pair-check,
-	// first-slip) shows its evaluator and aggregator, so that they can be
+	// candidates that a checking recipe (CheckingRecipes) shows its
+	// evaluator and aggregator, so that they can be
 	// matched to the errors the base generators make. Unset (the default)
 	// keeps the recipes' mix (an operand slip two times in three, else an
 	// arithmetic slip) and the keys of the checkpoints built with it.
