@@ -61,6 +61,9 @@ type CalRow struct {
 	// Fidelity is the supervisory role's check fidelity (FidelityOf; nil
 	// where the recipe writes it no check on this task).
 	Fidelity *Fidelity
+	// Majority is the aggregator's answers lines and majority selections
+	// (MajorityOf; nil but in voting under pretrain.selection).
+	Majority *Majority
 	// Errors sorts the wrong first answers of the workflow's generators
 	// by kind (MathErrorKind; nil but on synth-math under a checking
 	// recipe).
@@ -79,9 +82,11 @@ func (r CalRow) Accuracy() float64 {
 type Calibration struct {
 	Scale  string
 	Params int64
-	CI     float64  // interval level of the supervisor table (the spec's analysis.ci)
-	Recipe string   // the supervisors' pretraining recipe (pretrain.supervisors; "" the default)
-	Rows   []CalRow // by task (matrix order), then workflow (design order)
+	CI     float64 // interval level of the supervisor table (the spec's analysis.ci)
+	Recipe string  // the supervisors' pretraining recipe (pretrain.supervisors; "" the default)
+	// Selection is the aggregators' pretrain.selection ("" the recipe's own).
+	Selection string
+	Rows      []CalRow // by task (matrix order), then workflow (design order)
 }
 
 // Calibrate runs every workflow with eng (an engine opened over the base
@@ -90,7 +95,8 @@ type Calibration struct {
 // spec's temperature and completion budgets) and returns accuracies and
 // per-role format compliance.
 func Calibrate(ctx context.Context, s *spec.Spec, job Job, eng engine.Engine, opt CalibrateOptions) (Calibration, error) {
-	cal := Calibration{Scale: job.Scale, Params: job.Model.NumParams(), CI: s.Analysis.CI, Recipe: job.Pretrain.Supervisors}
+	cal := Calibration{Scale: job.Scale, Params: job.Model.NumParams(), CI: s.Analysis.CI, Recipe: job.Pretrain.Supervisors,
+		Selection: job.Pretrain.Selection}
 	wfs := opt.Workflows
 	if len(wfs) == 0 {
 		wfs = study.Workflows
@@ -125,7 +131,7 @@ func Calibrate(ctx context.Context, s *spec.Spec, job Job, eng engine.Engine, op
 		}
 		for _, wf := range wfs {
 			start := time.Now()
-			row, err := calibrateOne(ctx, s, eng, task, name, wf, jobs, cal.Recipe)
+			row, err := calibrateOne(ctx, s, eng, task, name, wf, jobs, cal.Recipe, cal.Selection)
 			if err != nil {
 				return cal, err
 			}
@@ -155,7 +161,7 @@ func WorkflowConfig(s *spec.Spec, name, kind string) workflow.Config {
 		Temperature: s.GRPO.Temperature, MaxNewTokens: mnt, DefaultMaxNewTokens: s.GRPO.MaxNewTokens["default"]}
 }
 
-func calibrateOne(ctx context.Context, s *spec.Spec, eng engine.Engine, task datasets.Task, name, wf string, jobs []workflow.Job, recipe string) (CalRow, error) {
+func calibrateOne(ctx context.Context, s *spec.Spec, eng engine.Engine, task datasets.Task, name, wf string, jobs []workflow.Job, recipe, selection string) (CalRow, error) {
 	row := CalRow{Task: name, Workflow: wf, Problems: len(jobs)}
 	r := &workflow.Runner{Engine: eng, Task: task, Config: WorkflowConfig(s, wf, task.Kind())}
 	eps, err := r.Run(ctx, workflow.Batch{RunSeed: s.MasterSeed, Purpose: "val"}, jobs)
@@ -179,6 +185,9 @@ func calibrateOne(ctx context.Context, s *spec.Spec, eng engine.Engine, task dat
 		}
 		if f, ok := FidelityOf(recipe, task.Kind(), role, eps); ok {
 			row.Fidelity = &f
+		}
+		if m, ok := MajorityOf(selection, task, eps); ok {
+			row.Majority = &m
 		}
 	}
 	if task.Kind() == datasets.KindMath && problemCheckOf(recipe) != nil {
@@ -215,6 +224,7 @@ func (c Calibration) Markdown() string {
 	}
 	c.supervisorMarkdown(&b)
 	c.fidelityMarkdown(&b)
+	c.majorityMarkdown(&b)
 	c.errorsMarkdown(&b)
 	return b.String()
 }

@@ -275,11 +275,11 @@ func (r *rendering) problemSelection() error {
 	kind := r.src.task.Kind()
 	answers := make([]string, len(r.tr.Shown))
 	for i, c := range r.tr.Shown {
-		answers[i] = candidateAnswer(r.src, r.p, c)
+		answers[i] = candidateAnswer(r.src.task, r.p, c)
 	}
 	lines := make([]string, 0, len(r.tr.Shown)+2)
-	if r.t.cfg.Selection == spec.SelectionMajorityFirst {
-		lines = append(lines, AnswersLine(answers))
+	if r.t.cfg.Selection != "" {
+		lines = append(lines, answersLineOf(r.t.cfg.Selection, kind, answers))
 		if k := SharedPick(answers); k > 0 {
 			r.selectAfterChecks(lines, k, answers)
 			return nil
@@ -298,36 +298,4 @@ func (r *rendering) problemSelection() error {
 	}
 	r.selectAfterChecks(lines, k, answers)
 	return nil
-}
-
-// AnswersLine is the majority-first aggregator's first line: each
-// candidate's answer as the task's verifier reads it, in order, "-" for
-// none ("Answers: 46; 46; 47").
-func AnswersLine(answers []string) string {
-	out := make([]string, len(answers))
-	for i, a := range answers {
-		out[i] = a
-		if a == "" {
-			out[i] = "-"
-		}
-	}
-	return "Answers: " + strings.Join(out, "; ")
-}
-
-// SharedPick is the first candidate (1-based) of the answer that more
-// candidates share than any other answer, or 0 where there is none (no
-// answer shared, or two answers shared equally often). An empty answer is
-// never picked.
-func SharedPick(answers []string) int {
-	count, top := tally(answers)
-	leaders := 0
-	for _, c := range count {
-		if c == top {
-			leaders++
-		}
-	}
-	if top < 2 || leaders > 1 {
-		return 0
-	}
-	return MajorityPick(answers)
 }

@@ -525,17 +525,48 @@ func TestSharedPick(t *testing.T) {
 	}
 }
 
-// TestMajorityFirstSelection checks the majority-first aggregator's
-// transcripts on both tasks: the answers line first; where an answer is
-// shared by more candidates than any other, no check line and that
-// answer's first candidate selected (unless the transcript carries
-// random-selection noise); else the recipe's check lines; and a correct
-// candidate is selected whenever two or more are correct and no noise
-// intervenes.
-func TestMajorityFirstSelection(t *testing.T) {
+// TestAdjacentAnswersLine checks the majority-adjacent line: each mark
+// compares an answer with the one before it, candidate 1's answer closes
+// the line, an empty answer equals nothing, and only synth-math answers
+// are padded to two digits.
+func TestAdjacentAnswersLine(t *testing.T) {
+	for _, tc := range []struct {
+		kind    string
+		answers []string
+		want    string
+	}{
+		{datasets.KindMath, []string{"45", "42", "42"}, "Answers: 45 *; 42 -; 42 +; 45 -"},
+		{datasets.KindMath, []string{"9", "9", "19"}, "Answers: 09 *; 09 +; 19 -; 09 -"},
+		{datasets.KindMath, []string{"45", "42", "45"}, "Answers: 45 *; 42 -; 45 -; 45 +"},
+		{datasets.KindMath, []string{"", "", "7"}, "Answers: ? *; ? -; 07 -; ? -"},
+		{datasets.KindMath, []string{"123", "-6", "123"}, "Answers: 123 *; -6 -; 123 -; 123 +"},
+		{datasets.KindCode, []string{"sort | sum", "sort | sum", "rev"}, "Answers: sort | sum *; sort | sum +; rev -; sort | sum -"},
+		{datasets.KindCode, []string{"7"}, "Answers: 7 *; 7 +"},
+		{datasets.KindMath, nil, "Answers:"},
+	} {
+		if got := AdjacentAnswersLine(tc.kind, tc.answers); got != tc.want {
+			t.Errorf("AdjacentAnswersLine(%s, %q) = %q, want %q", tc.kind, tc.answers, got, tc.want)
+		}
+	}
+}
+
+// TestMajoritySelection checks the majority aggregators' transcripts (each
+// pretrain.selection) on both tasks: the selection's answers line first;
+// where an answer is shared by more candidates than any other, no check
+// line and that answer's first candidate selected (unless the transcript
+// carries random-selection noise); else the recipe's check lines; and a
+// correct candidate is selected whenever two or more are correct and no
+// noise intervenes.
+func TestMajoritySelection(t *testing.T) {
+	for _, sel := range spec.Selections {
+		t.Run(sel, func(t *testing.T) { testMajoritySelection(t, sel) })
+	}
+}
+
+func testMajoritySelection(t *testing.T, sel string) {
 	cfg := DefaultConfig()
 	cfg.Supervisors = spec.SupervisorsCandidateFirst
-	cfg.Selection = spec.SelectionMajorityFirst
+	cfg.Selection = sel
 	teacher, err := NewTeacher(cfg, testTasks(t), 3, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -552,11 +583,11 @@ func TestMajorityFirstSelection(t *testing.T) {
 		src := teacher.sources[slices.IndexFunc(teacher.sources, func(s source) bool { return s.task.Name() == tr.Task })]
 		answers := make([]string, len(tr.Shown))
 		for k, c := range tr.Shown {
-			answers[k] = candidateAnswer(src, tr.Problem, c)
+			answers[k] = candidateAnswer(src.task, tr.Problem, c)
 		}
 		lines := strings.Split(tr.Completion, "\n")
-		if lines[0] != AnswersLine(answers) {
-			t.Fatalf("transcript %d: first line %q, want %q", i, lines[0], AnswersLine(answers))
+		if want := answersLineOf(sel, src.task.Kind(), answers); lines[0] != want {
+			t.Fatalf("transcript %d: first line %q, want %q", i, lines[0], want)
 		}
 		k, ok, _ := workflow.ParseSelection(tr.Completion, len(tr.Shown))
 		if !ok {

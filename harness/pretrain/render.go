@@ -221,7 +221,7 @@ func (r *rendering) checkedSelection() error {
 	lines := make([]string, 0, len(r.tr.Shown)+1)
 	k := 0
 	for i, c := range r.tr.Shown {
-		answers[i] = candidateAnswer(r.src, r.p, c)
+		answers[i] = candidateAnswer(r.src.task, r.p, c)
 		line, ok := StepCheck(c)
 		lines = append(lines, strconv.Itoa(i+1)+": "+line)
 		if ok && k == 0 {
@@ -305,8 +305,8 @@ func answerLine(solution string) (string, bool) {
 
 // candidateAnswer is the answer the task's verifier reads from a shown
 // solution, on one line ("" when it finds none).
-func candidateAnswer(src source, p datasets.Problem, solution string) string {
-	v := src.task.Verify(context.Background(), p, solution)
+func candidateAnswer(task datasets.Task, p datasets.Problem, solution string) string {
+	v := task.Verify(context.Background(), p, solution)
 	return strings.Join(strings.Fields(v.Answer), " ")
 }
 

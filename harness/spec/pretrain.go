@@ -67,18 +67,31 @@ type Pretrain struct {
 	// keeps the recipes' mix (an operand slip two times in three, else an
 	// arithmetic slip) and the keys of the checkpoints built with it.
 	WrongMath *WrongMath `yaml:"wrong_math,omitempty" json:"wrong_math,omitempty"`
-	// Selection, when set to SelectionMajorityFirst, has a checking
-	// recipe's aggregator copy each candidate's answer onto one line
-	// ("Answers: 46; 46; 47") and select the first candidate of an answer
-	// that more candidates share than any other; only where no answer is
-	// shared by more does it write the recipe's check lines and select as
-	// the recipe does. Unset keeps the recipes' selection and their keys.
+	// Selection, when set (Selections), has a checking recipe's aggregator
+	// copy each candidate's answer onto one line and select the first
+	// candidate of an answer that more candidates share than any other;
+	// only where no answer is shared by more does it write the recipe's
+	// check lines and select as the recipe does. SelectionMajorityFirst
+	// lists the answers ("Answers: 46; 46; 47"); SelectionMajorityAdjacent
+	// marks each one equal to the one before it. Unset keeps the recipes'
+	// selection and their keys.
 	Selection string `yaml:"selection,omitempty" json:"selection,omitempty"`
 }
 
 // SelectionMajorityFirst is the pretrain.selection value of the
 // majority-first aggregator.
 const SelectionMajorityFirst = "majority-first"
+
+// SelectionMajorityAdjacent is the pretrain.selection value of the
+// majority-adjacent aggregator: majority-first whose answers line marks
+// each answer equal to the one before it ("Answers: 45 *; 42 -; 42 +;
+// 45 -", candidate 1's answer again at the end, synth-math answers
+// two digits wide), so that every comparison is of neighbours at a fixed
+// distance.
+const SelectionMajorityAdjacent = "majority-adjacent"
+
+// Selections are the pretrain.selection values.
+var Selections = []string{SelectionMajorityFirst, SelectionMajorityAdjacent}
 
 // WrongMath are the shares of the kinds of wrong synth-math candidates a
 // checking recipe's supervisors are shown; they are normalised.
@@ -264,7 +277,7 @@ func validatePretrain(p Pretrain, c checker) {
 		c.oneOf("supervisors", p.Supervisors, SupervisorRecipes)
 	}
 	if p.Selection != "" {
-		c.oneOf("selection", p.Selection, []string{SelectionMajorityFirst})
+		c.oneOf("selection", p.Selection, Selections)
 		if !slices.Contains(CheckingRecipes, p.Supervisors) {
 			c.errf("selection", "needs a checking supervisors recipe (%s), not %q: the other recipes' aggregators select as their own rule says", strings.Join(CheckingRecipes, ", "), p.Supervisors)
 		}

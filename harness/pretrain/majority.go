@@ -1,0 +1,187 @@
+package pretrain
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/harness/spec"
+	"github.com/marlowlab/marlow/harness/study"
+	"github.com/marlowlab/marlow/harness/workflow"
+)
+
+// The majority aggregators (pretrain.selection) write one line of the
+// candidates' answers before their selection; this file holds those lines,
+// the teacher's pick among them, and what the calibration measures of them.
+
+// AnswersLine is the majority-first aggregator's first line: each
+// candidate's answer as the task's verifier reads it, in order, "-" for
+// none ("Answers: 46; 46; 47").
+func AnswersLine(answers []string) string {
+	out := make([]string, len(answers))
+	for i, a := range answers {
+		out[i] = a
+		if a == "" {
+			out[i] = "-"
+		}
+	}
+	return "Answers: " + strings.Join(out, "; ")
+}
+
+// answersLineOf is the majority aggregators' first line under a
+// pretrain.selection value for a task kind.
+func answersLineOf(sel, kind string, answers []string) string {
+	if sel == spec.SelectionMajorityAdjacent {
+		return AdjacentAnswersLine(kind, answers)
+	}
+	return AnswersLine(answers)
+}
+
+// AdjacentAnswersLine is the majority-adjacent aggregator's first line:
+// each candidate's answer as the task's verifier reads it, then candidate
+// 1's again, each followed by "+" where it equals the answer before it,
+// "-" where it does not and "*" for the first ("Answers: 45 *; 42 -; 42 +;
+// 45 -"). An empty answer is "?" and never equal. On synth-math a shorter
+// answer is padded to two digits with zeros ("09"), so that equal answers
+// stand at one distance from each other and the tiny models compare
+// neighbouring digits instead of numbers across the line (pilot 16's
+// aggregator copied the answers and then could not tell which were equal).
+func AdjacentAnswersLine(kind string, answers []string) string {
+	if len(answers) == 0 {
+		return "Answers:"
+	}
+	cycle := append(slices.Clone(answers), answers[0])
+	out := make([]string, len(cycle))
+	for i, a := range cycle {
+		mark := "*"
+		if i > 0 {
+			mark = "-"
+			if a != "" && a == cycle[i-1] {
+				mark = "+"
+			}
+		}
+		switch {
+		case a == "":
+			a = "?"
+		case kind == datasets.KindMath && len(a) < 2:
+			a = strings.Repeat("0", 2-len(a)) + a
+		}
+		out[i] = a + " " + mark
+	}
+	return "Answers: " + strings.Join(out, "; ")
+}
+
+// SharedPick is the first candidate (1-based) of the answer that more
+// candidates share than any other answer, or 0 where there is none (no
+// answer shared, or two answers shared equally often). An empty answer is
+// never picked.
+func SharedPick(answers []string) int {
+	count, top := tally(answers)
+	leaders := 0
+	for _, c := range count {
+		if c == top {
+			leaders++
+		}
+	}
+	if top < 2 || leaders > 1 {
+		return 0
+	}
+	return MajorityPick(answers)
+}
+
+// MajorityRule states what the majority table measures; MajorityOf
+// computes it. Its wording lives here, beside the code, and the
+// calibration report reads it from here.
+func MajorityRule(selection string) string {
+	line := "Answers: 46; 46; 47"
+	if selection == spec.SelectionMajorityAdjacent {
+		line = "Answers: 46 *; 46 +; 47 -; 46 -"
+	}
+	return fmt.Sprintf("Under pretrain.selection %s the aggregator first writes the candidates' answers on one line (%q, AnswersLine "+
+		"or AdjacentAnswersLine) and, where one answer is shared by more candidates than any other, selects a candidate with that answer. "+
+		"turns: aggregator turns; answers lines right: turns whose first line is the teacher's line for the candidates shown (from the "+
+		"answers the task's verifier reads in them); shared: turns where one answer leads (SharedPick); majority selected: of those, turns "+
+		"whose parsed selection has the leading answer; outvoted: shared turns where candidate 1's answer is not the leading one, the only "+
+		"turns where selecting the majority can beat candidate 1; majority selected when outvoted: of those, turns whose parsed selection "+
+		"has the leading answer", selection, line)
+}
+
+// Majority is how a majority aggregator's answers lines and selections at
+// base follow the teacher's rule (MajorityRule).
+type Majority struct {
+	Turns      int // aggregator turns
+	LinesRight int // turns whose answers line is the teacher's
+	// Shared counts turns where one answer leads (SharedPick > 0), and
+	// SharedPicked those whose parsed selection has that answer.
+	Shared, SharedPicked int
+	// Outvoted counts shared turns where candidate 1's answer does not
+	// lead, and OutvotedPicked those whose parsed selection has the
+	// leading answer.
+	Outvoted, OutvotedPicked int
+}
+
+// MajorityOf measures the aggregator of episodes eps of task under
+// pretrain.selection selection; ok is false where the selection is unset
+// or the episodes have no aggregator.
+func MajorityOf(selection string, task datasets.Task, eps []*workflow.Episode) (m Majority, ok bool) {
+	if selection == "" {
+		return m, false
+	}
+	for _, ep := range eps {
+		ip, isInterp := ep.Flow.(*workflow.Interp)
+		if !isInterp {
+			continue
+		}
+		for _, run := range ip.Runs {
+			if run.Kind != study.Selector || run.Reading.Turn < 0 || ep.Turns[run.Reading.Turn].Role != study.Aggregator {
+				continue
+			}
+			ok = true
+			m.Turns++
+			answers := make([]string, len(run.Candidates))
+			for i, t := range run.Candidates {
+				answers[i] = candidateAnswer(task, ep.Problem, strings.TrimSpace(ep.Turns[t].Completion.Text))
+			}
+			text := ep.Turns[run.Reading.Turn].Completion.Text
+			first, _, _ := strings.Cut(text, "\n")
+			if strings.TrimSpace(first) == answersLineOf(selection, task.Kind(), answers) {
+				m.LinesRight++
+			}
+			pick := SharedPick(answers)
+			if pick == 0 {
+				continue
+			}
+			lead := answers[pick-1]
+			picked := run.Reading.Parsed && run.Reading.Fallback == workflow.NoFallback &&
+				run.Selected >= 1 && run.Selected <= len(answers) && answers[run.Selected-1] == lead
+			m.Shared++
+			if picked {
+				m.SharedPicked++
+			}
+			if answers[0] != lead {
+				m.Outvoted++
+				if picked {
+					m.OutvotedPicked++
+				}
+			}
+		}
+	}
+	return m, ok
+}
+
+// majorityMarkdown writes the majority table of the calibration's rows
+// that have one.
+func (c Calibration) majorityMarkdown(b *strings.Builder) {
+	rows := c.rowsWith(func(r CalRow) bool { return r.Majority != nil })
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### Majority selection at base\n\n%s.\n\n", MajorityRule(c.Selection))
+	b.WriteString("| task | workflow | turns | answers lines right | shared | majority selected | outvoted | majority selected when outvoted |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		m := *r.Majority
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d | %d | %d |\n", r.Task, r.Workflow, m.Turns, m.LinesRight, m.Shared, m.SharedPicked, m.Outvoted, m.OutvotedPicked)
+	}
+}

@@ -1,0 +1,92 @@
+package pretrain
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/harness/spec"
+	"github.com/marlowlab/marlow/harness/study"
+	"github.com/marlowlab/marlow/harness/workflow"
+)
+
+// majorityEpisode is a voting episode whose generators answered answers
+// and whose aggregator wrote text; selected is its parsed selection (0:
+// it did not parse, and the workflow fell back to candidate 1).
+func majorityEpisode(text string, selected int, answers ...string) *workflow.Episode {
+	p := datasets.Problem{ID: "m", Prompt: "Compute 7 + 4 + 4 + 5.", Truth: "20"}
+	cands := make([]string, len(answers))
+	for i, a := range answers {
+		cands[i] = "7 + 4 = 11\nAnswer: " + a
+	}
+	ep := fidelityEpisode(p, study.Aggregator, text, cands...)
+	run := &ep.Flow.(*workflow.Interp).Runs[1]
+	run.Selected, run.Reading.Parsed = selected, selected > 0
+	if selected == 0 {
+		run.Selected, run.Reading.Fallback = 1, workflow.FallbackFirstCandidate
+	}
+	return ep
+}
+
+func TestMajorityOf(t *testing.T) {
+	math := taskByName(testTasks(t), "synth-math")
+	adj := spec.SelectionMajorityAdjacent
+	cases := []struct {
+		name      string
+		selection string
+		ep        *workflow.Episode
+		covered   bool
+		want      Majority
+	}{
+		{"candidate 1 outvoted, the majority selected from the teacher's line", adj,
+			majorityEpisode("Answers: 19 *; 20 -; 20 +; 19 -\nSelected: 2", 2, "19", "20", "20"), true,
+			Majority{Turns: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedPicked: 1}},
+		{"the last candidate of the majority answer counts as the majority", adj,
+			majorityEpisode("Answers: 19 *; 20 -; 20 +; 19 -\nSelected: 3", 3, "19", "20", "20"), true,
+			Majority{Turns: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedPicked: 1}},
+		{"candidate 1 outvoted and selected: no majority skill", adj,
+			majorityEpisode("Answers: 19 *; 20 -; 20 +; 19 -\nSelected: 1", 1, "19", "20", "20"), true,
+			Majority{Turns: 1, LinesRight: 1, Shared: 1, Outvoted: 1}},
+		{"a selection that did not parse never counts", adj,
+			majorityEpisode("Answers: 20 *; 20 +; 19 -; 20 -\nCandidate 1 looks best.", 0, "20", "20", "19"), true,
+			Majority{Turns: 1, LinesRight: 1, Shared: 1}},
+		{"a misread answers line; candidate 1 in the majority", adj,
+			majorityEpisode("Answers: 20 *; 20 +; 20 +; 20 +\nSelected: 1", 1, "20", "20", "19"), true,
+			Majority{Turns: 1, Shared: 1, SharedPicked: 1}},
+		{"no shared answer: only the line is read", adj,
+			majorityEpisode("Answers: 18 *; 19 -; 20 -; 18 -\n1: ok\nSelected: 1", 1, "18", "19", "20"), true,
+			Majority{Turns: 1, LinesRight: 1}},
+		{"majority-first's line", spec.SelectionMajorityFirst,
+			majorityEpisode("Answers: 9; 20; 20\nSelected: 2", 2, "9", "20", "20"), true,
+			Majority{Turns: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedPicked: 1}},
+		{"majority-first's line is not majority-adjacent's", adj,
+			majorityEpisode("Answers: 9; 20; 20\nSelected: 2", 2, "9", "20", "20"), true,
+			Majority{Turns: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedPicked: 1}},
+		{"no selection setting: not measured", "",
+			majorityEpisode("Selected: 2", 2, "9", "20", "20"), false, Majority{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, covered := MajorityOf(tc.selection, math, []*workflow.Episode{tc.ep})
+			if covered != tc.covered || got != tc.want {
+				t.Fatalf("MajorityOf = %+v, %v; want %+v, %v", got, covered, tc.want, tc.covered)
+			}
+		})
+	}
+}
+
+func TestMajorityMarkdown(t *testing.T) {
+	c := Calibration{Scale: "s", CI: 0.95, Selection: spec.SelectionMajorityAdjacent, Rows: []CalRow{
+		{Task: "synth-math", Workflow: "voting", Majority: &Majority{Turns: 512, LinesRight: 500, Shared: 490, SharedPicked: 480, Outvoted: 30, OutvotedPicked: 21}},
+		{Task: "synth-math", Workflow: "single"},
+	}}
+	md := c.Markdown()
+	for _, want := range []string{"### Majority selection at base", "majority-adjacent", "| synth-math | voting | 512 | 500 | 490 | 480 | 30 | 21 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("calibration markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if md2 := (Calibration{Scale: "s", CI: 0.95, Rows: c.Rows[1:]}).Markdown(); strings.Contains(md2, "Majority selection") {
+		t.Errorf("a calibration without majority rows has the table:\n%s", md2)
+	}
+}
