@@ -2,6 +2,7 @@ package pretrain
 
 import (
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 
@@ -82,33 +83,45 @@ func FidelityOf(recipe, kind, role string, eps []*workflow.Episode) (Fidelity, b
 	if check == nil || (role != study.Evaluator && role != study.Aggregator) {
 		return f, false
 	}
-	for _, ep := range eps {
-		ip, isInterp := ep.Flow.(*workflow.Interp)
-		if !isInterp {
+	for ep, run := range supervisorRuns(eps, role) {
+		var shown []int
+		switch run.Kind {
+		case study.Judge:
+			shown = []int{run.Judged}
+		case study.Selector:
+			shown = run.Candidates
+		default:
 			continue
 		}
-		for _, run := range ip.Runs {
-			if run.Reading.Turn < 0 || ep.Turns[run.Reading.Turn].Role != role {
-				continue
-			}
-			var shown []int
-			switch run.Kind {
-			case study.Judge:
-				shown = []int{run.Judged}
-			case study.Selector:
-				shown = run.Candidates
-			default:
-				continue
-			}
-			f.Turns++
-			for k, line := range checkLines(run.Kind, ep.Turns[run.Reading.Turn].Completion.Text, len(shown)) {
-				cand := strings.TrimSpace(ep.Turns[shown[k-1]].Completion.Text)
-				want, pass := check(kind, ep.Problem, cand)
-				f.add(line, want, pass)
-			}
+		f.Turns++
+		for k, line := range checkLines(run.Kind, ep.Turns[run.Reading.Turn].Completion.Text, len(shown)) {
+			cand := strings.TrimSpace(ep.Turns[shown[k-1]].Completion.Text)
+			want, pass := check(kind, ep.Problem, cand)
+			f.add(line, want, pass)
 		}
 	}
 	return f, true
+}
+
+// supervisorRuns yields each stage run of eps whose one reading turn is
+// role's, with its episode.
+func supervisorRuns(eps []*workflow.Episode, role string) iter.Seq2[*workflow.Episode, workflow.StageRun] {
+	return func(yield func(*workflow.Episode, workflow.StageRun) bool) {
+		for _, ep := range eps {
+			ip, isInterp := ep.Flow.(*workflow.Interp)
+			if !isInterp {
+				continue
+			}
+			for _, run := range ip.Runs {
+				if run.Reading.Turn < 0 || ep.Turns[run.Reading.Turn].Role != role {
+					continue
+				}
+				if !yield(ep, run) {
+					return
+				}
+			}
+		}
+	}
 }
 
 func (f *Fidelity) add(got, want string, pass bool) {

@@ -128,42 +128,36 @@ func MajorityOf(selection string, task datasets.Task, eps []*workflow.Episode) (
 	if selection == "" {
 		return m, false
 	}
-	for _, ep := range eps {
-		ip, isInterp := ep.Flow.(*workflow.Interp)
-		if !isInterp {
+	for ep, run := range supervisorRuns(eps, study.Aggregator) {
+		if run.Kind != study.Selector {
 			continue
 		}
-		for _, run := range ip.Runs {
-			if run.Kind != study.Selector || run.Reading.Turn < 0 || ep.Turns[run.Reading.Turn].Role != study.Aggregator {
-				continue
-			}
-			ok = true
-			m.Turns++
-			answers := make([]string, len(run.Candidates))
-			for i, t := range run.Candidates {
-				answers[i] = candidateAnswer(task, ep.Problem, strings.TrimSpace(ep.Turns[t].Completion.Text))
-			}
-			text := ep.Turns[run.Reading.Turn].Completion.Text
-			first, _, _ := strings.Cut(text, "\n")
-			if strings.TrimSpace(first) == answersLineOf(selection, task.Kind(), answers) {
-				m.LinesRight++
-			}
-			pick := SharedPick(answers)
-			if pick == 0 {
-				continue
-			}
-			lead := answers[pick-1]
-			picked := run.Reading.Parsed && run.Reading.Fallback == workflow.NoFallback &&
-				run.Selected >= 1 && run.Selected <= len(answers) && answers[run.Selected-1] == lead
-			m.Shared++
+		ok = true
+		m.Turns++
+		answers := make([]string, len(run.Candidates))
+		for i, t := range run.Candidates {
+			answers[i] = candidateAnswer(task, ep.Problem, strings.TrimSpace(ep.Turns[t].Completion.Text))
+		}
+		text := ep.Turns[run.Reading.Turn].Completion.Text
+		first, _, _ := strings.Cut(text, "\n")
+		if strings.TrimSpace(first) == answersLineOf(selection, task.Kind(), answers) {
+			m.LinesRight++
+		}
+		pick := SharedPick(answers)
+		if pick == 0 {
+			continue
+		}
+		lead := answers[pick-1]
+		picked := run.Reading.Parsed && run.Reading.Fallback == workflow.NoFallback &&
+			run.Selected >= 1 && run.Selected <= len(answers) && answers[run.Selected-1] == lead
+		m.Shared++
+		if picked {
+			m.SharedPicked++
+		}
+		if answers[0] != lead {
+			m.Outvoted++
 			if picked {
-				m.SharedPicked++
-			}
-			if answers[0] != lead {
-				m.Outvoted++
-				if picked {
-					m.OutvotedPicked++
-				}
+				m.OutvotedPicked++
 			}
 		}
 	}
