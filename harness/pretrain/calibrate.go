@@ -186,7 +186,7 @@ func calibrateOne(ctx context.Context, s *spec.Spec, eng engine.Engine, task dat
 		if f, ok := FidelityOf(recipe, task.Kind(), role, eps); ok {
 			row.Fidelity = &f
 		}
-		if m, ok := MajorityOf(selection, task, eps); ok {
+		if m, ok := MajorityOf(selection, task.Kind(), eps); ok {
 			row.Majority = &m
 		}
 	}

@@ -94,10 +94,7 @@ func SharedPick(answers []string) int {
 // computes it. Its wording lives here, beside the code, and the
 // calibration report reads it from here.
 func MajorityRule(selection string) string {
-	line := "Answers: 46; 46; 47"
-	if selection == spec.SelectionMajorityAdjacent {
-		line = "Answers: 46 *; 46 +; 47 -; 46 -"
-	}
+	line := answersLineOf(selection, datasets.KindMath, []string{"46", "46", "47"})
 	return fmt.Sprintf("Under pretrain.selection %s the aggregator first writes the candidates' answers on one line (%q, AnswersLine "+
 		"or AdjacentAnswersLine) and, where one answer is shared by more candidates than any other, selects a candidate with that answer. "+
 		"turns: aggregator turns; answers lines right: turns whose first line is the teacher's line for the candidates shown (from the "+
@@ -121,10 +118,10 @@ type Majority struct {
 	Outvoted, OutvotedPicked int
 }
 
-// MajorityOf measures the aggregator of episodes eps of task under
-// pretrain.selection selection; ok is false where the selection is unset
-// or the episodes have no aggregator.
-func MajorityOf(selection string, task datasets.Task, eps []*workflow.Episode) (m Majority, ok bool) {
+// MajorityOf measures the aggregator of episodes eps of a task of kind
+// under pretrain.selection selection; ok is false where the selection is
+// unset or the episodes have no aggregator.
+func MajorityOf(selection, kind string, eps []*workflow.Episode) (m Majority, ok bool) {
 	if selection == "" {
 		return m, false
 	}
@@ -136,11 +133,11 @@ func MajorityOf(selection string, task datasets.Task, eps []*workflow.Episode) (
 		m.Turns++
 		answers := make([]string, len(run.Candidates))
 		for i, t := range run.Candidates {
-			answers[i] = candidateAnswer(task, ep.Problem, strings.TrimSpace(ep.Turns[t].Completion.Text))
+			answers[i] = answerText(ep.Turns[t].Verdict) // the workflow graded each candidate with the task's verifier
 		}
 		text := ep.Turns[run.Reading.Turn].Completion.Text
 		first, _, _ := strings.Cut(text, "\n")
-		if strings.TrimSpace(first) == answersLineOf(selection, task.Kind(), answers) {
+		if strings.TrimSpace(first) == answersLineOf(selection, kind, answers) {
 			m.LinesRight++
 		}
 		pick := SharedPick(answers)

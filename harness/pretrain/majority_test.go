@@ -5,14 +5,16 @@ import (
 	"testing"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/synthmath"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
 )
 
 // majorityEpisode is a voting episode whose generators answered answers
-// and whose aggregator wrote text; selected is its parsed selection (0:
-// it did not parse, and the workflow fell back to candidate 1).
+// (graded by the synth-math verifier, as the workflow grades them) and
+// whose aggregator wrote text; selected is its parsed selection (0: it did
+// not parse, and the workflow fell back to candidate 1).
 func majorityEpisode(text string, selected int, answers ...string) *workflow.Episode {
 	p := datasets.Problem{ID: "m", Prompt: "Compute 7 + 4 + 4 + 5.", Truth: "20"}
 	cands := make([]string, len(answers))
@@ -20,6 +22,9 @@ func majorityEpisode(text string, selected int, answers ...string) *workflow.Epi
 		cands[i] = "7 + 4 = 11\nAnswer: " + a
 	}
 	ep := fidelityEpisode(p, study.Aggregator, text, cands...)
+	for i := range cands {
+		ep.Turns[i].Graded, ep.Turns[i].Verdict = true, synthmath.Verify(p, cands[i])
+	}
 	run := &ep.Flow.(*workflow.Interp).Runs[1]
 	run.Selected, run.Reading.Parsed = selected, selected > 0
 	if selected == 0 {
@@ -29,7 +34,6 @@ func majorityEpisode(text string, selected int, answers ...string) *workflow.Epi
 }
 
 func TestMajorityOf(t *testing.T) {
-	math := taskByName(testTasks(t), "synth-math")
 	adj := spec.SelectionMajorityAdjacent
 	cases := []struct {
 		name      string
@@ -67,7 +71,7 @@ func TestMajorityOf(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, covered := MajorityOf(tc.selection, math, []*workflow.Episode{tc.ep})
+			got, covered := MajorityOf(tc.selection, datasets.KindMath, []*workflow.Episode{tc.ep})
 			if covered != tc.covered || got != tc.want {
 				t.Fatalf("MajorityOf = %+v, %v; want %+v, %v", got, covered, tc.want, tc.covered)
 			}

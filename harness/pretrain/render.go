@@ -306,7 +306,12 @@ func answerLine(solution string) (string, bool) {
 // candidateAnswer is the answer the task's verifier reads from a shown
 // solution, on one line ("" when it finds none).
 func candidateAnswer(task datasets.Task, p datasets.Problem, solution string) string {
-	v := task.Verify(context.Background(), p, solution)
+	return answerText(task.Verify(context.Background(), p, solution))
+}
+
+// answerText is a verdict's answer on one line, its runs of white space
+// one space each.
+func answerText(v datasets.Verdict) string {
 	return strings.Join(strings.Fields(v.Answer), " ")
 }
 
