@@ -3,6 +3,7 @@ package pretrain
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
@@ -32,10 +33,46 @@ func AnswersLine(answers []string) string {
 // answersLineOf is the majority aggregators' first line under a
 // pretrain.selection value for a task kind.
 func answersLineOf(sel, kind string, answers []string) string {
-	if sel == spec.SelectionMajorityAdjacent {
+	switch sel {
+	case spec.SelectionMajorityAdjacent:
 		return AdjacentAnswersLine(kind, answers)
+	case spec.SelectionMajorityMatch:
+		return MatchAnswersLine(answers, false)
+	case spec.SelectionMajorityNamed:
+		return MatchAnswersLine(answers, true)
 	}
 	return AnswersLine(answers)
+}
+
+// MatchAnswersLine is the majority-match aggregator's first line: each
+// candidate's answer as the task's verifier reads it, in order, followed
+// by " =k" where candidate k (1-based) is the first earlier candidate
+// with the same answer ("Answers: 45; 42; 42 =2"). An empty answer is "?"
+// and matches nothing. Finding an equal answer is then a lookup of the
+// current one among the earlier ones, which the tiny models learn, and
+// not a comparison of two numbers, which they did not (pilots 16 to 18).
+// With numbered set (majority-named) each answer has its candidate's
+// number before it ("Answers: 1: 45; 2: 42; 3: 42 =2"), so the name a
+// lookup copies stands just before the answer it finds.
+func MatchAnswersLine(answers []string, numbered bool) string {
+	if len(answers) == 0 {
+		return "Answers:"
+	}
+	out := make([]string, len(answers))
+	for i, a := range answers {
+		switch j := slices.Index(answers[:i], a); {
+		case a == "":
+			out[i] = "?"
+		case j >= 0:
+			out[i] = a + " =" + strconv.Itoa(j+1)
+		default:
+			out[i] = a
+		}
+		if numbered {
+			out[i] = strconv.Itoa(i+1) + ": " + out[i]
+		}
+	}
+	return "Answers: " + strings.Join(out, "; ")
 }
 
 // AdjacentAnswersLine is the majority-adjacent aggregator's first line:
@@ -95,27 +132,52 @@ func SharedPick(answers []string) int {
 // calibration report reads it from here.
 func MajorityRule(selection string) string {
 	line := answersLineOf(selection, datasets.KindMath, []string{"46", "46", "47"})
-	return fmt.Sprintf("Under pretrain.selection %s the aggregator first writes the candidates' answers on one line (%q, AnswersLine "+
-		"or AdjacentAnswersLine) and, where one answer is shared by more candidates than any other, selects a candidate with that answer. "+
-		"turns: aggregator turns; answers lines right: turns whose first line is the teacher's line for the candidates shown (from the "+
-		"answers the task's verifier reads in them); shared: turns where one answer leads (SharedPick); majority selected: of those, turns "+
-		"whose parsed selection has the leading answer; outvoted: shared turns where candidate 1's answer is not the leading one, the only "+
-		"turns where selecting the majority can beat candidate 1; majority selected when outvoted: of those, turns whose parsed selection "+
-		"has the leading answer", selection, line)
+	return fmt.Sprintf("Under pretrain.selection %s the aggregator first writes the candidates' answers on one line (%q, AnswersLine, "+
+		"AdjacentAnswersLine or MatchAnswersLine) and, where one answer is shared by more candidates than any other, selects a candidate with that answer. "+
+		"turns: aggregator turns; answers copied: turns whose first line has the teacher's answers in the teacher's order, its marks or names "+
+		"aside; answers lines right: turns whose first line is the teacher's line for the candidates shown, marks and names included (both "+
+		"from the answers the task's verifier reads in them); shared: turns where one answer leads (SharedPick); majority selected: of "+
+		"those, turns whose parsed selection has the leading answer; outvoted: shared turns where candidate 1's answer is not the leading "+
+		"one, the only turns where selecting the majority can beat candidate 1, then of those the turns with the answers copied, with the "+
+		"line right, and whose parsed selection has the leading answer", selection, line)
+}
+
+// answersOnly is an answers line without its marks (majority-adjacent)
+// or names (majority-match and majority-named): what is left is the
+// answers as copied.
+func answersOnly(selection, line string) string {
+	head, items, ok := strings.Cut(line, "Answers: ")
+	if !ok || head != "" {
+		return line
+	}
+	parts := strings.Split(items, "; ")
+	for i, it := range parts {
+		switch selection {
+		case spec.SelectionMajorityAdjacent:
+			if n := len(it); n >= 2 && it[n-2] == ' ' && strings.ContainsRune("*+-", rune(it[n-1])) {
+				parts[i] = it[:n-2]
+			}
+		case spec.SelectionMajorityMatch, spec.SelectionMajorityNamed:
+			parts[i], _, _ = strings.Cut(it, " =")
+		}
+	}
+	return "Answers: " + strings.Join(parts, "; ")
 }
 
 // Majority is how a majority aggregator's answers lines and selections at
 // base follow the teacher's rule (MajorityRule).
 type Majority struct {
 	Turns      int // aggregator turns
+	Copied     int // turns whose answers line has the teacher's answers, marks or names aside
 	LinesRight int // turns whose answers line is the teacher's
 	// Shared counts turns where one answer leads (SharedPick > 0), and
 	// SharedPicked those whose parsed selection has that answer.
 	Shared, SharedPicked int
 	// Outvoted counts shared turns where candidate 1's answer does not
-	// lead, and OutvotedPicked those whose parsed selection has the
-	// leading answer.
-	Outvoted, OutvotedPicked int
+	// lead; OutvotedCopied and OutvotedLinesRight those whose answers
+	// line has the teacher's answers, and is the teacher's; and
+	// OutvotedPicked those whose parsed selection has the leading answer.
+	Outvoted, OutvotedCopied, OutvotedLinesRight, OutvotedPicked int
 }
 
 // MajorityOf measures the aggregator of episodes eps of a task of kind
@@ -137,7 +199,13 @@ func MajorityOf(selection, kind string, eps []*workflow.Episode) (m Majority, ok
 		}
 		text := ep.Turns[run.Reading.Turn].Completion.Text
 		first, _, _ := strings.Cut(text, "\n")
-		if strings.TrimSpace(first) == answersLineOf(selection, kind, answers) {
+		first = strings.TrimSpace(first)
+		want := answersLineOf(selection, kind, answers)
+		copied, right := answersOnly(selection, first) == answersOnly(selection, want), first == want
+		if copied {
+			m.Copied++
+		}
+		if right {
 			m.LinesRight++
 		}
 		pick := SharedPick(answers)
@@ -153,6 +221,12 @@ func MajorityOf(selection, kind string, eps []*workflow.Episode) (m Majority, ok
 		}
 		if answers[0] != lead {
 			m.Outvoted++
+			if copied {
+				m.OutvotedCopied++
+			}
+			if right {
+				m.OutvotedLinesRight++
+			}
 			if picked {
 				m.OutvotedPicked++
 			}
@@ -169,10 +243,11 @@ func (c Calibration) majorityMarkdown(b *strings.Builder) {
 		return
 	}
 	fmt.Fprintf(b, "\n### Majority selection at base\n\n%s.\n\n", MajorityRule(c.Selection))
-	b.WriteString("| task | workflow | turns | answers lines right | shared | majority selected | outvoted | majority selected when outvoted |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| task | workflow | turns | answers copied | answers lines right | shared | majority selected | outvoted | outvoted: answers copied | outvoted: lines right | majority selected when outvoted |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		m := *r.Majority
-		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d | %d | %d |\n", r.Task, r.Workflow, m.Turns, m.LinesRight, m.Shared, m.SharedPicked, m.Outvoted, m.OutvotedPicked)
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", r.Task, r.Workflow, m.Turns, m.Copied, m.LinesRight,
+			m.Shared, m.SharedPicked, m.Outvoted, m.OutvotedCopied, m.OutvotedLinesRight, m.OutvotedPicked)
 	}
 }

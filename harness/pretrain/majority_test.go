@@ -44,28 +44,43 @@ func TestMajorityOf(t *testing.T) {
 	}{
 		{"candidate 1 outvoted, the majority selected from the teacher's line", adj,
 			majorityEpisode("Answers: 19 *; 20 -; 20 +; 19 -\nSelected: 2", 2, "19", "20", "20"), true,
-			Majority{Turns: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedPicked: 1}},
+			Majority{Turns: 1, Copied: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedCopied: 1, OutvotedLinesRight: 1, OutvotedPicked: 1}},
 		{"the last candidate of the majority answer counts as the majority", adj,
 			majorityEpisode("Answers: 19 *; 20 -; 20 +; 19 -\nSelected: 3", 3, "19", "20", "20"), true,
-			Majority{Turns: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedPicked: 1}},
+			Majority{Turns: 1, Copied: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedCopied: 1, OutvotedLinesRight: 1, OutvotedPicked: 1}},
 		{"candidate 1 outvoted and selected: no majority skill", adj,
 			majorityEpisode("Answers: 19 *; 20 -; 20 +; 19 -\nSelected: 1", 1, "19", "20", "20"), true,
-			Majority{Turns: 1, LinesRight: 1, Shared: 1, Outvoted: 1}},
+			Majority{Turns: 1, Copied: 1, LinesRight: 1, Shared: 1, Outvoted: 1, OutvotedCopied: 1, OutvotedLinesRight: 1}},
 		{"a selection that did not parse never counts", adj,
 			majorityEpisode("Answers: 20 *; 20 +; 19 -; 20 -\nCandidate 1 looks best.", 0, "20", "20", "19"), true,
-			Majority{Turns: 1, LinesRight: 1, Shared: 1}},
-		{"a misread answers line; candidate 1 in the majority", adj,
+			Majority{Turns: 1, Copied: 1, LinesRight: 1, Shared: 1}},
+		{"a miscopied answers line; candidate 1 in the majority", adj,
 			majorityEpisode("Answers: 20 *; 20 +; 20 +; 20 +\nSelected: 1", 1, "20", "20", "19"), true,
 			Majority{Turns: 1, Shared: 1, SharedPicked: 1}},
+		{"answers copied, a mark wrong", adj,
+			majorityEpisode("Answers: 20 *; 20 -; 19 -; 20 -\nSelected: 1", 1, "20", "20", "19"), true,
+			Majority{Turns: 1, Copied: 1, Shared: 1, SharedPicked: 1}},
 		{"no shared answer: only the line is read", adj,
 			majorityEpisode("Answers: 18 *; 19 -; 20 -; 18 -\n1: ok\nSelected: 1", 1, "18", "19", "20"), true,
-			Majority{Turns: 1, LinesRight: 1}},
+			Majority{Turns: 1, Copied: 1, LinesRight: 1}},
 		{"majority-first's line", spec.SelectionMajorityFirst,
 			majorityEpisode("Answers: 9; 20; 20\nSelected: 2", 2, "9", "20", "20"), true,
-			Majority{Turns: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedPicked: 1}},
+			Majority{Turns: 1, Copied: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedCopied: 1, OutvotedLinesRight: 1, OutvotedPicked: 1}},
 		{"majority-first's line is not majority-adjacent's", adj,
 			majorityEpisode("Answers: 9; 20; 20\nSelected: 2", 2, "9", "20", "20"), true,
 			Majority{Turns: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedPicked: 1}},
+		{"majority-match's line, the majority named and selected", spec.SelectionMajorityMatch,
+			majorityEpisode("Answers: 9; 20; 20 =2\nSelected: 2", 2, "9", "20", "20"), true,
+			Majority{Turns: 1, Copied: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedCopied: 1, OutvotedLinesRight: 1, OutvotedPicked: 1}},
+		{"majority-match's line with the wrong name", spec.SelectionMajorityMatch,
+			majorityEpisode("Answers: 9; 20; 20 =1\nSelected: 1", 1, "9", "20", "20"), true,
+			Majority{Turns: 1, Copied: 1, Shared: 1, Outvoted: 1, OutvotedCopied: 1}},
+		{"majority-match's line miscopied, the majority still selected", spec.SelectionMajorityMatch,
+			majorityEpisode("Answers: 9; 21; 20\nSelected: 3", 3, "9", "20", "20"), true,
+			Majority{Turns: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedPicked: 1}},
+		{"majority-named's line with the wrong name", spec.SelectionMajorityNamed,
+			majorityEpisode("Answers: 1: 9; 2: 20; 3: 20 =1\nSelected: 1", 1, "9", "20", "20"), true,
+			Majority{Turns: 1, Copied: 1, Shared: 1, Outvoted: 1, OutvotedCopied: 1}},
 		{"no selection setting: not measured", "",
 			majorityEpisode("Selected: 2", 2, "9", "20", "20"), false, Majority{}},
 	}
@@ -81,11 +96,11 @@ func TestMajorityOf(t *testing.T) {
 
 func TestMajorityMarkdown(t *testing.T) {
 	c := Calibration{Scale: "s", CI: 0.95, Selection: spec.SelectionMajorityAdjacent, Rows: []CalRow{
-		{Task: "synth-math", Workflow: "voting", Majority: &Majority{Turns: 512, LinesRight: 500, Shared: 490, SharedPicked: 480, Outvoted: 30, OutvotedPicked: 21}},
+		{Task: "synth-math", Workflow: "voting", Majority: &Majority{Turns: 512, Copied: 505, LinesRight: 500, Shared: 490, SharedPicked: 480, Outvoted: 30, OutvotedCopied: 28, OutvotedLinesRight: 25, OutvotedPicked: 21}},
 		{Task: "synth-math", Workflow: "single"},
 	}}
 	md := c.Markdown()
-	for _, want := range []string{"### Majority selection at base", "majority-adjacent", "| synth-math | voting | 512 | 500 | 490 | 480 | 30 | 21 |"} {
+	for _, want := range []string{"### Majority selection at base", "majority-adjacent", "| synth-math | voting | 512 | 505 | 500 | 490 | 480 | 30 | 28 | 25 | 21 |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("calibration markdown lacks %q:\n%s", want, md)
 		}

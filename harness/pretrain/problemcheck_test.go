@@ -550,6 +550,42 @@ func TestAdjacentAnswersLine(t *testing.T) {
 	}
 }
 
+// TestMatchAnswersLine checks the majority-match and majority-named
+// lines: each answer names the first earlier candidate with the same
+// answer, an empty answer matches nothing, answers are written as the
+// verifier reads them, and majority-named numbers them.
+func TestMatchAnswersLine(t *testing.T) {
+	for _, tc := range []struct {
+		answers []string
+		want    string
+	}{
+		{[]string{"45", "42", "42"}, "Answers: 45; 42; 42 =2"},
+		{[]string{"9", "9", "9"}, "Answers: 9; 9 =1; 9 =1"},
+		{[]string{"45", "42", "45"}, "Answers: 45; 42; 45 =1"},
+		{[]string{"", "", "7"}, "Answers: ?; ?; 7"},
+		{[]string{"123", "-6", "-6", "123", "-6"}, "Answers: 123; -6; -6 =2; 123 =1; -6 =2"},
+		{[]string{"sort | sum", "rev", "sort | sum"}, "Answers: sort | sum; rev; sort | sum =1"},
+		{[]string{"7"}, "Answers: 7"},
+		{nil, "Answers:"},
+	} {
+		if got := MatchAnswersLine(tc.answers, false); got != tc.want {
+			t.Errorf("MatchAnswersLine(%q, false) = %q, want %q", tc.answers, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		answers []string
+		want    string
+	}{
+		{[]string{"45", "42", "42"}, "Answers: 1: 45; 2: 42; 3: 42 =2"},
+		{[]string{"", "7", "", "7"}, "Answers: 1: ?; 2: 7; 3: ?; 4: 7 =2"},
+		{nil, "Answers:"},
+	} {
+		if got := MatchAnswersLine(tc.answers, true); got != tc.want {
+			t.Errorf("MatchAnswersLine(%q, true) = %q, want %q", tc.answers, got, tc.want)
+		}
+	}
+}
+
 // TestMajoritySelection checks the majority aggregators' transcripts (each
 // pretrain.selection) on both tasks: the selection's answers line first;
 // where an answer is shared by more candidates than any other, no check

@@ -73,8 +73,10 @@ type Pretrain struct {
 	// only where no answer is shared by more does it write the recipe's
 	// check lines and select as the recipe does. SelectionMajorityFirst
 	// lists the answers ("Answers: 46; 46; 47"); SelectionMajorityAdjacent
-	// marks each one equal to the one before it. Unset keeps the recipes'
-	// selection and their keys.
+	// marks each one equal to the one before it; SelectionMajorityMatch
+	// names, after each answer, the first earlier candidate with the same
+	// one, and SelectionMajorityNamed also numbers each answer. Unset
+	// keeps the recipes' selection and their keys.
 	Selection string `yaml:"selection,omitempty" json:"selection,omitempty"`
 }
 
@@ -90,8 +92,23 @@ const SelectionMajorityFirst = "majority-first"
 // distance.
 const SelectionMajorityAdjacent = "majority-adjacent"
 
+// SelectionMajorityMatch is the pretrain.selection value of the
+// majority-match aggregator: majority-first whose answers line names,
+// after each answer, the first earlier candidate that gave the same one
+// ("Answers: 45; 42; 42 =2"), so that equality is found by looking the
+// answer up among the earlier ones, as attention does, not by comparing
+// two of them, and the selection copies the name.
+const SelectionMajorityMatch = "majority-match"
+
+// SelectionMajorityNamed is the pretrain.selection value of the
+// majority-named aggregator: majority-match whose line writes each
+// candidate's number before its answer ("Answers: 1: 45; 2: 42; 3: 42 =2"),
+// so that the name copied after a lookup sits just before the answer found
+// instead of being counted from its place on the line.
+const SelectionMajorityNamed = "majority-named"
+
 // Selections are the pretrain.selection values.
-var Selections = []string{SelectionMajorityFirst, SelectionMajorityAdjacent}
+var Selections = []string{SelectionMajorityFirst, SelectionMajorityAdjacent, SelectionMajorityMatch, SelectionMajorityNamed}
 
 // WrongMath are the shares of the kinds of wrong synth-math candidates a
 // checking recipe's supervisors are shown; they are normalised.
