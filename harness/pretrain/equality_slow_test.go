@@ -80,8 +80,7 @@ func equalityProbe(t *testing.T, sel string, steps, batch, evalN int) (right, ou
 			}
 			exs[i] = ex
 		}
-		if _, err := eng.Supervised(ctx, exs, engine.TrainOptions{LR: sched.LR(def.LR, step), Beta1: def.Beta1, Beta2: def.Beta2,
-			Eps: 1e-8, GradClip: def.GradClip}); err != nil {
+		if _, err := eng.Supervised(ctx, exs, supervisedOptions(def, sched.LR(def.LR, step))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,7 +100,7 @@ func equalityProbe(t *testing.T, sel string, steps, batch, evalN int) (right, ou
 		if ok {
 			right++
 		}
-		if a := triples[i]; a[1] == a[2] && a[0] != a[1] {
+		if a, p := triples[i], SharedPick(triples[i]); p > 0 && a[0] != a[p-1] { // outvoted, as MajorityOf counts it
 			outvoted++
 			if ok {
 				outvotedRight++

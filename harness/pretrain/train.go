@@ -150,9 +150,7 @@ func trainSteps(ctx context.Context, eng *native.Engine, job Job, src *batches, 
 			return nil, err
 		}
 		lr := sched.LR(cfg.LR, step)
-		st, err := eng.Supervised(ctx, batch, engine.TrainOptions{
-			LR: lr, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: 1e-8, WeightDecay: cfg.WeightDecay, GradClip: cfg.GradClip,
-		})
+		st, err := eng.Supervised(ctx, batch, supervisedOptions(cfg, lr))
 		if err != nil {
 			return nil, fmt.Errorf("pretrain: scale %s: step %d: %w", job.Scale, step, err)
 		}
@@ -165,6 +163,11 @@ func trainSteps(ctx context.Context, eng *native.Engine, job Job, src *batches, 
 		prog.step(step, st.Loss, lr, res.Tokens)
 	}
 	return rows, nil
+}
+
+// supervisedOptions are a pretraining step's optimizer settings at rate lr.
+func supervisedOptions(cfg Config, lr float64) engine.TrainOptions {
+	return engine.TrainOptions{LR: lr, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: 1e-8, WeightDecay: cfg.WeightDecay, GradClip: cfg.GradClip}
 }
 
 // batches draws training batches from the teacher's transcript stream,
