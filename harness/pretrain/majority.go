@@ -127,6 +127,49 @@ func SharedPick(answers []string) int {
 	return MajorityPick(answers)
 }
 
+// orderOutvoted orders a majority aggregator's candidates as
+// pretrain.outvoted asks: where one answer leads (SharedPick) and some
+// candidate lacks it, candidate 1 is outvoted with probability Outvoted;
+// where the drawn order is the other one, candidate 1 swaps places with a
+// random candidate of the kind the draw asks for. Unset, it draws nothing.
+func (r *rendering) orderOutvoted() {
+	if r.t.cfg.Outvoted <= 0 || r.t.cfg.Selection == "" || r.problemChecker() == nil {
+		return
+	}
+	answers := make([]string, len(r.tr.Shown))
+	for i, c := range r.tr.Shown {
+		answers[i] = candidateAnswer(r.src.task, r.p, c)
+	}
+	pick := SharedPick(answers)
+	if pick == 0 {
+		return
+	}
+	var with, without []int
+	for i, a := range answers {
+		if a == answers[pick-1] {
+			with = append(with, i)
+		} else {
+			without = append(without, i)
+		}
+	}
+	if len(without) == 0 {
+		return
+	}
+	outvoted := r.rng.Bernoulli(r.t.cfg.Outvoted)
+	var pool []int
+	switch leads := answers[0] == answers[pick-1]; {
+	case outvoted && leads:
+		pool = without
+	case !outvoted && !leads:
+		pool = with
+	default:
+		return
+	}
+	j := pool[r.rng.Intn(len(pool))]
+	r.tr.Shown[0], r.tr.Shown[j] = r.tr.Shown[j], r.tr.Shown[0]
+	r.tr.ShownCorrect[0], r.tr.ShownCorrect[j] = r.tr.ShownCorrect[j], r.tr.ShownCorrect[0]
+}
+
 // MajorityRule states what the majority table measures; MajorityOf
 // computes it. Its wording lives here, beside the code, and the
 // calibration report reads it from here.

@@ -658,3 +658,67 @@ func testMajoritySelection(t *testing.T, sel string) {
 		t.Fatalf("shared %d, checked %d aggregator transcripts: want both kinds", shared, checked)
 	}
 }
+
+// TestOutvotedOrder checks pretrain.outvoted: among the majority
+// aggregator's turns with a leading answer and a candidate without it,
+// candidate 1 is outvoted in about the asked share, and the candidates
+// keep their correctness and the prompt's order through the reordering
+// (unset, the streams stay those TestRecipeTranscriptsPinned pins).
+func TestOutvotedOrder(t *testing.T) {
+	cases := []struct {
+		outvoted float64
+		lo, hi   float64 // bounds on the measured share
+	}{
+		{0, 0.20, 0.40}, // as drawn: candidate 1 leads in most turns
+		{0.5, 0.45, 0.55},
+		{1, 1, 1},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprint(c.outvoted), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Supervisors = spec.SupervisorsCandidateFirst
+			cfg.Selection = spec.SelectionMajorityNamed
+			cfg.Outvoted = c.outvoted
+			cfg.Roles = spec.PretrainRoles{Aggregator: 1}
+			teacher, err := NewTeacher(cfg, testTasks(t), 3, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orderable, outvoted := 0, 0
+			for i := int64(0); i < 3000; i++ {
+				tr, err := teacher.Transcript(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				src := teacher.sources[slices.IndexFunc(teacher.sources, func(s source) bool { return s.task.Name() == tr.Task })]
+				answers := make([]string, len(tr.Shown))
+				for k, sol := range tr.Shown {
+					v := src.task.Verify(context.Background(), tr.Problem, sol)
+					answers[k] = answerText(v)
+					if v.Correct != tr.ShownCorrect[k] {
+						t.Fatalf("transcript %d: candidate %d correct %v, marked %v", i, k+1, v.Correct, tr.ShownCorrect[k])
+					}
+				}
+				if want := workflow.AggregatorPrompt(tr.Problem, tr.Shown); !slices.Equal(tr.Prompt, want) {
+					t.Fatalf("transcript %d: the prompt does not show the candidates in their order", i)
+				}
+				pick := SharedPick(answers)
+				if pick == 0 || !slices.ContainsFunc(answers, func(a string) bool { return a != answers[pick-1] }) {
+					continue
+				}
+				orderable++
+				if answers[0] != answers[pick-1] {
+					outvoted++
+				}
+			}
+			if orderable < 500 {
+				t.Fatalf("only %d aggregator turns with a leading answer and a candidate without it", orderable)
+			}
+			share := float64(outvoted) / float64(orderable)
+			t.Logf("outvoted %g: candidate 1 outvoted in %d of %d turns (%.2f)", c.outvoted, outvoted, orderable, share)
+			if share < c.lo || share > c.hi {
+				t.Errorf("outvoted %g: share %.3f, want in [%g, %g]", c.outvoted, share, c.lo, c.hi)
+			}
+		})
+	}
+}

@@ -173,6 +173,7 @@ func (r *rendering) aggregator() error {
 	if err := r.supervised(n); err != nil {
 		return err
 	}
+	r.orderOutvoted()
 	r.tr.Prompt = workflow.AggregatorPrompt(r.p, r.tr.Shown)
 	var good []int
 	for k, ok := range r.tr.ShownCorrect {

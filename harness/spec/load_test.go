@@ -107,6 +107,8 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "wrong_math without a checking recipe", new: "pretrain:\n  wrong_math: {slip: 1}\n", want: `pretrain.wrong_math: needs a checking supervisors recipe (problem-check, pair-check, first-slip, candidate-first), not ""`, at: "wrong_math"},
 		{name: "selection without a checking recipe", new: "pretrain:\n  selection: majority-first\n", want: `pretrain.selection: needs a checking supervisors recipe`, at: "selection"},
 		{name: "unknown selection", new: "pretrain:\n  supervisors: first-slip\n  selection: plurality\n", want: `pretrain.selection: "plurality" is not allowed; allowed values: majority-first`, at: "selection"},
+		{name: "outvoted without a selection", new: "pretrain:\n  supervisors: first-slip\n  outvoted: 0.5\n", want: `pretrain.outvoted: needs pretrain.selection (majority-first, majority-adjacent, majority-match, majority-named)`, at: "outvoted"},
+		{name: "outvoted above 1", new: "pretrain:\n  supervisors: first-slip\n  selection: majority-named\n  outvoted: 1.5\n", want: `pretrain.outvoted: must be in [0, 1], got 1.5`, at: "outvoted"},
 		{name: "wrong_math with no share", new: "pretrain:\n  supervisors: first-slip\n  wrong_math: {slip: 0}\n", want: "pretrain.wrong_math: at least one kind needs a positive share", at: "wrong_math"},
 		{name: "wrong_math negative share", new: "pretrain:\n  supervisors: first-slip\n  wrong_math: {slip: 1, answer: -1}\n", want: "pretrain.wrong_math.answer: must be in [0, 1e+06], got -1", at: "wrong_math"},
 		{name: "wrong_math unknown kind", new: "pretrain:\n  supervisors: first-slip\n  wrong_math: {slips: 1}\n", want: `pretrain.wrong_math.slips: unknown key "slips"`, at: "slips"},

@@ -78,6 +78,18 @@ type Pretrain struct {
 	// one, and SelectionMajorityNamed also numbers each answer. Unset
 	// keeps the recipes' selection and their keys.
 	Selection string `yaml:"selection,omitempty" json:"selection,omitempty"`
+	// Outvoted, when set, is the share of a majority aggregator's turns
+	// (pretrain.selection) with a leading answer and a candidate without it
+	// in which the teacher orders the candidates so that candidate 1 is
+	// outvoted: it swaps candidate 1 with a random candidate of the other
+	// kind where the draw asks for the other order. The drawn candidates
+	// stay the same; only their order changes. As drawn, candidate 1 is
+	// outvoted in about a third of those turns (TestOutvotedOrder's
+	// stream), so most names on the line are "=1" and a model can write
+	// "=1" without looking the answer up (pilot 21, seeds/README.md).
+	// Unset (0) keeps the order drawn and the keys of the checkpoints
+	// built with it.
+	Outvoted float64 `yaml:"outvoted,omitempty" json:"outvoted,omitempty"`
 }
 
 // SelectionMajorityFirst is the pretrain.selection value of the
@@ -298,6 +310,10 @@ func validatePretrain(p Pretrain, c checker) {
 		if !slices.Contains(CheckingRecipes, p.Supervisors) {
 			c.errf("selection", "needs a checking supervisors recipe (%s), not %q: the other recipes' aggregators select as their own rule says", strings.Join(CheckingRecipes, ", "), p.Supervisors)
 		}
+	}
+	c.rangeFloat("outvoted", p.Outvoted, 0, 1, false)
+	if p.Outvoted > 0 && p.Selection == "" {
+		c.errf("outvoted", "needs pretrain.selection (%s): only the majority aggregators' turns are reordered", strings.Join(Selections, ", "))
 	}
 	if w := p.WrongMath; w != nil {
 		if !slices.Contains(CheckingRecipes, p.Supervisors) {
