@@ -40,6 +40,8 @@ func answersLineOf(sel, kind string, answers []string) string {
 		return MatchAnswersLine(answers, false)
 	case spec.SelectionMajorityNamed:
 		return MatchAnswersLine(answers, true)
+	case spec.SelectionMajorityTagged:
+		return TaggedAnswersLine(answers)
 	}
 	return AnswersLine(answers)
 }
@@ -70,6 +72,27 @@ func MatchAnswersLine(answers []string, numbered bool) string {
 		}
 		if numbered {
 			out[i] = strconv.Itoa(i+1) + ": " + out[i]
+		}
+	}
+	return "Answers: " + strings.Join(out, "; ")
+}
+
+// TaggedAnswersLine is the majority-tagged aggregator's first line: each
+// candidate's answer as the task's verifier reads it, in order, followed
+// by " =k" where candidate k (1-based) is the first candidate with the
+// same answer, itself included ("Answers: 28 =1; 38 =2; 28 =1"). An empty
+// answer is "?" with no name. The name of an answer seen before is what
+// followed it the first time, so writing it is a copy of the token after
+// an earlier match; the name of a new answer is its own number.
+func TaggedAnswersLine(answers []string) string {
+	if len(answers) == 0 {
+		return "Answers:"
+	}
+	out := make([]string, len(answers))
+	for i, a := range answers {
+		out[i] = "?"
+		if a != "" {
+			out[i] = a + " =" + strconv.Itoa(slices.Index(answers, a)+1)
 		}
 	}
 	return "Answers: " + strings.Join(out, "; ")
@@ -176,7 +199,7 @@ func (r *rendering) orderOutvoted() {
 func MajorityRule(selection string) string {
 	line := answersLineOf(selection, datasets.KindMath, []string{"46", "46", "47"})
 	return fmt.Sprintf("Under pretrain.selection %s the aggregator first writes the candidates' answers on one line (%q, AnswersLine, "+
-		"AdjacentAnswersLine or MatchAnswersLine) and, where one answer is shared by more candidates than any other, selects a candidate with that answer. "+
+		"AdjacentAnswersLine, MatchAnswersLine or TaggedAnswersLine) and, where one answer is shared by more candidates than any other, selects a candidate with that answer. "+
 		"turns: aggregator turns; answers copied: turns whose first line has the teacher's answers in the teacher's order, its marks or names "+
 		"aside; answers lines right: turns whose first line is the teacher's line for the candidates shown, marks and names included (both "+
 		"from the answers the task's verifier reads in them); shared: turns where one answer leads (SharedPick); majority selected: of "+
@@ -200,7 +223,7 @@ func answersOnly(selection, line string) string {
 			if n := len(it); n >= 2 && it[n-2] == ' ' && strings.ContainsRune("*+-", rune(it[n-1])) {
 				parts[i] = it[:n-2]
 			}
-		case spec.SelectionMajorityMatch, spec.SelectionMajorityNamed:
+		case spec.SelectionMajorityMatch, spec.SelectionMajorityNamed, spec.SelectionMajorityTagged:
 			parts[i], _, _ = strings.Cut(it, " =")
 		}
 	}

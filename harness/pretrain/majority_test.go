@@ -81,6 +81,12 @@ func TestMajorityOf(t *testing.T) {
 		{"majority-named's line with the wrong name", spec.SelectionMajorityNamed,
 			majorityEpisode("Answers: 1: 9; 2: 20; 3: 20 =1\nSelected: 1", 1, "9", "20", "20"), true,
 			Majority{Turns: 1, Copied: 1, Shared: 1, Outvoted: 1, OutvotedCopied: 1}},
+		{"majority-tagged's line, the majority named and selected", spec.SelectionMajorityTagged,
+			majorityEpisode("Answers: 9 =1; 20 =2; 20 =2\nSelected: 2", 2, "9", "20", "20"), true,
+			Majority{Turns: 1, Copied: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedCopied: 1, OutvotedLinesRight: 1, OutvotedPicked: 1}},
+		{"majority-tagged's line with the wrong name", spec.SelectionMajorityTagged,
+			majorityEpisode("Answers: 28 =1; 38 =2; 28 =2\nSelected: 2", 2, "28", "38", "28"), true,
+			Majority{Turns: 1, Copied: 1, Shared: 1}},
 		{"no selection setting: not measured", "",
 			majorityEpisode("Selected: 2", 2, "9", "20", "20"), false, Majority{}},
 	}

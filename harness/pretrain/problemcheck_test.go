@@ -550,38 +550,41 @@ func TestAdjacentAnswersLine(t *testing.T) {
 	}
 }
 
-// TestMatchAnswersLine checks the majority-match and majority-named
-// lines: each answer names the first earlier candidate with the same
-// answer, an empty answer matches nothing, answers are written as the
-// verifier reads them, and majority-named numbers them.
+// TestMatchAnswersLine checks the lines that name candidates: majority-
+// match's names the first earlier candidate with the same answer,
+// majority-named's also numbers each answer, majority-tagged's names every
+// answer by the first candidate with it, itself included. An empty answer
+// matches nothing, and answers are written as the verifier reads them.
 func TestMatchAnswersLine(t *testing.T) {
+	match := func(a []string) string { return MatchAnswersLine(a, false) }
+	named := func(a []string) string { return MatchAnswersLine(a, true) }
 	for _, tc := range []struct {
+		sel     string
+		line    func([]string) string
 		answers []string
 		want    string
 	}{
-		{[]string{"45", "42", "42"}, "Answers: 45; 42; 42 =2"},
-		{[]string{"9", "9", "9"}, "Answers: 9; 9 =1; 9 =1"},
-		{[]string{"45", "42", "45"}, "Answers: 45; 42; 45 =1"},
-		{[]string{"", "", "7"}, "Answers: ?; ?; 7"},
-		{[]string{"123", "-6", "-6", "123", "-6"}, "Answers: 123; -6; -6 =2; 123 =1; -6 =2"},
-		{[]string{"sort | sum", "rev", "sort | sum"}, "Answers: sort | sum; rev; sort | sum =1"},
-		{[]string{"7"}, "Answers: 7"},
-		{nil, "Answers:"},
+		{"match", match, []string{"45", "42", "42"}, "Answers: 45; 42; 42 =2"},
+		{"match", match, []string{"9", "9", "9"}, "Answers: 9; 9 =1; 9 =1"},
+		{"match", match, []string{"45", "42", "45"}, "Answers: 45; 42; 45 =1"},
+		{"match", match, []string{"", "", "7"}, "Answers: ?; ?; 7"},
+		{"match", match, []string{"123", "-6", "-6", "123", "-6"}, "Answers: 123; -6; -6 =2; 123 =1; -6 =2"},
+		{"match", match, []string{"sort | sum", "rev", "sort | sum"}, "Answers: sort | sum; rev; sort | sum =1"},
+		{"match", match, []string{"7"}, "Answers: 7"},
+		{"match", match, nil, "Answers:"},
+		{"named", named, []string{"45", "42", "42"}, "Answers: 1: 45; 2: 42; 3: 42 =2"},
+		{"named", named, []string{"", "7", "", "7"}, "Answers: 1: ?; 2: 7; 3: ?; 4: 7 =2"},
+		{"named", named, nil, "Answers:"},
+		{"tagged", TaggedAnswersLine, []string{"28", "38", "28"}, "Answers: 28 =1; 38 =2; 28 =1"},
+		{"tagged", TaggedAnswersLine, []string{"45", "42", "42"}, "Answers: 45 =1; 42 =2; 42 =2"},
+		{"tagged", TaggedAnswersLine, []string{"9", "9", "9"}, "Answers: 9 =1; 9 =1; 9 =1"},
+		{"tagged", TaggedAnswersLine, []string{"", "7", "", "7"}, "Answers: ?; 7 =2; ?; 7 =2"},
+		{"tagged", TaggedAnswersLine, []string{"sort | sum", "rev", "sort | sum"}, "Answers: sort | sum =1; rev =2; sort | sum =1"},
+		{"tagged", TaggedAnswersLine, []string{"7"}, "Answers: 7 =1"},
+		{"tagged", TaggedAnswersLine, nil, "Answers:"},
 	} {
-		if got := MatchAnswersLine(tc.answers, false); got != tc.want {
-			t.Errorf("MatchAnswersLine(%q, false) = %q, want %q", tc.answers, got, tc.want)
-		}
-	}
-	for _, tc := range []struct {
-		answers []string
-		want    string
-	}{
-		{[]string{"45", "42", "42"}, "Answers: 1: 45; 2: 42; 3: 42 =2"},
-		{[]string{"", "7", "", "7"}, "Answers: 1: ?; 2: 7; 3: ?; 4: 7 =2"},
-		{nil, "Answers:"},
-	} {
-		if got := MatchAnswersLine(tc.answers, true); got != tc.want {
-			t.Errorf("MatchAnswersLine(%q, true) = %q, want %q", tc.answers, got, tc.want)
+		if got := tc.line(tc.answers); got != tc.want {
+			t.Errorf("%s line of %q = %q, want %q", tc.sel, tc.answers, got, tc.want)
 		}
 	}
 }

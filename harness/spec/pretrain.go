@@ -75,7 +75,9 @@ type Pretrain struct {
 	// lists the answers ("Answers: 46; 46; 47"); SelectionMajorityAdjacent
 	// marks each one equal to the one before it; SelectionMajorityMatch
 	// names, after each answer, the first earlier candidate with the same
-	// one, and SelectionMajorityNamed also numbers each answer. Unset
+	// one, SelectionMajorityNamed also numbers each answer, and
+	// SelectionMajorityTagged names every answer by the first candidate
+	// that gave it, itself included. Unset
 	// keeps the recipes' selection and their keys.
 	Selection string `yaml:"selection,omitempty" json:"selection,omitempty"`
 	// Outvoted, when set, is the share of a majority aggregator's turns
@@ -119,8 +121,17 @@ const SelectionMajorityMatch = "majority-match"
 // instead of being counted from its place on the line.
 const SelectionMajorityNamed = "majority-named"
 
+// SelectionMajorityTagged is the pretrain.selection value of the
+// majority-tagged aggregator: majority-first whose answers line follows
+// every answer with the first candidate that gave it, itself included
+// ("Answers: 28 =1; 38 =2; 28 =1"), so that the name of an answer seen
+// before is a copy of what followed it then, the step a two-layer model
+// takes most readily, and not of what stood before it (majority-named)
+// or of a place counted on the line (majority-match).
+const SelectionMajorityTagged = "majority-tagged"
+
 // Selections are the pretrain.selection values.
-var Selections = []string{SelectionMajorityFirst, SelectionMajorityAdjacent, SelectionMajorityMatch, SelectionMajorityNamed}
+var Selections = []string{SelectionMajorityFirst, SelectionMajorityAdjacent, SelectionMajorityMatch, SelectionMajorityNamed, SelectionMajorityTagged}
 
 // WrongMath are the shares of the kinds of wrong synth-math candidates a
 // checking recipe's supervisors are shown; they are normalised.
