@@ -159,10 +159,7 @@ func (r *rendering) orderOutvoted() {
 	if r.t.cfg.Outvoted <= 0 || r.t.cfg.Selection == "" || r.problemChecker() == nil {
 		return
 	}
-	answers := make([]string, len(r.tr.Shown))
-	for i, c := range r.tr.Shown {
-		answers[i] = candidateAnswer(r.src.task, r.p, c)
-	}
+	answers := r.shownAnswers()
 	pick := SharedPick(answers)
 	if pick == 0 {
 		return

@@ -273,10 +273,7 @@ func codeCheck(p datasets.Problem, solution string) (string, bool) {
 // instead.
 func (r *rendering) problemSelection() error {
 	kind := r.src.task.Kind()
-	answers := make([]string, len(r.tr.Shown))
-	for i, c := range r.tr.Shown {
-		answers[i] = candidateAnswer(r.src.task, r.p, c)
-	}
+	answers := r.shownAnswers()
 	lines := make([]string, 0, len(r.tr.Shown)+2)
 	if r.t.cfg.Selection != "" {
 		lines = append(lines, answersLineOf(r.t.cfg.Selection, kind, answers))

@@ -310,6 +310,16 @@ func candidateAnswer(task datasets.Task, p datasets.Problem, solution string) st
 	return answerText(task.Verify(context.Background(), p, solution))
 }
 
+// shownAnswers are the answers of the candidates shown, in order, as the
+// task's verifier reads them (candidateAnswer).
+func (r *rendering) shownAnswers() []string {
+	answers := make([]string, len(r.tr.Shown))
+	for i, c := range r.tr.Shown {
+		answers[i] = candidateAnswer(r.src.task, r.p, c)
+	}
+	return answers
+}
+
 // answerText is a verdict's answer on one line, its runs of white space
 // one space each.
 func answerText(v datasets.Verdict) string {
