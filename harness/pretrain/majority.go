@@ -42,8 +42,21 @@ func answersLineOf(sel, kind string, answers []string) string {
 		return MatchAnswersLine(answers, true)
 	case spec.SelectionMajorityTagged:
 		return TaggedAnswersLine(answers)
+	case spec.SelectionMajorityRepeat:
+		return RepeatAnswersLine(answers)
 	}
 	return AnswersLine(answers)
+}
+
+// majorityPickOf is the candidate (1-based) a majority aggregator under
+// pretrain.selection sel selects where one answer leads, or 0 where none
+// does: the first candidate of the leading answer (SharedPick), and under
+// majority-repeat the first marked one (RepeatPick).
+func majorityPickOf(sel string, answers []string) int {
+	if sel == spec.SelectionMajorityRepeat {
+		return RepeatPick(answers)
+	}
+	return SharedPick(answers)
 }
 
 // MatchAnswersLine is the majority-match aggregator's first line: each
@@ -96,6 +109,48 @@ func TaggedAnswersLine(answers []string) string {
 		}
 	}
 	return "Answers: " + strings.Join(out, "; ")
+}
+
+// RepeatAnswersLine is the majority-repeat aggregator's first line: each
+// candidate's answer as the task's verifier reads it, in order, followed
+// by " =k", k its own number (1-based), where an earlier candidate gave
+// the same answer ("Answers: 28; 38; 28 =3"); an empty answer is "?" and
+// never marked. Whether to mark is whether the answer was seen before on
+// the line, and the mark names the entry itself, so no candidate has to
+// be found by its answer.
+func RepeatAnswersLine(answers []string) string {
+	if len(answers) == 0 {
+		return "Answers:"
+	}
+	out := make([]string, len(answers))
+	for i, a := range answers {
+		switch {
+		case a == "":
+			out[i] = "?"
+		case slices.Contains(answers[:i], a):
+			out[i] = a + " =" + strconv.Itoa(i+1)
+		default:
+			out[i] = a
+		}
+	}
+	return "Answers: " + strings.Join(out, "; ")
+}
+
+// RepeatPick is the majority-repeat aggregator's selection: the second
+// candidate (1-based) with the answer SharedPick finds leading, the first
+// of its candidates that RepeatAnswersLine marks, or 0 where no answer
+// leads. With three candidates it is the first marked candidate.
+func RepeatPick(answers []string) int {
+	first := SharedPick(answers)
+	if first == 0 {
+		return 0
+	}
+	for i := first; i < len(answers); i++ {
+		if answers[i] == answers[first-1] {
+			return i + 1
+		}
+	}
+	return 0 // unreachable: a leading answer is shared
 }
 
 // AdjacentAnswersLine is the majority-adjacent aggregator's first line:
@@ -196,7 +251,7 @@ func (r *rendering) orderOutvoted() {
 func MajorityRule(selection string) string {
 	line := answersLineOf(selection, datasets.KindMath, []string{"46", "46", "47"})
 	return fmt.Sprintf("Under pretrain.selection %s the aggregator first writes the candidates' answers on one line (%q, AnswersLine, "+
-		"AdjacentAnswersLine, MatchAnswersLine or TaggedAnswersLine) and, where one answer is shared by more candidates than any other, selects a candidate with that answer. "+
+		"AdjacentAnswersLine, MatchAnswersLine, TaggedAnswersLine or RepeatAnswersLine) and, where one answer is shared by more candidates than any other, selects a candidate with that answer. "+
 		"turns: aggregator turns; answers copied: turns whose first line has the teacher's answers in the teacher's order, its marks or names "+
 		"aside; answers lines right: turns whose first line is the teacher's line for the candidates shown, marks and names included (both "+
 		"from the answers the task's verifier reads in them); shared: turns where one answer leads (SharedPick); majority selected: of "+
@@ -205,9 +260,9 @@ func MajorityRule(selection string) string {
 		"line right, and whose parsed selection has the leading answer", selection, line)
 }
 
-// answersOnly is an answers line without its marks (majority-adjacent)
-// or names (majority-match and majority-named): what is left is the
-// answers as copied.
+// answersOnly is an answers line without its marks (majority-adjacent and
+// majority-repeat) or names (majority-match, majority-named and
+// majority-tagged): what is left is the answers as copied.
 func answersOnly(selection, line string) string {
 	head, items, ok := strings.Cut(line, "Answers: ")
 	if !ok || head != "" {
@@ -220,7 +275,7 @@ func answersOnly(selection, line string) string {
 			if n := len(it); n >= 2 && it[n-2] == ' ' && strings.ContainsRune("*+-", rune(it[n-1])) {
 				parts[i] = it[:n-2]
 			}
-		case spec.SelectionMajorityMatch, spec.SelectionMajorityNamed, spec.SelectionMajorityTagged:
+		case spec.SelectionMajorityMatch, spec.SelectionMajorityNamed, spec.SelectionMajorityTagged, spec.SelectionMajorityRepeat:
 			parts[i], _, _ = strings.Cut(it, " =")
 		}
 	}

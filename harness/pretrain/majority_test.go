@@ -87,6 +87,12 @@ func TestMajorityOf(t *testing.T) {
 		{"majority-tagged's line with the wrong name", spec.SelectionMajorityTagged,
 			majorityEpisode("Answers: 28 =1; 38 =2; 28 =2\nSelected: 2", 2, "28", "38", "28"), true,
 			Majority{Turns: 1, Copied: 1, Shared: 1}},
+		{"majority-repeat's line, the majority marked and selected", spec.SelectionMajorityRepeat,
+			majorityEpisode("Answers: 9; 20; 20 =3\nSelected: 3", 3, "9", "20", "20"), true,
+			Majority{Turns: 1, Copied: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedCopied: 1, OutvotedLinesRight: 1, OutvotedPicked: 1}},
+		{"majority-repeat's line with a mark missed", spec.SelectionMajorityRepeat,
+			majorityEpisode("Answers: 28; 38; 28\n1: ok\nSelected: 1", 1, "28", "38", "28"), true,
+			Majority{Turns: 1, Copied: 1, Shared: 1, SharedPicked: 1}},
 		{"no selection setting: not measured", "",
 			majorityEpisode("Selected: 2", 2, "9", "20", "20"), false, Majority{}},
 	}

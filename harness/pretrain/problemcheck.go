@@ -277,7 +277,7 @@ func (r *rendering) problemSelection() error {
 	lines := make([]string, 0, len(r.tr.Shown)+2)
 	if r.t.cfg.Selection != "" {
 		lines = append(lines, answersLineOf(r.t.cfg.Selection, kind, answers))
-		if k := SharedPick(answers); k > 0 {
+		if k := majorityPickOf(r.t.cfg.Selection, answers); k > 0 {
 			r.selectAfterChecks(lines, k, answers)
 			return nil
 		}

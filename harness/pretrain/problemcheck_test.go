@@ -501,23 +501,31 @@ func TestCandidateFirstCheck(t *testing.T) {
 	}
 }
 
+// TestSharedPick checks the leading answer's first candidate (SharedPick)
+// and its second, majority-repeat's selection (RepeatPick): the first
+// candidate its line marks where three are shown, and a candidate of the
+// leading answer where more are.
 func TestSharedPick(t *testing.T) {
 	for _, tc := range []struct {
-		answers []string
-		want    int
+		answers      []string
+		want, repeat int
 	}{
-		{[]string{"46", "46", "47"}, 1},
-		{[]string{"47", "46", "46"}, 2},
-		{[]string{"46", "47", "46"}, 1},
-		{[]string{"46", "46", "46"}, 1},
-		{[]string{"46", "47", "48"}, 0},
-		{[]string{"", "", "47"}, 0},
-		{[]string{"1", "2", "1", "2"}, 0},
-		{[]string{"1", "2", "2", "1", "2"}, 2},
-		{nil, 0},
+		{[]string{"46", "46", "47"}, 1, 2},
+		{[]string{"47", "46", "46"}, 2, 3},
+		{[]string{"46", "47", "46"}, 1, 3},
+		{[]string{"46", "46", "46"}, 1, 2},
+		{[]string{"46", "47", "48"}, 0, 0},
+		{[]string{"", "", "47"}, 0, 0},
+		{[]string{"1", "2", "1", "2"}, 0, 0},
+		{[]string{"1", "2", "2", "1", "2"}, 2, 3},
+		{[]string{"1", "2", "1", "2", "2"}, 2, 4},
+		{nil, 0, 0},
 	} {
 		if got := SharedPick(tc.answers); got != tc.want {
 			t.Errorf("SharedPick(%q) = %d, want %d", tc.answers, got, tc.want)
+		}
+		if got := RepeatPick(tc.answers); got != tc.repeat {
+			t.Errorf("RepeatPick(%q) = %d, want %d", tc.answers, got, tc.repeat)
 		}
 	}
 	if got := AnswersLine([]string{"46", "", "47"}); got != "Answers: 46; -; 47" {
@@ -553,7 +561,8 @@ func TestAdjacentAnswersLine(t *testing.T) {
 // TestMatchAnswersLine checks the lines that name candidates: majority-
 // match's names the first earlier candidate with the same answer,
 // majority-named's also numbers each answer, majority-tagged's names every
-// answer by the first candidate with it, itself included. An empty answer
+// answer by the first candidate with it, itself included, majority-
+// repeat's marks an answer given before with its own number. An empty answer
 // matches nothing, and answers are written as the verifier reads them.
 func TestMatchAnswersLine(t *testing.T) {
 	match := func(a []string) string { return MatchAnswersLine(a, false) }
@@ -582,6 +591,12 @@ func TestMatchAnswersLine(t *testing.T) {
 		{"tagged", TaggedAnswersLine, []string{"sort | sum", "rev", "sort | sum"}, "Answers: sort | sum =1; rev =2; sort | sum =1"},
 		{"tagged", TaggedAnswersLine, []string{"7"}, "Answers: 7 =1"},
 		{"tagged", TaggedAnswersLine, nil, "Answers:"},
+		{"repeat", RepeatAnswersLine, []string{"28", "38", "28"}, "Answers: 28; 38; 28 =3"},
+		{"repeat", RepeatAnswersLine, []string{"9", "9", "9"}, "Answers: 9; 9 =2; 9 =3"},
+		{"repeat", RepeatAnswersLine, []string{"45", "42", "47"}, "Answers: 45; 42; 47"},
+		{"repeat", RepeatAnswersLine, []string{"", "7", "", "7"}, "Answers: ?; 7; ?; 7 =4"},
+		{"repeat", RepeatAnswersLine, []string{"sort | sum", "rev", "sort | sum"}, "Answers: sort | sum; rev; sort | sum =3"},
+		{"repeat", RepeatAnswersLine, nil, "Answers:"},
 	} {
 		if got := tc.line(tc.answers); got != tc.want {
 			t.Errorf("%s line of %q = %q, want %q", tc.sel, tc.answers, got, tc.want)
@@ -592,7 +607,8 @@ func TestMatchAnswersLine(t *testing.T) {
 // TestMajoritySelection checks the majority aggregators' transcripts (each
 // pretrain.selection) on both tasks: the selection's answers line first;
 // where an answer is shared by more candidates than any other, no check
-// line and that answer's first candidate selected (unless the transcript
+// line and that answer's first candidate selected (majority-repeat: its
+// second, the first its line marks) (unless the transcript
 // carries random-selection noise); else the recipe's check lines; and a
 // correct candidate is selected whenever two or more are correct and no
 // noise intervenes.
@@ -633,7 +649,7 @@ func testMajoritySelection(t *testing.T, sel string) {
 			t.Fatalf("transcript %d: no selection in %q", i, tr.Completion)
 		}
 		noisy := slices.Contains(tr.Noise, NoiseRandomSelection)
-		if pick := SharedPick(answers); pick > 0 {
+		if pick := majorityPickOf(sel, answers); pick > 0 {
 			shared++
 			if len(lines) != 2 {
 				t.Fatalf("transcript %d: shared answer, yet check lines: %q", i, tr.Completion)

@@ -77,7 +77,9 @@ type Pretrain struct {
 	// names, after each answer, the first earlier candidate with the same
 	// one, SelectionMajorityNamed also numbers each answer, and
 	// SelectionMajorityTagged names every answer by the first candidate
-	// that gave it, itself included. Unset
+	// that gave it, itself included; SelectionMajorityRepeat marks only
+	// the answers given before, with their own number, and selects the
+	// first candidate so marked whose answer leads. Unset
 	// keeps the recipes' selection and their keys.
 	Selection string `yaml:"selection,omitempty" json:"selection,omitempty"`
 	// Outvoted, when set, is the share of a majority aggregator's turns
@@ -130,8 +132,18 @@ const SelectionMajorityNamed = "majority-named"
 // or of a place counted on the line (majority-match).
 const SelectionMajorityTagged = "majority-tagged"
 
+// SelectionMajorityRepeat is the pretrain.selection value of the
+// majority-repeat aggregator: its answers line marks each answer that an
+// earlier candidate gave too with the candidate's own number ("Answers:
+// 28; 38; 28 =3"), and it selects the first marked candidate whose answer
+// leads (with three candidates, the first marked one). The model then
+// only has to tell whether an answer was seen before, not which candidate
+// gave it (the step the named and tagged lines failed at: pilots 24 to
+// 27), and the number it writes is its own place.
+const SelectionMajorityRepeat = "majority-repeat"
+
 // Selections are the pretrain.selection values.
-var Selections = []string{SelectionMajorityFirst, SelectionMajorityAdjacent, SelectionMajorityMatch, SelectionMajorityNamed, SelectionMajorityTagged}
+var Selections = []string{SelectionMajorityFirst, SelectionMajorityAdjacent, SelectionMajorityMatch, SelectionMajorityNamed, SelectionMajorityTagged, SelectionMajorityRepeat}
 
 // WrongMath are the shares of the kinds of wrong synth-math candidates a
 // checking recipe's supervisors are shown; they are normalised.
