@@ -70,16 +70,28 @@ func majorityPickOf(sel string, answers []string) int {
 // number before it ("Answers: 1: 45; 2: 42; 3: 42 =2"), so the name a
 // lookup copies stands just before the answer it finds.
 func MatchAnswersLine(answers []string, numbered bool) string {
+	return namedAnswersLine(answers, numbered, func(i int, a string) int {
+		return slices.Index(answers[:i], a) + 1
+	})
+}
+
+// namedAnswersLine is the lines that name candidates (majority-match,
+// majority-named, majority-tagged, majority-repeat): each candidate's
+// answer in order, "?" for an empty one, followed by " =k" where name(i,
+// a) gives candidate k (1-based) for the answer a of candidate i+1 (0
+// for no name; an empty answer is never named), and with numbered set
+// each entry preceded by its candidate's number ("3: 42 =2").
+func namedAnswersLine(answers []string, numbered bool, name func(i int, a string) int) string {
 	if len(answers) == 0 {
 		return "Answers:"
 	}
 	out := make([]string, len(answers))
 	for i, a := range answers {
-		switch j := slices.Index(answers[:i], a); {
+		switch k := name(i, a); {
 		case a == "":
 			out[i] = "?"
-		case j >= 0:
-			out[i] = a + " =" + strconv.Itoa(j+1)
+		case k > 0:
+			out[i] = a + " =" + strconv.Itoa(k)
 		default:
 			out[i] = a
 		}
@@ -98,17 +110,7 @@ func MatchAnswersLine(answers []string, numbered bool) string {
 // followed it the first time, so writing it is a copy of the token after
 // an earlier match; the name of a new answer is its own number.
 func TaggedAnswersLine(answers []string) string {
-	if len(answers) == 0 {
-		return "Answers:"
-	}
-	out := make([]string, len(answers))
-	for i, a := range answers {
-		out[i] = "?"
-		if a != "" {
-			out[i] = a + " =" + strconv.Itoa(slices.Index(answers, a)+1)
-		}
-	}
-	return "Answers: " + strings.Join(out, "; ")
+	return namedAnswersLine(answers, false, func(_ int, a string) int { return slices.Index(answers, a) + 1 })
 }
 
 // RepeatAnswersLine is the majority-repeat aggregator's first line: each
@@ -119,21 +121,12 @@ func TaggedAnswersLine(answers []string) string {
 // the line, and the mark names the entry itself, so no candidate has to
 // be found by its answer.
 func RepeatAnswersLine(answers []string) string {
-	if len(answers) == 0 {
-		return "Answers:"
-	}
-	out := make([]string, len(answers))
-	for i, a := range answers {
-		switch {
-		case a == "":
-			out[i] = "?"
-		case slices.Contains(answers[:i], a):
-			out[i] = a + " =" + strconv.Itoa(i+1)
-		default:
-			out[i] = a
+	return namedAnswersLine(answers, false, func(i int, a string) int {
+		if slices.Contains(answers[:i], a) {
+			return i + 1
 		}
-	}
-	return "Answers: " + strings.Join(out, "; ")
+		return 0
+	})
 }
 
 // RepeatPick is the majority-repeat aggregator's selection: the second
@@ -145,12 +138,8 @@ func RepeatPick(answers []string) int {
 	if first == 0 {
 		return 0
 	}
-	for i := first; i < len(answers); i++ {
-		if answers[i] == answers[first-1] {
-			return i + 1
-		}
-	}
-	return 0 // unreachable: a leading answer is shared
+	// a leading answer is shared, so it occurs again after its first candidate
+	return first + 1 + slices.Index(answers[first:], answers[first-1])
 }
 
 // AdjacentAnswersLine is the majority-adjacent aggregator's first line:

@@ -607,9 +607,9 @@ func TestMatchAnswersLine(t *testing.T) {
 // TestMajoritySelection checks the majority aggregators' transcripts (each
 // pretrain.selection) on both tasks: the selection's answers line first;
 // where an answer is shared by more candidates than any other, no check
-// line and that answer's first candidate selected (majority-repeat: its
-// second, the first its line marks) (unless the transcript
-// carries random-selection noise); else the recipe's check lines; and a
+// line and that answer's first candidate selected, under majority-repeat
+// its second, the first its line marks (unless the transcript carries
+// random-selection noise); else the recipe's check lines; and a
 // correct candidate is selected whenever two or more are correct and no
 // noise intervenes.
 func TestMajoritySelection(t *testing.T) {
