@@ -285,6 +285,48 @@ type Majority struct {
 	// line has the teacher's answers, and is the teacher's; and
 	// OutvotedPicked those whose parsed selection has the leading answer.
 	Outvoted, OutvotedCopied, OutvotedLinesRight, OutvotedPicked int
+	// Patterns counts the turns by the pattern of their answers
+	// (AnswerPattern), ordered by pattern, those with a candidate
+	// without an answer last.
+	Patterns []PatternCount
+}
+
+// PatternCount is a majority aggregator's turns of one answer pattern.
+type PatternCount struct {
+	Pattern string // AnswerPattern of the turns' answers
+	// Led says whether one answer leads in this pattern (SharedPick > 0);
+	// only then are MajorityPicked and FirstLeads counted.
+	Led        bool
+	Turns      int // turns of the pattern
+	LinesRight int // of those, turns whose answers line is the teacher's
+	// MajorityPicked counts the turns whose parsed selection has the
+	// leading answer, and FirstLeads those where candidate 1 has it: the
+	// difference is what the aggregator's selection gains (or loses)
+	// against taking candidate 1 in the pattern.
+	MajorityPicked, FirstLeads int
+}
+
+// AnswerPattern names the pattern of one turn's answers: each candidate's
+// answer as a letter, in the order the answers first appear ("aab":
+// candidates 1 and 2 agree and 3 differs; "abb": candidate 1 is
+// outvoted), "-" for a candidate without an answer. Answers beyond the
+// 26th distinct one all read "z".
+func AnswerPattern(answers []string) string {
+	b := make([]byte, len(answers))
+	var seen []string
+	for i, a := range answers {
+		if a == "" {
+			b[i] = '-'
+			continue
+		}
+		k := slices.Index(seen, a)
+		if k < 0 {
+			k = len(seen)
+			seen = append(seen, a)
+		}
+		b[i] = 'a' + byte(min(k, 25))
+	}
+	return string(b)
 }
 
 // MajorityOf measures the aggregator of episodes eps of a task of kind
@@ -294,6 +336,7 @@ func MajorityOf(selection, kind string, eps []*workflow.Episode) (m Majority, ok
 	if selection == "" {
 		return m, false
 	}
+	byPattern := map[string]*PatternCount{}
 	for ep, run := range supervisorRuns(eps, study.Aggregator) {
 		if run.Kind != study.Selector {
 			continue
@@ -316,12 +359,28 @@ func MajorityOf(selection, kind string, eps []*workflow.Episode) (m Majority, ok
 			m.LinesRight++
 		}
 		pick := SharedPick(answers)
+		pat := AnswerPattern(answers)
+		pc := byPattern[pat]
+		if pc == nil {
+			pc = &PatternCount{Pattern: pat, Led: pick > 0}
+			byPattern[pat] = pc
+		}
+		pc.Turns++
+		if right {
+			pc.LinesRight++
+		}
 		if pick == 0 {
 			continue
 		}
 		lead := answers[pick-1]
 		picked := run.Reading.Parsed && run.Reading.Fallback == workflow.NoFallback &&
 			run.Selected >= 1 && run.Selected <= len(answers) && answers[run.Selected-1] == lead
+		if picked {
+			pc.MajorityPicked++
+		}
+		if answers[0] == lead {
+			pc.FirstLeads++
+		}
 		m.Shared++
 		if picked {
 			m.SharedPicked++
@@ -339,6 +398,18 @@ func MajorityOf(selection, kind string, eps []*workflow.Episode) (m Majority, ok
 			}
 		}
 	}
+	for _, pc := range byPattern {
+		m.Patterns = append(m.Patterns, *pc)
+	}
+	slices.SortFunc(m.Patterns, func(a, b PatternCount) int {
+		if ca, cb := strings.Contains(a.Pattern, "-"), strings.Contains(b.Pattern, "-"); ca != cb {
+			if ca {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Pattern, b.Pattern)
+	})
 	return m, ok
 }
 
@@ -357,4 +428,24 @@ func (c Calibration) majorityMarkdown(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", r.Task, r.Workflow, m.Turns, m.Copied, m.LinesRight,
 			m.Shared, m.SharedPicked, m.Outvoted, m.OutvotedCopied, m.OutvotedLinesRight, m.OutvotedPicked)
 	}
+	fmt.Fprintf(b, "\nBy answer pattern: %s.\n\n", PatternRule)
+	b.WriteString("| task | workflow | pattern | turns | answers lines right | majority selected | candidate 1 in the majority | gain |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		for _, pc := range r.Majority.Patterns {
+			picked, first, gain := "–", "–", "–"
+			if pc.Led {
+				picked, first, gain = strconv.Itoa(pc.MajorityPicked), strconv.Itoa(pc.FirstLeads), fmt.Sprintf("%+d", pc.MajorityPicked-pc.FirstLeads)
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %s | %s | %s |\n", r.Task, r.Workflow, pc.Pattern, pc.Turns, pc.LinesRight, picked, first, gain)
+		}
+	}
 }
+
+// PatternRule states what the majority table's rows by answer pattern
+// count (MajorityOf's Patterns); the calibration report reads it from here.
+const PatternRule = "each aggregator turn's answers written as letters in the order they first appear (AnswerPattern: aab, candidates 1 " +
+	"and 2 agree and candidate 3 differs; abb, candidate 1 outvoted; - a candidate without an answer); turns and answers lines right as " +
+	"above; where one answer leads in the pattern, majority selected counts the turns whose parsed selection has it and candidate 1 in " +
+	"the majority those where candidate 1 has it, and gain is the first less the second: the turns the aggregator's selection wins (or " +
+	"loses) against taking candidate 1 in choosing the leading answer; – where no answer leads"

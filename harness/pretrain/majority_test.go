@@ -1,6 +1,7 @@
 package pretrain
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -99,20 +100,72 @@ func TestMajorityOf(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, covered := MajorityOf(tc.selection, datasets.KindMath, []*workflow.Episode{tc.ep})
-			if covered != tc.covered || got != tc.want {
+			got.Patterns = nil // TestMajorityPatterns checks them
+			if covered != tc.covered || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("MajorityOf = %+v, %v; want %+v, %v", got, covered, tc.want, tc.covered)
 			}
 		})
 	}
 }
 
+func TestAnswerPattern(t *testing.T) {
+	cases := []struct {
+		answers []string
+		want    string
+	}{
+		{[]string{"28", "28", "28"}, "aaa"},
+		{[]string{"28", "28", "38"}, "aab"},
+		{[]string{"28", "38", "28"}, "aba"},
+		{[]string{"38", "28", "28"}, "abb"},
+		{[]string{"1", "2", "3"}, "abc"},
+		{[]string{"", "20", "20"}, "-aa"},
+		{[]string{"sort | sum", "", "sort | len"}, "a-b"},
+		{nil, ""},
+	}
+	for _, tc := range cases {
+		if got := AnswerPattern(tc.answers); got != tc.want {
+			t.Errorf("AnswerPattern(%q) = %q, want %q", tc.answers, got, tc.want)
+		}
+	}
+}
+
+// TestMajorityPatterns counts several turns by pattern: the selection's
+// wins where candidate 1 is outvoted and losses where it leads, each
+// pattern once, sorted, the one with a missing answer last.
+func TestMajorityPatterns(t *testing.T) {
+	rep := spec.SelectionMajorityRepeat
+	eps := []*workflow.Episode{
+		majorityEpisode("Answers: 9; 20; 20 =3\nSelected: 3", 3, "9", "20", "20"),     // abb, line right, won
+		majorityEpisode("Answers: 7; 20; 20\n1: ok\nSelected: 1", 1, "7", "20", "20"), // abb, mark missed, candidate 1 kept
+		majorityEpisode("Answers: 28; 28 =2; 38\nSelected: 2", 2, "28", "28", "38"),   // aab, line right, kept
+		majorityEpisode("Answers: 28; 28; 38 =3\nSelected: 3", 3, "28", "28", "38"),   // aab, a false mark, lost
+		majorityEpisode("Answers: ?; 20; 20 =3\nSelected: 3", 3, "", "20", "20"),      // -aa, no answer from candidate 1
+		majorityEpisode("Answers: 1; 2; 3\n1: ok\nSelected: 1", 1, "1", "2", "3"),     // abc, no answer leads
+	}
+	m, ok := MajorityOf(rep, datasets.KindMath, eps)
+	if !ok {
+		t.Fatal("MajorityOf: not covered")
+	}
+	want := []PatternCount{
+		{Pattern: "aab", Led: true, Turns: 2, LinesRight: 1, MajorityPicked: 1, FirstLeads: 2},
+		{Pattern: "abb", Led: true, Turns: 2, LinesRight: 1, MajorityPicked: 1, FirstLeads: 0},
+		{Pattern: "abc", Turns: 1, LinesRight: 1},
+		{Pattern: "-aa", Led: true, Turns: 1, LinesRight: 1, MajorityPicked: 1, FirstLeads: 0},
+	}
+	if !reflect.DeepEqual(m.Patterns, want) {
+		t.Errorf("Patterns = %+v\nwant %+v", m.Patterns, want)
+	}
+}
+
 func TestMajorityMarkdown(t *testing.T) {
 	c := Calibration{Scale: "s", CI: 0.95, Selection: spec.SelectionMajorityAdjacent, Rows: []CalRow{
-		{Task: "synth-math", Workflow: "voting", Majority: &Majority{Turns: 512, Copied: 505, LinesRight: 500, Shared: 490, SharedPicked: 480, Outvoted: 30, OutvotedCopied: 28, OutvotedLinesRight: 25, OutvotedPicked: 21}},
+		{Task: "synth-math", Workflow: "voting", Majority: &Majority{Turns: 512, Copied: 505, LinesRight: 500, Shared: 490, SharedPicked: 480, Outvoted: 30, OutvotedCopied: 28, OutvotedLinesRight: 25, OutvotedPicked: 21,
+			Patterns: []PatternCount{{Pattern: "aab", Led: true, Turns: 25, LinesRight: 20, MajorityPicked: 21, FirstLeads: 25}, {Pattern: "abc", Turns: 4, LinesRight: 3}}}},
 		{Task: "synth-math", Workflow: "single"},
 	}}
 	md := c.Markdown()
-	for _, want := range []string{"### Majority selection at base", "majority-adjacent", "| synth-math | voting | 512 | 505 | 500 | 490 | 480 | 30 | 28 | 25 | 21 |"} {
+	for _, want := range []string{"### Majority selection at base", "majority-adjacent", "| synth-math | voting | 512 | 505 | 500 | 490 | 480 | 30 | 28 | 25 | 21 |",
+		"By answer pattern: " + PatternRule, "| synth-math | voting | aab | 25 | 20 | 21 | 25 | -4 |", "| synth-math | voting | abc | 4 | 3 | – | – | – |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("calibration markdown lacks %q:\n%s", want, md)
 		}
