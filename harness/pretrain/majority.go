@@ -293,17 +293,26 @@ type Majority struct {
 
 // PatternCount is a majority aggregator's turns of one answer pattern.
 type PatternCount struct {
-	Pattern string // AnswerPattern of the turns' answers
-	// Led says whether one answer leads in this pattern (SharedPick > 0);
-	// only then are MajorityPicked and FirstLeads counted.
-	Led        bool
-	Turns      int // turns of the pattern
-	LinesRight int // of those, turns whose answers line is the teacher's
+	Pattern    string // AnswerPattern of the turns' answers
+	Turns      int    // turns of the pattern
+	LinesRight int    // of those, turns whose answers line is the teacher's
 	// MajorityPicked counts the turns whose parsed selection has the
 	// leading answer, and FirstLeads those where candidate 1 has it: the
 	// difference is what the aggregator's selection gains (or loses)
 	// against taking candidate 1 in the pattern.
 	MajorityPicked, FirstLeads int
+}
+
+// Led says whether one answer leads in the pattern (SharedPick > 0);
+// only then are MajorityPicked and FirstLeads counted.
+func (p PatternCount) Led() bool {
+	answers := strings.Split(p.Pattern, "")
+	for i, a := range answers {
+		if a == "-" {
+			answers[i] = ""
+		}
+	}
+	return SharedPick(answers) > 0
 }
 
 // AnswerPattern names the pattern of one turn's answers: each candidate's
@@ -362,7 +371,7 @@ func MajorityOf(selection, kind string, eps []*workflow.Episode) (m Majority, ok
 		pat := AnswerPattern(answers)
 		pc := byPattern[pat]
 		if pc == nil {
-			pc = &PatternCount{Pattern: pat, Led: pick > 0}
+			pc = &PatternCount{Pattern: pat}
 			byPattern[pat] = pc
 		}
 		pc.Turns++
@@ -434,7 +443,7 @@ func (c Calibration) majorityMarkdown(b *strings.Builder) {
 	for _, r := range rows {
 		for _, pc := range r.Majority.Patterns {
 			picked, first, gain := "–", "–", "–"
-			if pc.Led {
+			if pc.Led() {
 				picked, first, gain = strconv.Itoa(pc.MajorityPicked), strconv.Itoa(pc.FirstLeads), fmt.Sprintf("%+d", pc.MajorityPicked-pc.FirstLeads)
 			}
 			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %s | %s | %s |\n", r.Task, r.Workflow, pc.Pattern, pc.Turns, pc.LinesRight, picked, first, gain)

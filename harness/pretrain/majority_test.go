@@ -147,20 +147,25 @@ func TestMajorityPatterns(t *testing.T) {
 		t.Fatal("MajorityOf: not covered")
 	}
 	want := []PatternCount{
-		{Pattern: "aab", Led: true, Turns: 2, LinesRight: 1, MajorityPicked: 1, FirstLeads: 2},
-		{Pattern: "abb", Led: true, Turns: 2, LinesRight: 1, MajorityPicked: 1, FirstLeads: 0},
+		{Pattern: "aab", Turns: 2, LinesRight: 1, MajorityPicked: 1, FirstLeads: 2},
+		{Pattern: "abb", Turns: 2, LinesRight: 1, MajorityPicked: 1, FirstLeads: 0},
 		{Pattern: "abc", Turns: 1, LinesRight: 1},
-		{Pattern: "-aa", Led: true, Turns: 1, LinesRight: 1, MajorityPicked: 1, FirstLeads: 0},
+		{Pattern: "-aa", Turns: 1, LinesRight: 1, MajorityPicked: 1, FirstLeads: 0},
 	}
 	if !reflect.DeepEqual(m.Patterns, want) {
 		t.Errorf("Patterns = %+v\nwant %+v", m.Patterns, want)
+	}
+	for _, pc := range m.Patterns {
+		if led := pc.Pattern != "abc"; pc.Led() != led {
+			t.Errorf("pattern %s: Led() = %v, want %v", pc.Pattern, pc.Led(), led)
+		}
 	}
 }
 
 func TestMajorityMarkdown(t *testing.T) {
 	c := Calibration{Scale: "s", CI: 0.95, Selection: spec.SelectionMajorityAdjacent, Rows: []CalRow{
 		{Task: "synth-math", Workflow: "voting", Majority: &Majority{Turns: 512, Copied: 505, LinesRight: 500, Shared: 490, SharedPicked: 480, Outvoted: 30, OutvotedCopied: 28, OutvotedLinesRight: 25, OutvotedPicked: 21,
-			Patterns: []PatternCount{{Pattern: "aab", Led: true, Turns: 25, LinesRight: 20, MajorityPicked: 21, FirstLeads: 25}, {Pattern: "abc", Turns: 4, LinesRight: 3}}}},
+			Patterns: []PatternCount{{Pattern: "aab", Turns: 25, LinesRight: 20, MajorityPicked: 21, FirstLeads: 25}, {Pattern: "abc", Turns: 4, LinesRight: 3}}}},
 		{Task: "synth-math", Workflow: "single"},
 	}}
 	md := c.Markdown()
