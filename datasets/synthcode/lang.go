@@ -55,6 +55,46 @@ func (s Stage) String() string {
 	}
 }
 
+// stageCodes are the one-letter codes of the operations that Code writes
+// as a letter (map and filter > and < write their symbol instead).
+var stageCodes = map[string]string{
+	"sort": "s", "rev": "r", "take": "t", "drop": "d",
+	"sum": "S", "max": "M", "min": "m", "len": "n", "first": "F", "last": "L",
+}
+
+// Code writes the stage in its short code: a map or a filter > or < as
+// its symbol and constant ("+3", ">5"), filter even and odd as "e" and
+// "o", take and drop as "t" and "d" with their constant ("t2"), and the
+// other operations as one letter (stageCodes: sort "s", rev "r", sum
+// "S", max "M", min "m", len "n", first "F", last "L"). Every code starts
+// with a symbol or letter and its constant follows in digits, so codes
+// written one after another read back unambiguously.
+func (s Stage) Code() string {
+	switch {
+	case s.Op == "map", s.Op == "filter" && (s.Sym == ">" || s.Sym == "<"):
+		return s.Sym + strconv.FormatInt(s.K, 10)
+	case s.Op == "filter":
+		return s.Sym[:1] // "e" or "o"
+	case s.Op == "take", s.Op == "drop":
+		return stageCodes[s.Op] + strconv.FormatInt(s.K, 10)
+	}
+	return stageCodes[s.Op]
+}
+
+// Code writes the program as its stages' codes with nothing between them
+// ("map +3 | rev | drop 1" is "+3rd1"): about a fifth of the characters
+// of String, and two programs share a code only when they are the same
+// program. A character-level model can compare two codes as it compares
+// two numbers, where two programs that differ mostly differ in one
+// character of twenty.
+func (p Program) Code() string {
+	var b strings.Builder
+	for _, s := range p {
+		b.WriteString(s.Code())
+	}
+	return b.String()
+}
+
 // String renders the program canonically, stages joined by " | ".
 func (p Program) String() string {
 	parts := make([]string, len(p))

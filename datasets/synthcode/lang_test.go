@@ -2,6 +2,7 @@ package synthcode
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -201,4 +202,59 @@ func FuzzParseRun(f *testing.F) {
 			t.Fatalf("%q grew the list from %d to %d", src, len(in), len(v.List))
 		}
 	})
+}
+
+// TestCode writes each kind of stage in its short code, and checks over
+// many random programs that two programs share a code only when they are
+// the same program.
+func TestCode(t *testing.T) {
+	cases := []struct{ src, want string }{
+		{"map +3 | rev | drop 1", "+3rd1"},
+		{"map *3 | rev | drop 1", "*3rd1"},
+		{"map -12 | filter >5 | last", "-12>5L"},
+		{"filter <4 | sort | first", "<4sF"},
+		{"filter even | take 2 | sum", "et2S"},
+		{"filter odd | max", "oM"},
+		{"rev | min", "rm"},
+		{"sort | len", "sn"},
+	}
+	for _, tc := range cases {
+		prog, err := Parse(tc.src, DefaultLimits())
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tc.src, err)
+		}
+		if got := prog.Code(); got != tc.want {
+			t.Errorf("Code of %q = %q, want %q", tc.src, got, tc.want)
+		}
+	}
+	ops := []string{"map +", "map -", "map *", "filter >", "filter <", "take ", "drop "}
+	bare := []string{"filter even", "filter odd", "sort", "rev"}
+	ends := []string{"sum", "max", "min", "len", "first", "last"}
+	rng := keyed.NewRNG(1, "code")
+	byCode := map[string]string{}
+	for i := 0; i < 20000; i++ {
+		var parts []string
+		for n := rng.Range(1, 4); n > 0; n-- {
+			if rng.Bernoulli(0.5) {
+				parts = append(parts, ops[rng.Intn(len(ops))]+strconv.Itoa(rng.Range(0, 120)))
+			} else {
+				parts = append(parts, bare[rng.Intn(len(bare))])
+			}
+		}
+		if rng.Bernoulli(0.5) {
+			parts = append(parts, ends[rng.Intn(len(ends))])
+		}
+		prog, err := Parse(strings.Join(parts, " | "), DefaultLimits())
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", strings.Join(parts, " | "), err)
+		}
+		code, src := prog.Code(), prog.String()
+		if prev, ok := byCode[code]; ok && prev != src {
+			t.Fatalf("programs %q and %q share the code %q", prev, src, code)
+		}
+		byCode[code] = src
+	}
+	if len(byCode) < 5000 {
+		t.Fatalf("only %d distinct programs drawn; the check is not exercising Code", len(byCode))
+	}
 }

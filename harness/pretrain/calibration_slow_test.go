@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/marlowlab/marlow/harness/engine/native"
@@ -118,4 +119,31 @@ func measureCommitted(t *testing.T, name string) []measured {
 		out = append(out, measured{sc, cal})
 	}
 	return out
+}
+
+// TestCompactCalibration re-measures the committed base model of
+// seeds/supervisors-compact.yaml (pilot 33) against its calibration.md
+// and asserts the supervisor bar of the replica's base models in every
+// cell it covers: the voting aggregator above candidate 1 and the
+// eval-opt evaluator's true-accept rate above its false-accept rate, each
+// by its interval, on both synthetic tasks.
+func TestCompactCalibration(t *testing.T) {
+	for _, m := range measureCommitted(t, "supervisors-compact") {
+		for _, task := range []string{"synth-math", "synth-code"} {
+			for _, wf := range []string{"voting", "eval-opt"} {
+				i := slices.IndexFunc(m.cal.Rows, func(r CalRow) bool {
+					return r.Task == task && r.Workflow == wf && r.Supervisor != nil
+				})
+				if i < 0 {
+					t.Errorf("scale %s %s %s: no supervisor row", m.scale, task, wf)
+					continue
+				}
+				v := *m.cal.Rows[i].Supervisor
+				meets, covered := MeetsBar(v, m.cal.CI)
+				if !covered || !meets {
+					t.Errorf("scale %s %s %s: the %s does not meet the bar (covered %v)", m.scale, task, wf, v.Role, covered)
+				}
+			}
+		}
+	}
 }

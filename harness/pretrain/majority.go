@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/marlowlab/marlow/datasets"
+	"github.com/marlowlab/marlow/datasets/synthcode"
 	"github.com/marlowlab/marlow/harness/spec"
 	"github.com/marlowlab/marlow/harness/study"
 	"github.com/marlowlab/marlow/harness/workflow"
@@ -44,6 +45,8 @@ func answersLineOf(sel, kind string, answers []string) string {
 		return TaggedAnswersLine(answers)
 	case spec.SelectionMajorityRepeat:
 		return RepeatAnswersLine(answers)
+	case spec.SelectionMajorityCompact:
+		return CompactAnswersLine(kind, answers)
 	}
 	return AnswersLine(answers)
 }
@@ -51,9 +54,10 @@ func answersLineOf(sel, kind string, answers []string) string {
 // majorityPickOf is the candidate (1-based) a majority aggregator under
 // pretrain.selection sel selects where one answer leads, or 0 where none
 // does: the first candidate of the leading answer (SharedPick), and under
-// majority-repeat the first marked one (RepeatPick).
+// majority-repeat and majority-compact the first marked one
+// (RepeatPick).
 func majorityPickOf(sel string, answers []string) int {
-	if sel == spec.SelectionMajorityRepeat {
+	if sel == spec.SelectionMajorityRepeat || sel == spec.SelectionMajorityCompact {
 		return RepeatPick(answers)
 	}
 	return SharedPick(answers)
@@ -127,6 +131,27 @@ func RepeatAnswersLine(answers []string) string {
 		}
 		return 0
 	})
+}
+
+// CompactAnswersLine is the majority-compact aggregator's first line:
+// RepeatAnswersLine over the answers of a task of kind, a synth-code
+// answer that parses written as its program's short code
+// (synthcode.Program.Code: "Answers: +3rd1; *3rd1; +3rd1 =3") and any
+// other answer as it is. The marks follow the codes on the line, which
+// are equal exactly when the programs are; the teacher's candidates are
+// written canonically, so there also exactly when the answers are.
+func CompactAnswersLine(kind string, answers []string) string {
+	if kind != datasets.KindCode {
+		return RepeatAnswersLine(answers)
+	}
+	codes := make([]string, len(answers))
+	for i, a := range answers {
+		codes[i] = a
+		if prog, err := synthcode.Parse(a, synthcode.DefaultLimits()); err == nil {
+			codes[i] = prog.Code()
+		}
+	}
+	return RepeatAnswersLine(codes)
 }
 
 // RepeatPick is the majority-repeat aggregator's selection: the second
@@ -240,7 +265,7 @@ func (r *rendering) orderOutvoted() {
 func MajorityRule(selection string) string {
 	line := answersLineOf(selection, datasets.KindMath, []string{"46", "46", "47"})
 	return fmt.Sprintf("Under pretrain.selection %s the aggregator first writes the candidates' answers on one line (%q, AnswersLine, "+
-		"AdjacentAnswersLine, MatchAnswersLine, TaggedAnswersLine or RepeatAnswersLine) and, where one answer is shared by more candidates than any other, selects a candidate with that answer. "+
+		"AdjacentAnswersLine, MatchAnswersLine, TaggedAnswersLine, RepeatAnswersLine or CompactAnswersLine) and, where one answer is shared by more candidates than any other, selects a candidate with that answer. "+
 		"turns: aggregator turns; answers copied: turns whose first line has the teacher's answers in the teacher's order, its marks or names "+
 		"aside; answers lines right: turns whose first line is the teacher's line for the candidates shown, marks and names included (both "+
 		"from the answers the task's verifier reads in them); shared: turns where one answer leads (SharedPick); majority selected: of "+
@@ -249,9 +274,10 @@ func MajorityRule(selection string) string {
 		"line right, and whose parsed selection has the leading answer", selection, line)
 }
 
-// answersOnly is an answers line without its marks (majority-adjacent and
-// majority-repeat) or names (majority-match, majority-named and
-// majority-tagged): what is left is the answers as copied.
+// answersOnly is an answers line without its marks (majority-adjacent,
+// majority-repeat and majority-compact) or names (majority-match,
+// majority-named and majority-tagged): what is left is the answers as
+// copied.
 func answersOnly(selection, line string) string {
 	head, items, ok := strings.Cut(line, "Answers: ")
 	if !ok || head != "" {
@@ -264,7 +290,8 @@ func answersOnly(selection, line string) string {
 			if n := len(it); n >= 2 && it[n-2] == ' ' && strings.ContainsRune("*+-", rune(it[n-1])) {
 				parts[i] = it[:n-2]
 			}
-		case spec.SelectionMajorityMatch, spec.SelectionMajorityNamed, spec.SelectionMajorityTagged, spec.SelectionMajorityRepeat:
+		case spec.SelectionMajorityMatch, spec.SelectionMajorityNamed, spec.SelectionMajorityTagged, spec.SelectionMajorityRepeat,
+			spec.SelectionMajorityCompact:
 			parts[i], _, _ = strings.Cut(it, " =")
 		}
 	}

@@ -179,3 +179,32 @@ func TestMajorityMarkdown(t *testing.T) {
 		t.Errorf("a calibration without majority rows has the table:\n%s", md2)
 	}
 }
+
+// TestMajorityCompact measures majority-compact's lines on synth-code:
+// the teacher's line is the programs' short codes, so a line of codes is
+// copied and right, and a line of the programs as written is neither.
+func TestMajorityCompact(t *testing.T) {
+	sel := spec.SelectionMajorityCompact
+	progs := []string{"map *4 | take 1", "map *3 | take 1", "map *3 | take 1"}
+	cases := []struct {
+		name string
+		ep   *workflow.Episode
+		want Majority
+	}{
+		{"codes, the repeat marked and selected", majorityEpisode("Answers: *4t1; *3t1; *3t1 =3\nSelected: 3", 3, progs...),
+			Majority{Turns: 1, Copied: 1, LinesRight: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedCopied: 1, OutvotedLinesRight: 1, OutvotedPicked: 1}},
+		{"codes, the mark on the wrong one", majorityEpisode("Answers: *4t1; *3t1 =2; *3t1\nSelected: 2", 2, progs...),
+			Majority{Turns: 1, Copied: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedCopied: 1, OutvotedPicked: 1}},
+		{"the programs as written are not the line", majorityEpisode("Answers: map *4 | take 1; map *3 | take 1; map *3 | take 1 =3\nSelected: 3", 3, progs...),
+			Majority{Turns: 1, Shared: 1, SharedPicked: 1, Outvoted: 1, OutvotedPicked: 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := MajorityOf(sel, datasets.KindCode, []*workflow.Episode{tc.ep})
+			got.Patterns = nil
+			if !ok || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("MajorityOf = %+v, %v; want %+v, true", got, ok, tc.want)
+			}
+		})
+	}
+}

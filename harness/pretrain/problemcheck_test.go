@@ -562,11 +562,15 @@ func TestAdjacentAnswersLine(t *testing.T) {
 // match's names the first earlier candidate with the same answer,
 // majority-named's also numbers each answer, majority-tagged's names every
 // answer by the first candidate with it, itself included, majority-
-// repeat's marks an answer given before with its own number. An empty answer
-// matches nothing, and answers are written as the verifier reads them.
+// repeat's marks an answer given before with its own number, and majority-
+// compact's does the same over synth-code programs' short codes (a program
+// that does not parse as it is). An empty answer matches nothing, and
+// answers are written as the verifier reads them.
 func TestMatchAnswersLine(t *testing.T) {
 	match := func(a []string) string { return MatchAnswersLine(a, false) }
 	named := func(a []string) string { return MatchAnswersLine(a, true) }
+	code := func(a []string) string { return CompactAnswersLine(datasets.KindCode, a) }
+	math := func(a []string) string { return CompactAnswersLine(datasets.KindMath, a) }
 	for _, tc := range []struct {
 		sel     string
 		line    func([]string) string
@@ -597,6 +601,12 @@ func TestMatchAnswersLine(t *testing.T) {
 		{"repeat", RepeatAnswersLine, []string{"", "7", "", "7"}, "Answers: ?; 7; ?; 7 =4"},
 		{"repeat", RepeatAnswersLine, []string{"sort | sum", "rev", "sort | sum"}, "Answers: sort | sum; rev; sort | sum =3"},
 		{"repeat", RepeatAnswersLine, nil, "Answers:"},
+		{"compact", code, []string{"map +3 | rev | drop 1", "map *3 | rev | drop 1", "map +3 | rev | drop 1"}, "Answers: +3rd1; *3rd1; +3rd1 =3"},
+		{"compact", code, []string{"map -1 | last", "map -1 | last", "map -1 | first"}, "Answers: -1L; -1L =2; -1F"},
+		{"compact", code, []string{"filter even | sum", "", "filter  even|sum"}, "Answers: eS; ?; eS =3"},
+		{"compact", code, []string{"sort | sum", "sort | frob", "sort | frob"}, "Answers: sS; sort | frob; sort | frob =3"},
+		{"compact", math, []string{"28", "38", "28"}, "Answers: 28; 38; 28 =3"},
+		{"compact", code, nil, "Answers:"},
 	} {
 		if got := tc.line(tc.answers); got != tc.want {
 			t.Errorf("%s line of %q = %q, want %q", tc.sel, tc.answers, got, tc.want)

@@ -427,17 +427,17 @@ func TestSpecPretrainSection(t *testing.T) {
 }
 
 // TestSeedSpecsFindCommittedCheckpoints is the fresh-clone path for the
-// repository's own experiment files: every tiny scale of demo, smoke, mini
-// and supervisors has its checkpoint committed under seeds/models, so no
-// run of them pretrains (demo, smoke and mini share the checkpoints of
-// equal shapes).
+// repository's own experiment files: every tiny scale of demo, smoke,
+// mini, supervisors and supervisors-compact has its checkpoint committed
+// under seeds/models, so no run of them pretrains (demo, smoke and mini
+// share the checkpoints of equal shapes).
 func TestSeedSpecsFindCommittedCheckpoints(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	empty := Locator{RepoRoot: root, CacheRoot: t.TempDir(), NoBuild: true}
-	for _, name := range []string{"demo", "smoke", "mini", "supervisors"} {
+	for _, name := range []string{"demo", "smoke", "mini", "supervisors", "supervisors-compact"} {
 		s, err := spec.Load(filepath.Join(root, "seeds", name+".yaml"))
 		if err != nil {
 			t.Fatal(err)

@@ -79,8 +79,10 @@ type Pretrain struct {
 	// SelectionMajorityTagged names every answer by the first candidate
 	// that gave it, itself included; SelectionMajorityRepeat marks only
 	// the answers given before, with their own number, and selects the
-	// first candidate so marked whose answer leads. Unset
-	// keeps the recipes' selection and their keys.
+	// first candidate so marked whose answer leads, and
+	// SelectionMajorityCompact does the same with each synth-code answer
+	// written in its short code. Unset keeps the recipes' selection and
+	// their keys.
 	Selection string `yaml:"selection,omitempty" json:"selection,omitempty"`
 	// Outvoted, when set, is the share of a majority aggregator's turns
 	// (pretrain.selection) with a leading answer and a candidate without it
@@ -142,8 +144,20 @@ const SelectionMajorityTagged = "majority-tagged"
 // 27), and the number it writes is its own place.
 const SelectionMajorityRepeat = "majority-repeat"
 
+// SelectionMajorityCompact is the pretrain.selection value of the
+// majority-compact aggregator: majority-repeat whose line writes each
+// synth-code answer as the program's short code ("Answers: +3rd1; *3rd1;
+// +3rd1 =3" for "map +3 | rev | drop 1" and "map *3 | rev | drop 1",
+// synthcode.Program.Code) and synth-math answers as they are. Under
+// majority-repeat the tiny models' marks on synth-code did not depend on
+// whether the program had been seen before (pilot 32: the third answer
+// marked in 33 to 48% of turns whatever the pattern), as two programs
+// mostly differ in one character of 10 to 34; the validation programs'
+// codes are 2 to 6 characters, nearly as short as a synth-math answer.
+const SelectionMajorityCompact = "majority-compact"
+
 // Selections are the pretrain.selection values.
-var Selections = []string{SelectionMajorityFirst, SelectionMajorityAdjacent, SelectionMajorityMatch, SelectionMajorityNamed, SelectionMajorityTagged, SelectionMajorityRepeat}
+var Selections = []string{SelectionMajorityFirst, SelectionMajorityAdjacent, SelectionMajorityMatch, SelectionMajorityNamed, SelectionMajorityTagged, SelectionMajorityRepeat, SelectionMajorityCompact}
 
 // WrongMath are the shares of the kinds of wrong synth-math candidates a
 // checking recipe's supervisors are shown; they are normalised.
