@@ -214,6 +214,7 @@ func viewsOf(r *runlog.Run, p Params) ([]viewItem, error) {
 			Workflow: WorkflowSteps(r, wf),
 		}
 		rr.Late = DetectLateEvents(curve, rr.Evals(), steps, p)
+		rr.Late.StrictCliffOf(curve, rr.Workflow, p)
 		rr.Degeneration = DetectDegeneration(r, wf)
 		if m.Condition != study.Base && len(steps) > 0 {
 			rr.Amplification = DetectAmplification(steps, met.Cliff, p)

@@ -28,11 +28,13 @@ import (
 //     closed gate makes c not testable: the replica did not produce what
 //     the claim is about at these settings.
 //   - Runs are grouped by condition, workflow and intervention (I1: a
-//     per-role KL coefficient above 0; I6: the coherence regularizer on),
+//     KL coefficient above 0 on a role other than the workflow's
+//     supervisory ones, AnchorRule; I6: the coherence regularizer on),
 //     read from each run's stored config. The tests of where cliffs fall,
-//     of the signature and of SP over IP take the runs of the main matrix
-//     only (Arm ""): the study's recipe, not an arm's other rate, scale or
-//     base model, which the rules would otherwise pool with it.
+//     of the signature and of SP over IP take the runs of the main recipe
+//     only: the main matrix (Arm "") and its rate rungs (rungs.go), not an
+//     arm's other scale, base model or partial grid, which the rules
+//     would otherwise pool with it.
 //   - c, where: the rate of late cliffs in IP runs without an intervention
 //     of the workflows whose stages run several agents of one role
 //     (study.SameRoleWorkflows: voting and orch-workers among the
@@ -117,9 +119,13 @@ const (
 // RunSettings are the settings of a run view the late rules group by.
 type RunSettings struct {
 	Intervention string
-	NVotes       int    // 0 when the config has none
-	LR           string // grpo.lr as stored
-	Model        string // the model settings as one string (runs of one base model share it)
+	// Anchored are the supervisory roles with a KL coefficient above 0
+	// (AnchorRule), sorted, joined by "+"; "" when none, and for a run
+	// carrying I1 (whose KL anchors every role it names).
+	Anchored string
+	NVotes   int    // 0 when the config has none
+	LR       string // grpo.lr as stored
+	Model    string // the model settings as one string (runs of one base model share it)
 }
 
 // Settings reads a run view's settings from its stored config.
@@ -140,11 +146,20 @@ func (r *RunResult) Settings() RunSettings {
 		return v
 	}
 	var kl, coh bool
-	var model []string
+	var model, anchored []string
+	wf := study.WorkflowOf(r.TrainWorkflow)
+	roles, sup := wf.Roles(), wf.Supervisory()
 	for _, k := range slices.Sorted(maps.Keys(leaves)) {
 		switch {
 		case strings.HasPrefix(k, "grpo.kl_coef.") && num(k) > 0:
-			kl = true
+			switch role := strings.TrimPrefix(k, "grpo.kl_coef."); {
+			case !slices.Contains(roles, role):
+				// a role the workflow does not call: no effect
+			case slices.Contains(sup, role):
+				anchored = append(anchored, role)
+			default:
+				kl = true
+			}
 		case k == "grpo.coherence.lambda" && num(k) > 0:
 			coh = true
 		case strings.HasPrefix(k, "model.") && !placeSettings[k]:
@@ -159,11 +174,19 @@ func (r *RunResult) Settings() RunSettings {
 	case coh:
 		s.Intervention = I6
 	}
+	if !kl {
+		s.Anchored = strings.Join(anchored, "+")
+	}
 	s.NVotes = int(num("workflow_settings.n_votes"))
 	s.LR = leaves["grpo.lr"]
 	s.Model = strings.Join(model, ";")
 	return s
 }
+
+// AnchorRule states when a KL coefficient is intervention I1; the report
+// reads it from here.
+const AnchorRule = "a run carries I1 (per-role KL to the base model) when a role of its workflow other than the supervisory ones (aggregator, evaluator, orchestrator, synthesizer: the roles that judge, choose or plan) has a KL coefficient above 0 (a coefficient for a role the workflow does not call has no effect); " +
+	"a KL coefficient on supervisory roles alone anchors their skill at base, which is a recipe (it keeps the supervisors adding value while the agents the claims are about train free) and not the intervention, and runs with and without such an anchor are never pooled as one recipe"
 
 // LateStudyLRShare is the least share of the summed learning rate the
 // second half of a run must carry for the late rules: a constant rate after
@@ -209,6 +232,7 @@ type RunEvents struct {
 	Leads        bool // a late cliff with the signature SignatureLead or more steps before its fall
 	Captured     bool // a role captured (SP by detect.go; IP against the cell's SP dominant role)
 	CaptureJudge bool // the run has capture comparisons
+	MainRecipe   bool // of the main matrix or a rate rung (rungs.go)
 }
 
 // Gate is the dynamics study's gate: did any run break late?
@@ -221,6 +245,7 @@ type Gate struct {
 	LateCollapses   int         // runs with a late format collapse
 	Open            bool        // Late > 0
 	CliffControlled bool        // the late-event detectors have a shown positive control
+	Rungs           []string    // the study's rate rungs (rungs.go), sorted
 }
 
 // LateTest is one test of the late rules.
@@ -376,14 +401,14 @@ func compareLate(st *Study, valued map[CellKey]bool) *LateClaims {
 }
 
 func gateOf(st *Study) Gate {
-	g := Gate{CliffControlled: st.controlled(LateEventDetector)}
+	g := Gate{CliffControlled: st.controlled(LateEventDetector), Rungs: RateRungs(st)}
 	dominant := cellDominants(st)
 	for _, r := range st.Runs {
 		if !r.Trained() {
 			continue
 		}
 		e := RunEvents{Run: r.RunID, Cell: r.Cell, Condition: r.Condition, Settings: r.Settings(), Events: r.Late,
-			Ceiling: r.Metrics.Ceiling, Signature: -1}
+			Ceiling: r.Metrics.Ceiling, Signature: -1, MainRecipe: r.Cell.Arm == "" || slices.Contains(g.Rungs, r.Cell.Arm)}
 		for _, a := range r.Amplification {
 			if a.Amplified && (e.Signature < 0 || a.Sustained < e.Signature) {
 				e.Signature, e.SignatureBy = a.Sustained, a.Role
@@ -467,11 +492,12 @@ func rateOf(g Gate, group string, ci float64, in, hit func(RunEvents) bool) Late
 	return LateRate{Group: group, Rate: ClopperPearson(k, n, ci)}
 }
 
-// Plain reports whether the run view is of the main matrix (no arm) and
-// carries no intervention: the runs where, signature and SP over IP judge.
-func (e RunEvents) Plain() bool { return e.Cell.Arm == "" && e.Settings.Intervention == NoIntervention }
+// Plain reports whether the run view is of the main recipe (the main
+// matrix or a rate rung) and carries no intervention: the runs where,
+// signature and SP over IP judge.
+func (e RunEvents) Plain() bool { return e.MainRecipe && e.Settings.Intervention == NoIntervention }
 
-// plainIP selects the IP runs of the main matrix without an intervention in
+// plainIP selects the IP runs of the main recipe without an intervention in
 // the workflows wfs.
 func plainIP(wfs ...string) func(RunEvents) bool {
 	return func(e RunEvents) bool {
@@ -607,15 +633,15 @@ func signatureTest(g Gate, ci, alpha float64) LateTest {
 
 // recipe is what an intervention test holds fixed between the runs with
 // and without the intervention: the cell of the main matrix, the rate, the
-// base model and n_votes.
+// base model, the supervisors' anchor (AnchorRule) and n_votes.
 type recipe struct {
-	cell      CellKey
-	lr, model string
-	nVotes    int
+	cell                CellKey
+	lr, model, anchored string
+	nVotes              int
 }
 
 func recipeOf(e RunEvents) recipe {
-	return recipe{cell: e.Cell.Main(), lr: e.Settings.LR, model: e.Settings.Model, nVotes: e.Settings.NVotes}
+	return recipe{cell: e.Cell.Main(), lr: e.Settings.LR, model: e.Settings.Model, anchored: e.Settings.Anchored, nVotes: e.Settings.NVotes}
 }
 
 // pairedRuns selects the runs of condition cond whose recipe (recipeOf)

@@ -38,12 +38,18 @@ const LateLasting = 3
 
 // LateEvents are the events of one run view.
 type LateEvents struct {
-	MidStep   float64 // the step that ends the first half of the validation span
-	Cliff     LateCliff
-	Collapses []RoleCollapse // one per role that collapsed, by step then role
-	First     int64          // step of the earliest event, -1 when none
-	Late      bool           // some event lies after MidStep
-	Early     bool           // some event lies at or before MidStep
+	MidStep float64 // the step that ends the first half of the validation span
+	Cliff   LateCliff
+	// StrictCliff is the cliff rule on strict accuracy (episodes right
+	// with every supervisory turn in format, roles.go), shown beside the
+	// claims, which count Cliff; Found false and FallStep -1 without
+	// validation samples at every validation (StrictKnown false).
+	StrictCliff LateCliff
+	StrictKnown bool
+	Collapses   []RoleCollapse // one per role that collapsed, by step then role
+	First       int64          // step of the earliest event, -1 when none
+	Late        bool           // some event lies after MidStep
+	Early       bool           // some event lies at or before MidStep
 }
 
 // LateCollapse reports whether some role's format collapse lies after
@@ -119,6 +125,24 @@ func DetectLateEvents(curve []Point, evals []runlog.EvalRow, steps []runlog.Step
 		note(c.Step, c.Late)
 	}
 	return ev
+}
+
+// StrictCliffOf sets ev's strict cliff from the role-level workflow
+// metrics of the run view's validations (WorkflowSteps), when there is one
+// per validation of the curve.
+func (ev *LateEvents) StrictCliffOf(curve []Point, ws []WorkflowStep, p Params) {
+	ev.StrictCliff, ev.StrictKnown = LateCliff{FallStep: -1, FallAcc: math.NaN(), Peak: math.NaN(), Base: math.NaN()}, false
+	if len(curve) == 0 || len(ws) != len(curve) {
+		return
+	}
+	strict := make([]Point, len(ws))
+	for i, w := range ws {
+		if w.Step != curve[i].Step || w.Episodes == 0 {
+			return
+		}
+		strict[i] = Point{Step: w.Step, Acc: w.StrictRate()}
+	}
+	ev.StrictCliff, ev.StrictKnown = lateCliff(strict, p, ev.MidStep), true
 }
 
 // stepMeans are the mean entropy and perplexity of a role's step rows with

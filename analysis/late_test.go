@@ -78,6 +78,7 @@ type ev struct {
 	captured     *bool
 	nVotes       int
 	arm, lr      string // the spec arm ("" the main matrix) and the stored rate
+	rung         bool   // the arm is a rate rung (rungs.go)
 	collapse     int    // the aggregator's format collapse: 0 none, 1 early, 2 late
 	ceiling      float64
 }
@@ -87,7 +88,8 @@ func gateFrom(evs []ev) Gate {
 	g.CliffControlled = true
 	for i, e := range evs {
 		re := RunEvents{Run: fmt.Sprint("r", i), Cell: CellKey{Workflow: e.wf, Task: "synth-code", Scale: "s", Arm: e.arm}, Condition: e.cond,
-			Settings: RunSettings{Intervention: e.iv, NVotes: e.nVotes, Model: "m", LR: e.lr}, Signature: e.sig, Ceiling: .3}
+			Settings: RunSettings{Intervention: e.iv, NVotes: e.nVotes, Model: "m", LR: e.lr}, Signature: e.sig, Ceiling: .3,
+			MainRecipe: e.arm == "" || e.rung}
 		re.Events.Cliff = LateCliff{Found: e.cliff, Late: e.cliff, FallStep: 300}
 		re.Events.Late = e.cliff
 		if e.collapse > 0 {
@@ -164,6 +166,19 @@ func TestLateClaimC(t *testing.T) {
 			verdict: Reproduced, where: Holds, sig: Holds, i6: Holds, whereWhy: Significant, sigWhy: MostLead, iw: Significant},
 		{name: "no cliff to prevent: I6 without a signature is not testable", evs: slices.Concat(repeatEv(4, ipQuiet), repeatEv(2, ipCliffLead), repeatEv(4, spQuiet), repeatEv(12, eoQuiet), repeatEv(4, inArm(ipQuietSig, "", "1e-3")), repeatEv(4, inArm(i6Quiet, "", "1e-3"))),
 			verdict: NotTestable, where: Undecided, sig: Holds, i6: Untestable, whereWhy: NotSignificant, sigWhy: MostLead, iw: NothingToPrevent},
+		// rungs: a rate rung's runs join the main matrix's in where and
+		// signature (6 IP voting cliffs of 12 against none of 12 eval-opt
+		// and SP runs), and I6 at the rung's rate is compared with the rung
+		{name: "rungs: the main recipe at two rates", evs: slices.Concat(repeatEv(6, ipQuiet), repeatEv(6, eoQuiet), repeatEv(6, spQuiet),
+			repeatEv(6, ev{wf: v, cond: study.IP, cliff: true, sig: 200, arm: "r3", lr: "3e-3", rung: true}),
+			repeatEv(6, ev{wf: e, cond: study.IP, sig: -1, arm: "r3", lr: "3e-3", rung: true}), repeatEv(6, ev{wf: v, cond: study.SP, sig: -1, arm: "r3", lr: "3e-3", rung: true}),
+			repeatEv(6, ev{wf: v, cond: study.IP, iv: I6, sig: -1, arm: "i6", lr: "3e-3"})),
+			verdict: Reproduced, where: Holds, sig: Holds, i6: Holds, whereWhy: Significant, sigWhy: MostLead, iw: Significant},
+		// the same runs, the arm not a rung: where has no cliff to count
+		{name: "rungs: an arm that is no rung stays out", evs: slices.Concat(repeatEv(6, ipQuiet), repeatEv(6, eoQuiet), repeatEv(6, spQuiet),
+			repeatEv(6, ev{wf: v, cond: study.IP, cliff: true, sig: 200, arm: "r3", lr: "3e-3"}),
+			repeatEv(6, ev{wf: e, cond: study.IP, sig: -1, arm: "r3", lr: "3e-3"}), repeatEv(6, ev{wf: v, cond: study.SP, sig: -1, arm: "r3", lr: "3e-3"})),
+			verdict: NotTestable, where: Undecided, sig: Untestable, i6: Untestable, whereWhy: NotSignificant, sigWhy: NoLateCliff, iw: NoGroup},
 		{name: "arms: I6 at another rate than every plain run is no comparison", evs: slices.Concat(main, repeatEv(12, i6ArmLow)), verdict: NotTestable,
 			where: Holds, sig: Holds, i6: Untestable, whereWhy: Significant, sigWhy: MostLead, iw: NoGroup},
 	}
@@ -321,6 +336,44 @@ func TestInterventionCollapses(t *testing.T) {
 				if math.Abs(g.CeilingDiff-w.ceilingDiff) > 1e-9 {
 					t.Errorf("%d: ceiling change %v, want %v", i, g.CeilingDiff, w.ceilingDiff)
 				}
+			}
+		})
+	}
+}
+
+func TestStrictCliffOf(t *testing.T) {
+	p := DefaultParams()
+	curve := make([]Point, 9)
+	ws := make([]WorkflowStep, 9)
+	for i := range curve {
+		step := int64(20 * i)
+		curve[i] = Point{Step: step, Acc: 0.9}
+		strict := 9
+		if i >= 6 {
+			strict = 3 // supervisors out of format from step 120: answers still right
+		}
+		ws[i] = WorkflowStep{Step: step, Episodes: 10, Lenient: 9, Strict: strict}
+	}
+	cases := []struct {
+		name         string
+		ws           []WorkflowStep
+		known, found bool
+		fall         int64
+	}{
+		{"strict falls, accuracy does not", ws, true, true, 120},
+		{"no samples", nil, false, false, -1},
+		{"a validation without samples", ws[:8], false, false, -1},
+		{"steps that do not match the curve", append(slices.Clone(ws[:8]), WorkflowStep{Step: 999, Episodes: 10}), false, false, -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := DetectLateEvents(curve, nil, nil, p)
+			ev.StrictCliffOf(curve, tc.ws, p)
+			if ev.Cliff.Found {
+				t.Fatalf("a cliff on a flat accuracy curve: %+v", ev.Cliff)
+			}
+			if ev.StrictKnown != tc.known || ev.StrictCliff.Found != tc.found || ev.StrictCliff.FallStep != tc.fall {
+				t.Errorf("strict known %v found %v fall %d, want %v %v %d", ev.StrictKnown, ev.StrictCliff.Found, ev.StrictCliff.FallStep, tc.known, tc.found, tc.fall)
 			}
 		})
 	}

@@ -35,9 +35,9 @@ func lateReasonWhy(t analysis.LateTest, alpha float64) string {
 	case analysis.NotSignificant:
 		return fmt.Sprintf("no one-sided exact test rejects either direction at %.3g", alpha)
 	case analysis.NoLateCliff:
-		return "no IP run of the main matrix without an intervention has a late cliff"
+		return "no IP run of the main recipe without an intervention has a late cliff"
 	case analysis.OneCliffRun:
-		return fmt.Sprintf("fewer than %d IP runs of the main matrix without an intervention have a late cliff, too few to judge", analysis.MinClaimSeeds)
+		return fmt.Sprintf("fewer than %d IP runs of the main recipe without an intervention have a late cliff, too few to judge", analysis.MinClaimSeeds)
 	case analysis.NoQuietRun:
 		return "every IP run has a late cliff, so the signature's rarity in runs without one cannot be measured"
 	case analysis.MostLead:
@@ -108,8 +108,8 @@ func pText(p float64) string {
 // lateCliffText is claim c under the late rules.
 func lateCliffText(lc *analysis.LateClaims) claimText {
 	c, a := lc.Cliffs, lc.Alpha
-	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP %s runs of the main matrix (no arm) without an intervention must exceed that of IP %s runs and that of SP %s runs of the main matrix, each by a one-sided Fisher exact test below %.3g; by the power rule the test is against only when either of them exceeds it by the same test.", sameRoleAnd(), analysis.OneAgentPerRoleWorkflowsText("and"), sameRoleAnd(), a), c.Where, a)
-	sig := lateTestText("signature", fmt.Sprintf("In each IP run of the main matrix (no arm, no intervention) with a late cliff, the amplification signature (a role's sustained gradient amplification, as in the short-run rule) must begin %d or more steps before the fall; in IP runs without a cliff it must be rare. "+
+	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP %s runs of the main recipe (*Late events and the gate*) without an intervention must exceed that of IP %s runs and that of SP %s runs of the main recipe, each by a one-sided Fisher exact test below %.3g; by the power rule the test is against only when either of them exceeds it by the same test.", sameRoleAnd(), analysis.OneAgentPerRoleWorkflowsText("and"), sameRoleAnd(), a), c.Where, a)
+	sig := lateTestText("signature", fmt.Sprintf("In each IP run of the main recipe without an intervention with a late cliff, the amplification signature (a role's sustained gradient amplification, as in the short-run rule) must begin %d or more steps before the fall; in IP runs without a cliff it must be rare. "+
 		"Holds when a strict majority of cliff runs lead and at most %[2]g of the runs without a cliff carry it; by the power rule against only when a one-sided exact binomial test (p below %[3]g) finds significantly fewer than half leading or significantly more than %[2]g of the runs without a cliff carrying it; undecided between.", analysis.SignatureLead, analysis.RareShare, a), c.Signature, a)
 	for _, e := range lc.Gate.Runs {
 		if e.Condition != study.IP || !e.Plain() || !e.Events.Cliff.Late {
@@ -129,7 +129,7 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 			{name: "signature", count: first},
 		}})
 	}
-	i6 := lateTestText("I6", fmt.Sprintf("IP runs with the coherence regularizer against IP runs without one in the same cells (workflow, task and scale) at the same rate, base model and n_votes: holds when the late-cliff rate is lower with I6 (one-sided Fisher exact below %.3g), the signature's rate is lower and the mean ceiling at most %g lower; by the power rule against only when the late-cliff rate is higher with I6 by the same test; not testable when no run without I6 beside them has a late cliff.", a, analysis.CeilingCost), c.I6, a)
+	i6 := lateTestText("I6", fmt.Sprintf("IP runs with the coherence regularizer against IP runs without one in the same cells (workflow, task and scale) at the same rate, base model, supervisor anchor and n_votes: holds when the late-cliff rate is lower with I6 (one-sided Fisher exact below %.3g), the signature's rate is lower and the mean ceiling at most %g lower; by the power rule against only when the late-cliff rate is higher with I6 by the same test; not testable when no run without I6 beside them has a late cliff.", a, analysis.CeilingCost), c.I6, a)
 	ct := claimText{id: "c", statement: "IP's late accuracy cliffs concentrate in " + sameRoleAnd() + ", are predicted by same-role gradient amplification, and the coherence regularizer (I6) prevents them (late-training rules).",
 		rule:    "The verdict is refuted when the signature test or the I6 test is against; otherwise not testable when a test is not testable; reproduced when all three hold; inconclusive otherwise.",
 		verdict: verdictWord(c.Verdict), tests: []testText{where, sig, i6}}
@@ -153,7 +153,7 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 // lateCaptureText is claim d under the late rules.
 func lateCaptureText(lc *analysis.LateClaims) claimText {
 	d, a := lc.Capture, lc.Alpha
-	over := lateTestText("SP over IP", fmt.Sprintf("Runs of the main matrix (no arm) without an intervention count as captured when a role is captured (*Definitions*: role capture; for IP, whose roles train their own adapters, against the dominant role of the cell's SP runs, so that IP's rate measures how often the detector fires without shared gradients). SP's rate must exceed IP's by a one-sided Fisher exact test below %.3g; by the power rule the test is against only when IP's rate exceeds SP's by the same test, and undecided otherwise.", a), d.SPOverIP, a)
+	over := lateTestText("SP over IP", fmt.Sprintf("Runs of the main recipe (*Late events and the gate*) without an intervention count as captured when a role is captured (*Definitions*: role capture; for IP, whose roles train their own adapters, against the dominant role of the cell's SP runs, so that IP's rate measures how often the detector fires without shared gradients). SP's rate must exceed IP's by a one-sided Fisher exact test below %.3g; by the power rule the test is against only when IP's rate exceeds SP's by the same test, and undecided otherwise.", a), d.SPOverIP, a)
 	nv := lateTestText("n_votes", fmt.Sprintf("The capture rate of SP voting runs of one task, one base model and one rate must be higher at the largest n_votes than at the smallest (one-sided Fisher exact below %.3g); against only when it is higher at the smallest by the same test.", a), d.NVotes, a)
 	ct := claimText{id: "d", statement: "Under SP a role is captured by the role with the most gradient mass, more often than under IP, and more often with more voters (late-training rules).",
 		rule:    "The verdict is refuted when SP over IP is against; otherwise not testable when a test is not testable; reproduced when both hold; inconclusive otherwise.",
@@ -190,21 +190,36 @@ func writeLate(w md, lc *analysis.LateClaims) {
 	w("Most trained runs of this study hold their learning rate through the second half of training (at least %g of the summed rate, with %d or more validations after the midpoint), so claims c and d are judged by the late-training rules above, and this section shows what they rest on. ", analysis.LateStudyLRShare, analysis.LateStudyValidations)
 	w("A *cliff* is the first validation at which accuracy is at or below the best accuracy so far (the peak) minus max(cliff_abs, cliff_rel × (peak − base)) and stays there for %d validations in a row; "+
 		"a role's *format collapse* is the first validation at which its format compliance is at or below its first validation's minus capture_format_drop, for %d validations in a row; "+
-		"an event is *late* when it lies after the midpoint of the run's validation span. "+
+		"an event is *late* when it lies after the midpoint of the run's validation span; "+
+		"a *strict cliff* is the cliff rule on strict accuracy (episodes right with every supervisory turn in its format, *Strict and lenient accuracy*), shown beside the cliffs on accuracy, which the claims count. "+
 		"The *signature* is the first step closing a sustained gradient-amplification window of any role (*leads*: %d or more steps before a late cliff's fall). Lengths are mean output tokens at the first validation and at the collapse; entropy and perplexity are the role's training-time means over the %d steps after the LoRA warm-up and the %d steps up to the collapse (degenerate text raises both; a role copying another's format need not).\n\n",
 		analysis.LateLasting, analysis.LateLasting, analysis.SignatureLead, analysis.LateWindow, analysis.LateWindow)
+	rungs := "this study has none"
+	if len(lc.Gate.Rungs) > 0 {
+		rungs = "this study's: " + strings.Join(lc.Gate.Rungs, ", ")
+	}
+	w("The tests of where cliffs fall, of the signature and of SP over IP take the runs of the *main recipe*: those of the main matrix (no arm) and of its rate rungs (%s), where %s. Interventions: I6 is the coherence regularizer; %s.\n\n",
+		rungs, analysis.RungRule, analysis.AnchorRule)
 	w("%s\n\n", gateSentence(lc.Gate))
 	writeLateGroups(w, lc)
-	w("| task | workflow | scale | run | intervention | lr | base | peak | cliff (fall step: accuracy, validations below) | format collapses (role@step: format, length, entropy, perplexity) | signature | leads | captured |\n")
-	w("|---|---|---|---|---|---|---:|---:|---|---|---|---|---|\n")
+	w("| task | workflow | scale | run | intervention | lr | base | peak | cliff (fall step: accuracy, validations below) | strict cliff | format collapses (role@step: format, length, entropy, perplexity) | signature | leads | captured |\n")
+	w("|---|---|---|---|---|---|---:|---:|---|---|---|---|---|---|\n")
+	cliffCol := func(c analysis.LateCliff) string {
+		if !c.Found {
+			return "–"
+		}
+		s := fmt.Sprintf("%d: %s (%d)", c.FallStep, f3(c.FallAcc), c.Lasting)
+		if c.Late {
+			s += " late"
+		}
+		return s
+	}
 	for _, e := range lc.Gate.Runs {
 		c := e.Events.Cliff
-		cliff := "–"
-		if c.Found {
-			cliff = fmt.Sprintf("%d: %s (%d)", c.FallStep, f3(c.FallAcc), c.Lasting)
-			if c.Late {
-				cliff += " late"
-			}
+		cliff := cliffCol(c)
+		strict := "no samples"
+		if e.Events.StrictKnown {
+			strict = cliffCol(e.Events.StrictCliff)
 		}
 		var cols []string
 		for _, x := range e.Events.Collapses {
@@ -223,12 +238,15 @@ func writeLate(w md, lc *analysis.LateClaims) {
 		if iv == "" {
 			iv = "none"
 		}
+		if e.Settings.Anchored != "" {
+			iv += " (anchored: " + e.Settings.Anchored + ")"
+		}
 		captured := "–"
 		if e.CaptureJudge {
 			captured = yesNo(e.Captured)
 		}
-		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cellEsc(e.Cell.Task), cellEsc(e.Cell.Workflow), scaleCol(e.Cell), cellEsc(e.Run), iv, dashIfEmpty(e.Settings.LR),
-			f3(c.Base), f3(c.Peak), cliff, cellEsc(dashIfEmpty(strings.Join(cols, "; "))), sig, yesNo(e.Leads), captured)
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cellEsc(e.Cell.Task), cellEsc(e.Cell.Workflow), scaleCol(e.Cell), cellEsc(e.Run), iv, dashIfEmpty(e.Settings.LR),
+			f3(c.Base), f3(c.Peak), cliff, strict, cellEsc(dashIfEmpty(strings.Join(cols, "; "))), sig, yesNo(e.Leads), captured)
 	}
 	w("\n")
 	writeInterventions(w, lc)

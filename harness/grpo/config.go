@@ -67,10 +67,14 @@ type Config struct {
 
 	EvalEvery          int  `json:"eval_every"` // validate every N steps (0: only before and at the end)
 	EvalBeforeTraining bool `json:"eval_before_training"`
-	ValSize            int  `json:"val_size"`         // first N validation problems (0: all)
-	ValSamples         int  `json:"val_samples"`      // rollouts per validation problem (0 or 1: one; k: avg@k)
-	SaveEvery          int  `json:"save_every"`       // checkpoint every N steps (0: only at the end)
-	SamplesPerStep     int  `json:"samples_per_step"` // train turns sampled into samples/ per step
+	ValSize            int  `json:"val_size"` // first N validation problems (0: all)
+	// FirstValSize is the first validation's problems when above ValSize
+	// (0: ValSize; spec.Eval.FirstValSize): its samples cover them all,
+	// its evals rows the first ValSize.
+	FirstValSize   int `json:"first_val_size,omitempty"`
+	ValSamples     int `json:"val_samples"`      // rollouts per validation problem (0 or 1: one; k: avg@k)
+	SaveEvery      int `json:"save_every"`       // checkpoint every N steps (0: only at the end)
+	SamplesPerStep int `json:"samples_per_step"` // train turns sampled into samples/ per step
 }
 
 // AdvEps is the epsilon of the advantage denominator (reward minus the
@@ -131,6 +135,9 @@ func (c Config) Validate() error {
 	}
 	if c.ValSamples < 0 || c.ValSamples > 64 {
 		return bad("val_samples %d is outside [0, 64]", c.ValSamples)
+	}
+	if c.FirstValSize < 0 || (c.FirstValSize > 0 && c.FirstValSize <= c.ValSize) {
+		return bad("first_val_size %d: want 0 or more than val_size %d", c.FirstValSize, c.ValSize)
 	}
 	if c.ValSize < 0 {
 		return bad("val_size %d is negative", c.ValSize)

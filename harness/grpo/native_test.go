@@ -3,8 +3,10 @@ package grpo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -246,6 +248,86 @@ func TestNativeStepFormLogsStepFactor(t *testing.T) {
 		}
 		if checked == 0 {
 			t.Fatalf("form %q: no trained * row; the test shows nothing", form)
+		}
+	}
+}
+
+// TestNativeFirstValSize: a run whose first validation uses more problems
+// (Config.FirstValSize) writes the steps and evals rows of one without
+// (the evals rows of every validation over the first ValSize problems),
+// and its samples at step 0 are those of the other run plus the extra
+// problems' (each job's random numbers depend on its problem's index, so
+// a larger batch changes nothing for the problems both validate).
+func TestNativeFirstValSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("native engine loop in -short mode")
+	}
+	cfg := recipeConfig()
+	cfg.RunID, cfg.Seed, cfg.Condition, cfg.Workflow = "native-voting-ip", 5, study.IP, study.Voting
+	cfg.NVotes = 2
+	cfg.Rollouts, cfg.ProblemsPerStep, cfg.Steps = 2, 1, 2
+	cfg.LR = 1e-3
+	cfg.Schedule.Total = 2
+	cfg.DefaultMaxNewTokens = 12
+	cfg.EvalEvery, cfg.SaveEvery, cfg.ValSize, cfg.SamplesPerStep = 2, 2, 2, 0
+	cfg.Adapter.Rank, cfg.Adapter.Alpha = 2, 4
+	first := cfg
+	first.FirstValSize = 5
+	if first.Hash() == cfg.Hash() {
+		t.Fatal("first_val_size does not enter the config hash")
+	}
+	a, b := t.TempDir(), t.TempDir()
+	runNative(t, nativeLoop(t, cfg), a)
+	runNative(t, nativeLoop(t, first), b)
+	ra, err := runlog.ReadRun(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := runlog.ReadRun(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", ra.Steps) != fmt.Sprintf("%+v", rb.Steps) {
+		t.Error("the steps rows differ")
+	}
+	strip := func(es []runlog.EvalRow) string {
+		for i := range es {
+			es[i].RunID = ""
+		}
+		return fmt.Sprintf("%+v", es)
+	}
+	if strip(ra.Evals) != strip(rb.Evals) {
+		t.Errorf("the evals rows differ:\n%s\n%s", strip(ra.Evals), strip(rb.Evals))
+	}
+	samples := func(r *runlog.Run, step int64) (rows []string, problems map[string]bool) {
+		problems = map[string]bool{}
+		for _, s := range r.Samples {
+			if s.Split == "val" && s.Step == step {
+				rows = append(rows, fmt.Sprintf("%s|%s|%d|%s", s.ProblemID, s.Agent, s.Rollout, s.Completion))
+				problems[s.ProblemID] = true
+			}
+		}
+		return rows, problems
+	}
+	sa, pa := samples(ra, 0)
+	sb, pb := samples(rb, 0)
+	if len(pa) != cfg.ValSize || len(pb) != first.FirstValSize {
+		t.Fatalf("step 0 sampled %d and %d problems, want %d and %d", len(pa), len(pb), cfg.ValSize, first.FirstValSize)
+	}
+	var common []string
+	for _, s := range sb {
+		if pa[strings.SplitN(s, "|", 2)[0]] {
+			common = append(common, s)
+		}
+	}
+	if !slices.Equal(common, sa) {
+		t.Errorf("step 0's samples of the shared problems differ:\n%v\n%v", common, sa)
+	}
+	for _, step := range []int64{2} {
+		la, _ := samples(ra, step)
+		lb, _ := samples(rb, step)
+		if !slices.Equal(la, lb) {
+			t.Errorf("step %d's samples differ", step)
 		}
 	}
 }

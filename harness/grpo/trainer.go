@@ -55,6 +55,7 @@ type Trainer struct {
 	Now func() time.Time
 
 	val      []datasets.Problem
+	valFirst []datasets.Problem // the first validation's, when Config.FirstValSize is set
 	adapters []string
 	route    func(string) string
 	st       State
@@ -101,6 +102,12 @@ func (t *Trainer) Run(ctx context.Context, lastStep int64) error {
 	val, err := t.Task.Validation()
 	if err != nil {
 		return fmt.Errorf("grpo: run %s: validation set of %s: %w", cfg.RunID, t.Task.Name(), err)
+	}
+	if cfg.FirstValSize > 0 {
+		if cfg.ValSize == 0 || cfg.FirstValSize > len(val) {
+			return fmt.Errorf("grpo: run %s: first_val_size %d needs val_size below it and at most the %d validation problems of %s", cfg.RunID, cfg.FirstValSize, len(val), t.Task.Name())
+		}
+		t.valFirst = val[:cfg.FirstValSize]
 	}
 	if cfg.ValSize > 0 {
 		if cfg.ValSize > len(val) {
@@ -171,11 +178,20 @@ func (t *Trainer) report(step int64, reward float64) {
 }
 
 // evaluate validates in every eval workflow and adds evals and samples rows.
+// Before training (step 0) with Config.FirstValSize it runs the larger
+// first set: its samples rows cover every problem of it and its evals rows
+// the first ValSize, as any other validation's (each job's random numbers
+// depend on its problem's index, not on the set, so those problems' rows
+// are the ones a validation of ValSize problems writes).
 func (t *Trainer) evaluate(ctx context.Context, step int64) error {
 	cfg := t.Config
 	k := max(cfg.ValSamples, 1)
-	jobs := make([]workflow.Job, 0, len(t.val)*k)
-	for i, p := range t.val {
+	val := t.val
+	if step == 0 && t.valFirst != nil {
+		val = t.valFirst
+	}
+	jobs := make([]workflow.Job, 0, len(val)*k)
+	for i, p := range val {
 		for g := 0; g < k; g++ {
 			jobs = append(jobs, workflow.Job{Problem: p, Index: int64(i), Rollout: g})
 		}
@@ -190,7 +206,7 @@ func (t *Trainer) evaluate(ctx context.Context, step int64) error {
 		if err != nil {
 			return fmt.Errorf("grpo: run %s: validate %s at step %d: %w", cfg.RunID, wf, step, err)
 		}
-		rows := EvalRows(cfg.RunID, step, wf, eps)
+		rows := EvalRows(cfg.RunID, step, wf, eps[:len(t.val)*k])
 		if i == 0 {
 			acc := rows[len(rows)-1].Accuracy
 			t.st.LastValAcc = &acc

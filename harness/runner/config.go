@@ -70,6 +70,7 @@ func TrainerConfig(rc spec.RunConfig) grpo.Config {
 	c.EvalEvery = rc.Eval.Every
 	c.EvalBeforeTraining = rc.Eval.BeforeTraining
 	c.ValSize = rc.Eval.ValSize
+	c.FirstValSize = rc.Eval.FirstValSize
 	c.ValSamples = rc.Eval.Samples
 	c.SaveEvery = rc.Checkpoint.Every
 	return c

@@ -249,6 +249,10 @@ func runTotals(c spec.RunConfig, rollout func(workflow string) (gen, seq float64
 	}
 	perEval := float64(val * max(1, c.Eval.Samples))
 	evals := float64(evaluations(steps, c.Eval))
+	if c.Eval.FirstValSize > val && (c.Eval.BeforeTraining || steps == 0) {
+		// the first validation's extra problems
+		evals += float64(c.Eval.FirstValSize-val) / float64(val)
+	}
 	for _, w := range c.EvalWorkflows {
 		g, _ := rollout(w)
 		gen += evals * perEval * g

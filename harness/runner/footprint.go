@@ -78,17 +78,25 @@ func EstimateFootprint(r spec.Run) Footprint {
 	for _, v := range rc.GRPO.MaxNewTokens {
 		maxTok = max(maxTok, v)
 	}
-	valEpisodes := max(rc.Eval.ValSize, rc.Data.ValSize) * max(rc.Eval.Samples, 1)
+	// A validation's episodes: eval.val_size problems (0: the whole split),
+	// the first one's eval.first_val_size when set.
+	valProblems := rc.Eval.ValSize
+	if valProblems == 0 {
+		valProblems = rc.Data.ValSize
+	}
+	valEpisodes := valProblems * max(rc.Eval.Samples, 1)
+	firstEpisodes := max(valProblems, rc.Eval.FirstValSize) * max(rc.Eval.Samples, 1)
 	// valPrompts are the new prompts of a validation after the first: its
 	// first-turn prompts (one per problem, shared by voting's generators)
 	// were stored by the first one.
-	var evalRows, valSamples, valPrompts, firstPrompts int
+	var evalRows, valSamples, firstSamples, valPrompts, firstPrompts int
 	for _, wf := range r.EvalWorkflows {
 		rs, _ := workflow.Roles(wf)
 		evalRows += len(rs) + 1
 		valSamples += valEpisodes * maxTurns(wf, rc.WorkflowSet)
+		firstSamples += firstEpisodes * maxTurns(wf, rc.WorkflowSet)
 		valPrompts += valEpisodes * laterPrompts(wf, rc.WorkflowSet)
-		firstPrompts += valEpisodes
+		firstPrompts += firstEpisodes
 	}
 	isEval := func(k int) bool {
 		if k == 0 {
@@ -122,8 +130,12 @@ func EstimateFootprint(r spec.Run) Footprint {
 		}
 		if isEval(k) {
 			evalsRows += evalRows
-			samplesRows += valSamples
-			f.ValSampleRows += valSamples
+			n := valSamples
+			if k == 0 {
+				n = firstSamples
+			}
+			samplesRows += n
+			f.ValSampleRows += n
 			promptRows += valPrompts
 			if !evaluated {
 				promptRows += firstPrompts

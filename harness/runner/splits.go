@@ -32,7 +32,7 @@ func SplitProblems(runs []spec.Run, open func(spec.DataConfig, TaskOptions) (dat
 	}
 	tasks := map[string]opened{} // each data config is opened once
 	for _, r := range runs {
-		d, want, train := r.Config.Data, r.Config.Eval.ValSize, r.Config.Train
+		d, want, train := r.Config.Data, max(r.Config.Eval.ValSize, r.Config.Eval.FirstValSize), r.Config.Train
 		if d.Path != "" && dataNeeds(d) != "" {
 			continue
 		}

@@ -151,6 +151,9 @@ func TestLoadMalformed(t *testing.T) {
 		{name: "eval samples zero", new: "eval:\n  samples: 0\n", want: "eval.samples: must be in [1, 64], got 0", at: "samples:"},
 		{name: "eval samples too many", new: "eval:\n  samples: 65\n", want: "eval.samples: must be in [1, 64], got 65", at: "samples:"},
 		{name: "eval larger than validation split", new: "eval:\n  val_size: 500\n", want: "eval.val_size: 500 exceeds the validation split of task synth-math", at: "val_size"},
+		{name: "first validation larger than the split", new: "eval:\n  val_size: 8\n  first_val_size: 500\n", want: "eval.first_val_size: 500 exceeds the validation split of task synth-math", at: "first_val_size"},
+		{name: "first validation not above val_size", new: "eval:\n  val_size: 8\n  first_val_size: 8\n", want: "eval.first_val_size: 8: want 0 (the first validation uses val_size's problems) or more than val_size (8)", at: "first_val_size"},
+		{name: "first validation with every problem validated", new: "eval:\n  first_val_size: 8\n", want: "eval.first_val_size: 8 with val_size 0: every validation already uses the whole validation split", at: "first_val_size"},
 		{name: "plans no runs", old: "[voting, eval-opt]", new: "[single]", whole: "", want: "", at: ""}, // replaced below
 		{whole: "", name: "empty file", want: "file is empty"},
 		{name: "synth math overflow", new: "tasks:\n  synth-math:\n    synth_math: {operands_max: 12, value_max: 100}\n", want: "tasks.synth-math.synth_math.value_max: value_max^operands_max = 100^12 exceeds 1e15", at: "synth_math"},

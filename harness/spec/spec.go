@@ -357,6 +357,13 @@ type Eval struct {
 	// ValSize is how many validation problems each evaluation uses; 0 = all
 	// of the task's validation split.
 	ValSize int `yaml:"val_size" json:"val_size"`
+	// FirstValSize is how many validation problems the first validation
+	// (before training) uses, when more than ValSize (0: ValSize): its
+	// samples cover them all, so what is measured at base (the supervisor
+	// value the report's gate reads) rests on many problems, at the cost
+	// of one validation; its evals rows, and every later validation, keep
+	// to the first ValSize problems, so the accuracy curve is over one set.
+	FirstValSize int `yaml:"first_val_size,omitempty" json:"first_val_size,omitempty"`
 	// Samples is how many rollouts of the workflow each validation problem
 	// gets; accuracies are then means over all of them (avg@k), which
 	// halves the sampling noise of a comparison at k = 4 without needing

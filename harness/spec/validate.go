@@ -174,7 +174,22 @@ func validate(s *Spec, root *yaml.Node, errs *errList) {
 					continue
 				}
 				g, w, gc, wc := s.cell(arm, task, scale, t, m, errs)
-				validateGRPO(g, gc, s.roleSet(arm))
+				// An arm inherits the main grpo section, whose per-role keys
+				// may name roles of the main matrix's workflows that the
+				// arm's do not call (a KL anchor on eval-opt's evaluator in
+				// a voting-only arm): they are allowed there and have no
+				// effect on its runs.
+				roles := s.roleSet(arm)
+				if arm != "" {
+					if main := s.roleSet(""); roles != nil && main != nil {
+						for _, r := range main {
+							if !slices.Contains(roles, r) {
+								roles = append(roles, r)
+							}
+						}
+					}
+				}
+				validateGRPO(g, gc, roles)
 				validateWorkflow(w, wc)
 				if mix := s.PretrainFor(scale).NVotesMix; len(mix) > 0 && m.Tiny != nil && !slices.Contains(mix, w.NVotes) {
 					key := "pretrain.n_votes_mix"
@@ -187,6 +202,10 @@ func validate(s *Spec, root *yaml.Node, errs *errList) {
 				if arm == "" && t.ValSize > 0 && s.Eval.ValSize > t.ValSize {
 					c.errf("eval.val_size", "%d exceeds the validation split of task %s (tasks.%s.val_size = %d)",
 						s.Eval.ValSize, task, task, t.ValSize)
+				}
+				if arm == "" && t.ValSize > 0 && s.Eval.FirstValSize > t.ValSize {
+					c.errf("eval.first_val_size", "%d exceeds the validation split of task %s (tasks.%s.val_size = %d)",
+						s.Eval.FirstValSize, task, task, t.ValSize)
 				}
 			}
 		}

@@ -441,6 +441,11 @@ func validateEval(e Eval, c checker) {
 	c.minInt("every", e.Every, 1)
 	c.minInt("val_size", e.ValSize, 0)
 	c.rangeInt("samples", e.Samples, 1, 64)
+	if e.FirstValSize < 0 || (e.FirstValSize > 0 && e.ValSize > 0 && e.FirstValSize <= e.ValSize) {
+		c.errf("first_val_size", "%d: want 0 (the first validation uses val_size's problems) or more than val_size (%d)", e.FirstValSize, e.ValSize)
+	} else if e.FirstValSize > 0 && e.ValSize == 0 {
+		c.errf("first_val_size", "%d with val_size 0: every validation already uses the whole validation split; set val_size below it", e.FirstValSize)
+	}
 }
 
 func validateAnalysis(a Analysis, c checker) {
