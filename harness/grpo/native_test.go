@@ -67,6 +67,22 @@ func nativeLoop(t *testing.T, cfg Config) func(dir string) (*Trainer, *runlog.Wr
 	}
 }
 
+// nativeVotingConfig is a voting run on the native loop's tiny model: two
+// votes, one problem of two rollouts a step, validated on two problems
+// every second step.
+func nativeVotingConfig(id, cond string, steps, samplesPerStep int) Config {
+	cfg := recipeConfig()
+	cfg.RunID, cfg.Seed, cfg.Condition, cfg.Workflow = id, 5, cond, study.Voting
+	cfg.NVotes = 2
+	cfg.Rollouts, cfg.ProblemsPerStep, cfg.Steps = 2, 1, steps
+	cfg.LR = 1e-3
+	cfg.Schedule.Total = steps
+	cfg.DefaultMaxNewTokens = 12
+	cfg.EvalEvery, cfg.SaveEvery, cfg.ValSize, cfg.SamplesPerStep = 2, 2, 2, samplesPerStep
+	cfg.Adapter.Rank, cfg.Adapter.Alpha = 2, 4
+	return cfg
+}
+
 // runNative runs a run of open to its end in dir.
 func runNative(t *testing.T, open func(string) (*Trainer, *runlog.Writer, int64), dir string) {
 	t.Helper()
@@ -102,15 +118,7 @@ func TestNativeEngineLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("native engine loop in -short mode")
 	}
-	cfg := recipeConfig()
-	cfg.RunID, cfg.Seed, cfg.Condition, cfg.Workflow = "native-voting-sp", 5, study.SP, study.Voting
-	cfg.NVotes = 2
-	cfg.Rollouts, cfg.ProblemsPerStep, cfg.Steps = 2, 1, 3
-	cfg.LR = 1e-3
-	cfg.Schedule.Total = 3
-	cfg.DefaultMaxNewTokens = 12
-	cfg.EvalEvery, cfg.SaveEvery, cfg.ValSize, cfg.SamplesPerStep = 2, 2, 2, 3
-	cfg.Adapter.Rank, cfg.Adapter.Alpha = 2, 4
+	cfg := nativeVotingConfig("native-voting-sp", study.SP, 3, 3)
 	open := nativeLoop(t, cfg)
 
 	a, b, c := t.TempDir(), t.TempDir(), t.TempDir()
@@ -262,15 +270,7 @@ func TestNativeFirstValSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("native engine loop in -short mode")
 	}
-	cfg := recipeConfig()
-	cfg.RunID, cfg.Seed, cfg.Condition, cfg.Workflow = "native-voting-ip", 5, study.IP, study.Voting
-	cfg.NVotes = 2
-	cfg.Rollouts, cfg.ProblemsPerStep, cfg.Steps = 2, 1, 2
-	cfg.LR = 1e-3
-	cfg.Schedule.Total = 2
-	cfg.DefaultMaxNewTokens = 12
-	cfg.EvalEvery, cfg.SaveEvery, cfg.ValSize, cfg.SamplesPerStep = 2, 2, 2, 0
-	cfg.Adapter.Rank, cfg.Adapter.Alpha = 2, 4
+	cfg := nativeVotingConfig("native-voting-ip", study.IP, 2, 0)
 	first := cfg
 	first.FirstValSize = 5
 	if first.Hash() == cfg.Hash() {
