@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -106,6 +107,53 @@ func TestSettingsAnchor(t *testing.T) {
 			s := rungRun(tc.wf, study.IP, "", 1, "0.0015", tc.kl, nil).Settings()
 			if s.Intervention != tc.intervention || s.Anchored != tc.anchored {
 				t.Errorf("intervention %q anchored %q, want %q %q", s.Intervention, s.Anchored, tc.intervention, tc.anchored)
+			}
+		})
+	}
+}
+
+// TestCoherenceScalesOf: the paper's form is read from the roles' factors,
+// the step form from the adapter's step factor on the "*" rows, and each
+// run is counted under its own form.
+func TestCoherenceScalesOf(t *testing.T) {
+	run := func(id, form string) *RunResult {
+		coh := map[string]any{"lambda": 0.5}
+		if form != "" {
+			coh["form"] = form
+		}
+		r := rungRun(study.Voting, study.IP, "i6", 1, "0.0035", nil, nil)
+		r.RunID = id
+		r.run.Manifest.Config.(map[string]any)["grpo"].(map[string]any)["coherence"] = coh
+		for step := int64(1); step <= 2; step++ {
+			r.steps = append(r.steps,
+				runlog.StepRow{Step: step, Policy: "generator", Role: "*", CoherenceScale: 0.5, CoherenceCos: math.NaN()},
+				runlog.StepRow{Step: step, Policy: "generator", Role: "generator", CoherenceScale: 0.8, CoherenceCos: 0.4})
+		}
+		return r
+	}
+	plain := rungRun(study.Voting, study.IP, "", 1, "0.0035", nil, nil)
+	cases := []struct {
+		name  string
+		runs  []*RunResult
+		forms []string
+		scale []float64
+		steps []int
+	}{
+		{"no I6 run", []*RunResult{plain}, nil, nil, nil},
+		{"the paper's form: the roles' factors", []*RunResult{plain, run("a", "")}, []string{""}, []float64{0.8}, []int{2}},
+		{"the step form: the step factor", []*RunResult{run("b", "step")}, []string{"step"}, []float64{0.5}, []int{2}},
+		{"both forms, each its own", []*RunResult{run("b", "step"), run("a", "")}, []string{"", "step"}, []float64{0.8, 0.5}, []int{2, 2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CoherenceScalesOf(&Study{Runs: tc.runs})
+			if len(got) != len(tc.forms) {
+				t.Fatalf("%d forms, want %d: %+v", len(got), len(tc.forms), got)
+			}
+			for i, c := range got {
+				if c.Form != tc.forms[i] || c.Runs != 1 || c.Steps != tc.steps[i] || math.Abs(c.MeanScale-tc.scale[i]) > 1e-12 || math.Abs(c.MeanCos-0.4) > 1e-12 {
+					t.Errorf("form %q: %+v, want scale %v over %d steps, cosine 0.4", tc.forms[i], c, tc.scale[i], tc.steps[i])
+				}
 			}
 		})
 	}

@@ -5,7 +5,9 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 
+	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/study"
 )
 
@@ -278,16 +280,50 @@ func SameRoleCosines(st *Study) SameRoleCosine {
 // (steps.coherence_scale) and the cosine it acts on (coherence_cos) over
 // the step rows of the run views trained with it (I6), each run once.
 type CoherenceScales struct {
+	// Form is the regularizer's form: "" for the paper's (each role's
+	// gradient scaled; Steps count role-steps and the scales are the
+	// roles' factors) or "step" (the optimizer's step scaled; Steps count
+	// adapter-steps and the scales are the step factors, logged on the "*"
+	// rows).
+	Form          string
 	Runs, Steps   int
 	MeanScale     float64 // NaN without steps
 	MinScale      float64
-	MeanCos       float64
-	ScaledBelow09 int // steps whose factor was below 0.9
+	MeanCos       float64 // the roles' cosine to their gradient EMA
+	ScaledBelow09 int     // steps whose factor was below 0.9
 }
 
-// CoherenceScalesOf measures the I6 runs' realised scales.
-func CoherenceScalesOf(st *Study) CoherenceScales {
-	c := CoherenceScales{MeanScale: math.NaN(), MinScale: math.NaN(), MeanCos: math.NaN()}
+// CoherenceScalesOf measures the I6 runs' realised scales, one entry per
+// form with runs (the paper's first).
+func CoherenceScalesOf(st *Study) []CoherenceScales {
+	var out []CoherenceScales
+	for _, form := range []string{"", "step"} {
+		if c := coherenceScalesOf(st, form); c.Runs > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// coherenceFormOf is the I6 form of a run's stored config ("" for the
+// paper's).
+func (r *RunResult) coherenceFormOf() string {
+	if r.run == nil || r.run.Manifest.Config == nil {
+		return ""
+	}
+	leaves, err := runlog.ConfigLeaves(r.run.Manifest.Config)
+	if err != nil {
+		return ""
+	}
+	// a string leaf is stored JSON-quoted
+	if f, err := strconv.Unquote(leaves["grpo.coherence.form"]); err == nil {
+		return f
+	}
+	return leaves["grpo.coherence.form"]
+}
+
+func coherenceScalesOf(st *Study, form string) CoherenceScales {
+	c := CoherenceScales{Form: form, MeanScale: math.NaN(), MinScale: math.NaN(), MeanCos: math.NaN()}
 	var sumS, sumC float64
 	var nCos int
 	seen := map[string]bool{}
@@ -298,10 +334,19 @@ func CoherenceScalesOf(st *Study) CoherenceScales {
 		if iv := r.Settings().Intervention; iv != I6 && iv != I1I6 {
 			continue
 		}
+		if r.coherenceFormOf() != form {
+			continue
+		}
 		seen[r.RunID] = true
 		c.Runs++
 		for _, s := range r.Steps() {
-			if s.Role == "*" || math.IsNaN(s.CoherenceScale) {
+			if s.Role != "*" && !math.IsNaN(s.CoherenceCos) {
+				sumC += s.CoherenceCos
+				nCos++
+			}
+			// the paper's form: each role's factor; the step form: the
+			// adapter's step factor on the "*" row
+			if (s.Role == "*") != (form == "step") || math.IsNaN(s.CoherenceScale) {
 				continue
 			}
 			c.Steps++
@@ -311,10 +356,6 @@ func CoherenceScalesOf(st *Study) CoherenceScales {
 			}
 			if s.CoherenceScale < 0.9 {
 				c.ScaledBelow09++
-			}
-			if !math.IsNaN(s.CoherenceCos) {
-				sumC += s.CoherenceCos
-				nCos++
 			}
 		}
 	}

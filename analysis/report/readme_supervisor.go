@@ -167,9 +167,16 @@ func premiseFindings(st *analysis.Study, cl *analysis.Claims) []string {
 			out = append(out, "Why claim c is not testable here: beyond its tests' own reasons, its premise is absent: "+strings.Join(parts, "; and ")+".")
 		}
 	}
-	if c := analysis.CoherenceScalesOf(st); c.Runs > 0 && c.Steps > 0 {
-		out = append(out, fmt.Sprintf("The I6 arm is the paper's form of the coherence regularizer (each role's gradient scaled by 1 − λ·max(0, cos(g, g_ema)) before the optimizer) and was close to inert here: over %d role-steps of %d I6 runs the realised scale averaged %.3f (smallest %.3f; %d steps below 0.9), the cosine to the gradient EMA averaging %.3f; a factor near 1 applied before AdamW, whose per-parameter normalisation largely cancels a scale shared by a step's gradient.",
-			c.Steps, c.Runs, c.MeanScale, c.MinScale, c.ScaledBelow09, c.MeanCos))
+	for _, c := range analysis.CoherenceScalesOf(st) {
+		switch {
+		case c.Steps == 0:
+		case c.Form == "":
+			out = append(out, fmt.Sprintf("The I6 arm is the paper's form of the coherence regularizer (each role's gradient scaled by 1 − λ·max(0, cos(g, g_ema)) before the optimizer) and was close to inert here: over %d role-steps of %d I6 runs the realised scale averaged %.3f (smallest %.3f; %d steps below 0.9), the cosine to the gradient EMA averaging %.3f; a factor near 1 applied before AdamW, whose per-parameter normalisation largely cancels a scale shared by a step's gradient.",
+				c.Steps, c.Runs, c.MeanScale, c.MinScale, c.ScaledBelow09, c.MeanCos))
+		default:
+			out = append(out, fmt.Sprintf("The I6 arm is the coherence regularizer's step form (each adapter's optimizer step multiplied by its roles' factors 1 − λ·max(0, cos(g, g_ema)), weighted by their shares of the squared gradient norm, after AdamW, which therefore cannot undo it): over %d adapter-steps of %d I6 runs the step factor averaged %.3f (smallest %.3f; %d steps below 0.9), the roles' cosine to their gradient EMA averaging %.3f.",
+				c.Steps, c.Runs, c.MeanScale, c.MinScale, c.ScaledBelow09, c.MeanCos))
+		}
 	}
 	return out
 }
