@@ -123,9 +123,12 @@ type RunSettings struct {
 	// (AnchorRule), sorted, joined by "+"; "" when none, and for a run
 	// carrying I1 (whose KL anchors every role it names).
 	Anchored string
-	NVotes   int    // 0 when the config has none
-	LR       string // grpo.lr as stored
-	Model    string // the model settings as one string (runs of one base model share it)
+	// CoherenceForm is grpo.coherence.form: "" for the paper's form (and
+	// without the regularizer), "step" for the step form.
+	CoherenceForm string
+	NVotes        int    // 0 when the config has none
+	LR            string // grpo.lr as stored
+	Model         string // the model settings as one string (runs of one base model share it)
 }
 
 // Settings reads a run view's settings from its stored config.
@@ -176,6 +179,10 @@ func (r *RunResult) Settings() RunSettings {
 	}
 	if !kl {
 		s.Anchored = strings.Join(anchored, "+")
+	}
+	// a string leaf is stored JSON-quoted
+	if f, err := strconv.Unquote(leaves["grpo.coherence.form"]); err == nil {
+		s.CoherenceForm = f
 	}
 	s.NVotes = int(num("workflow_settings.n_votes"))
 	s.LR = leaves["grpo.lr"]

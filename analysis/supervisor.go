@@ -5,9 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 
-	"github.com/marlowlab/marlow/harness/runlog"
 	"github.com/marlowlab/marlow/harness/study"
 )
 
@@ -305,23 +303,6 @@ func CoherenceScalesOf(st *Study) []CoherenceScales {
 	return out
 }
 
-// coherenceFormOf is the I6 form of a run's stored config ("" for the
-// paper's).
-func (r *RunResult) coherenceFormOf() string {
-	if r.run == nil || r.run.Manifest.Config == nil {
-		return ""
-	}
-	leaves, err := runlog.ConfigLeaves(r.run.Manifest.Config)
-	if err != nil {
-		return ""
-	}
-	// a string leaf is stored JSON-quoted
-	if f, err := strconv.Unquote(leaves["grpo.coherence.form"]); err == nil {
-		return f
-	}
-	return leaves["grpo.coherence.form"]
-}
-
 func coherenceScalesOf(st *Study, form string) CoherenceScales {
 	c := CoherenceScales{Form: form, MeanScale: math.NaN(), MinScale: math.NaN(), MeanCos: math.NaN()}
 	var sumS, sumC float64
@@ -331,10 +312,8 @@ func coherenceScalesOf(st *Study, form string) CoherenceScales {
 		if !r.Trained() || seen[r.RunID] {
 			continue
 		}
-		if iv := r.Settings().Intervention; iv != I6 && iv != I1I6 {
-			continue
-		}
-		if r.coherenceFormOf() != form {
+		set := r.Settings()
+		if (set.Intervention != I6 && set.Intervention != I1I6) || set.CoherenceForm != form {
 			continue
 		}
 		seen[r.RunID] = true
