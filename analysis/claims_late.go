@@ -124,7 +124,7 @@ type RunSettings struct {
 	// carrying I1 (whose KL anchors every role it names).
 	Anchored string
 	// CoherenceForm is grpo.coherence.form: "" for the paper's form (and
-	// without the regularizer), "step" for the step form.
+	// without the regularizer), study.CoherenceStep for the step form.
 	CoherenceForm string
 	NVotes        int    // 0 when the config has none
 	LR            string // grpo.lr as stored

@@ -295,7 +295,7 @@ type CoherenceScales struct {
 // form with runs (the paper's first).
 func CoherenceScalesOf(st *Study) []CoherenceScales {
 	var out []CoherenceScales
-	for _, form := range []string{"", "step"} {
+	for _, form := range []string{"", study.CoherenceStep} {
 		if c := coherenceScalesOf(st, form); c.Runs > 0 {
 			out = append(out, c)
 		}
@@ -325,7 +325,7 @@ func coherenceScalesOf(st *Study, form string) CoherenceScales {
 			}
 			// the paper's form: each role's factor; the step form: the
 			// adapter's step factor on the "*" row
-			if (s.Role == "*") != (form == "step") || math.IsNaN(s.CoherenceScale) {
+			if (s.Role == "*") != (form == study.CoherenceStep) || math.IsNaN(s.CoherenceScale) {
 				continue
 			}
 			c.Steps++
