@@ -228,18 +228,23 @@ func LateStudy(st *Study) bool {
 // RunEvents are the late events of one trained run view with what the
 // rules read beside them.
 type RunEvents struct {
-	Run          string
-	Cell         CellKey
-	Condition    string
-	Settings     RunSettings
-	Events       LateEvents
-	Ceiling      float64
-	Signature    int64 // first step closing a sustained amplification window of any role, -1 when none
-	SignatureBy  string
-	Leads        bool // a late cliff with the signature SignatureLead or more steps before its fall
-	Captured     bool // a role captured (SP by detect.go; IP against the cell's SP dominant role)
-	CaptureJudge bool // the run has capture comparisons
-	MainRecipe   bool // of the main matrix or a rate rung (rungs.go)
+	Run         string
+	Cell        CellKey
+	Condition   string
+	Settings    RunSettings
+	Events      LateEvents
+	Ceiling     float64
+	Signature   int64 // first step closing a sustained amplification window of any role, -1 when none
+	SignatureBy string
+	// SignatureSameRole: the role that carries the signature has two or
+	// more agents, so its window required their gradients' cosine above
+	// amp_cos as well as the norm; false for a role with one agent, tested
+	// on its norm alone (detect.go).
+	SignatureSameRole bool
+	Leads             bool // a late cliff with the signature SignatureLead or more steps before its fall
+	Captured          bool // a role captured (SP by detect.go; IP against the cell's SP dominant role)
+	CaptureJudge      bool // the run has capture comparisons
+	MainRecipe        bool // of the main matrix or a rate rung (rungs.go)
 }
 
 // Gate is the dynamics study's gate: did any run break late?
@@ -305,9 +310,13 @@ const (
 
 // LateCliffClaim is claim c under the late rules.
 type LateCliffClaim struct {
-	Verdict           Verdict
-	Where, Signature  LateTest
-	I6                LateTest
+	Verdict          Verdict
+	Where, Signature LateTest
+	I6               LateTest
+	// QuietSignature says, for the signature test's IP runs without a
+	// cliff that carry the signature, which role carries it first: what a
+	// common signature, and so an against, rests on.
+	QuietSignature    []SignatureRole
 	DriftNotCoherence bool     // I1 lowered the cliff rate and I6 did not
 	I1                LateTest // I1 against plain IP, by the I6 test's rule; its first p-value (cliff rate lower with I1) sets DriftNotCoherence
 }
@@ -418,7 +427,7 @@ func gateOf(st *Study) Gate {
 			Ceiling: r.Metrics.Ceiling, Signature: -1, MainRecipe: r.Cell.Arm == "" || slices.Contains(g.Rungs, r.Cell.Arm)}
 		for _, a := range r.Amplification {
 			if a.Amplified && (e.Signature < 0 || a.Sustained < e.Signature) {
-				e.Signature, e.SignatureBy = a.Sustained, a.Role
+				e.Signature, e.SignatureBy, e.SignatureSameRole = a.Sustained, a.Role, a.Cosine
 			}
 		}
 		if c := r.Late.Cliff; c.Late && e.Signature >= 0 && e.Signature <= c.FallStep-SignatureLead {
@@ -557,6 +566,7 @@ func lateClaimC(st *Study, g Gate, alpha float64) LateCliffClaim {
 	}, lateCliffHit)
 	c.Where = exceeds(v, alpha, e, s)
 	c.Signature = signatureTest(g, ci, alpha)
+	c.QuietSignature = quietSignatureRoles(g)
 	c.I6 = interventionTest(g, I6, ci, alpha)
 	c.I1 = interventionTest(g, I1, ci, alpha)
 	for _, t := range []*LateTest{&c.Where, &c.Signature, &c.I6, &c.I1} {
@@ -596,6 +606,51 @@ func combine(refute bool, tests ...LateTest) Verdict {
 	return Inconclusive
 }
 
+// quietIP selects the signature test's runs without a cliff: the IP runs
+// of the main recipe without an intervention, in every workflow, that have
+// no late cliff.
+func quietIP(e RunEvents) bool { return plainIP(study.Workflows...)(e) && !lateCliffHit(e) }
+
+// SignatureRole counts the runs whose signature a role carries first.
+type SignatureRole struct {
+	Role     string
+	SameRole bool // the role has two or more agents (norm and same-role cosine); false: one agent, norm alone
+	Runs     int
+}
+
+// quietSignatureRoles are the roles that carry the signature first in the
+// signature test's IP runs without a cliff, most runs first (ties by role).
+func quietSignatureRoles(g Gate) []SignatureRole {
+	var out []SignatureRole
+	for _, e := range g.Runs {
+		if !quietIP(e) || e.Signature < 0 {
+			continue
+		}
+		i := slices.IndexFunc(out, func(r SignatureRole) bool { return r.Role == e.SignatureBy && r.SameRole == e.SignatureSameRole })
+		if i < 0 {
+			out = append(out, SignatureRole{Role: e.SignatureBy, SameRole: e.SignatureSameRole})
+			i = len(out) - 1
+		}
+		out[i].Runs++
+	}
+	slices.SortFunc(out, func(a, b SignatureRole) int {
+		if a.Runs != b.Runs {
+			return b.Runs - a.Runs
+		}
+		if c := strings.Compare(a.Role, b.Role); c != 0 {
+			return c
+		}
+		if a.SameRole == b.SameRole {
+			return 0
+		}
+		if a.SameRole {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
 // signatureTest is claim c's second test under the late rules. By the
 // power rule it is against only when a one-sided exact binomial test
 // rejects the claim's direction: the cliff runs that lead significantly
@@ -606,8 +661,7 @@ func signatureTest(g Gate, ci, alpha float64) LateTest {
 	in := plainIP(study.Workflows...)
 	lead := rateOf(g, "IP cliff runs whose signature leads", ci, func(e RunEvents) bool { return in(e) && lateCliffHit(e) },
 		func(e RunEvents) bool { return e.Leads })
-	quiet := rateOf(g, "IP runs without a cliff that carry the signature", ci, func(e RunEvents) bool { return in(e) && !lateCliffHit(e) },
-		func(e RunEvents) bool { return e.Signature >= 0 })
+	quiet := rateOf(g, "IP runs without a cliff that carry the signature", ci, quietIP, func(e RunEvents) bool { return e.Signature >= 0 })
 	t.Rates = []LateRate{lead, quiet}
 	switch {
 	case lead.N == 0:

@@ -527,3 +527,39 @@ func TestCoherenceScalesOf(t *testing.T) {
 		})
 	}
 }
+
+func TestQuietSignatureRoles(t *testing.T) {
+	run := func(cond, role string, sameRole, cliff bool, sig int64, iv string) RunEvents {
+		e := RunEvents{Cell: CellKey{Workflow: study.Voting}, Condition: cond, Signature: sig, SignatureBy: role,
+			SignatureSameRole: sameRole, MainRecipe: true, Settings: RunSettings{Intervention: iv}}
+		e.Events.Cliff.Late = cliff
+		return e
+	}
+	cases := []struct {
+		name string
+		runs []RunEvents
+		want []SignatureRole
+	}{
+		{name: "none", runs: []RunEvents{run(study.IP, "", false, false, -1, "")}},
+		{name: "most runs first, ties by role, sole and same-role apart", runs: []RunEvents{
+			run(study.IP, "generator", true, false, 120, ""),
+			run(study.IP, "aggregator", false, false, 90, ""),
+			run(study.IP, "aggregator", false, false, 200, ""),
+			run(study.IP, "evaluator", false, false, 60, ""),
+		}, want: []SignatureRole{{Role: "aggregator", Runs: 2}, {Role: "evaluator", Runs: 1}, {Role: "generator", SameRole: true, Runs: 1}}},
+		{name: "cliff runs, SP runs and interventions stay out", runs: []RunEvents{
+			run(study.IP, "aggregator", false, true, 90, ""),
+			run(study.SP, "generator", true, false, 90, ""),
+			run(study.IP, "aggregator", false, false, 90, I6),
+			run(study.IP, "generator", true, false, 300, ""),
+		}, want: []SignatureRole{{Role: "generator", SameRole: true, Runs: 1}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := quietSignatureRoles(Gate{Runs: tc.runs})
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

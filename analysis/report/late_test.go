@@ -148,3 +148,37 @@ func TestWriteInterventions(t *testing.T) {
 		})
 	}
 }
+
+// TestSignatureFinding: claim c's against on a common signature is
+// followed by a finding that names the roles carrying it and how many of
+// them have one agent; any other outcome gets no such finding.
+func TestSignatureFinding(t *testing.T) {
+	roles := []analysis.SignatureRole{{Role: "aggregator", Runs: 10}, {Role: "evaluator", SameRole: true, Runs: 3}}
+	cases := []struct {
+		name  string
+		sig   analysis.LateTest
+		quiet []analysis.SignatureRole
+		want  string // "" no finding
+	}{
+		{name: "common signature", sig: analysis.LateTest{Outcome: analysis.Against, Reason: analysis.CommonSignature}, quiet: roles,
+			want: "sits first on aggregator in 10, evaluator in 3; in 10 of these 13 runs on a role with one agent"},
+		{name: "against because few lead", sig: analysis.LateTest{Outcome: analysis.Against, Reason: analysis.FewLead}, quiet: roles},
+		{name: "undecided", sig: analysis.LateTest{Outcome: analysis.Undecided, Reason: analysis.Between}, quiet: roles},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &analysis.Study{Params: analysis.DefaultParams()}
+			cl := &analysis.Claims{Late: &analysis.LateClaims{Cliffs: analysis.LateCliffClaim{Verdict: analysis.Refuted, Signature: tc.sig, QuietSignature: tc.quiet}}}
+			got := strings.Join(premiseFindings(st, cl), "\n")
+			if tc.want == "" {
+				if strings.Contains(got, "signature sits first") {
+					t.Errorf("unexpected signature finding: %s", got)
+				}
+				return
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("findings %q lack %q", got, tc.want)
+			}
+		})
+	}
+}

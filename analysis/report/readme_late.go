@@ -111,6 +111,17 @@ func lateCliffText(lc *analysis.LateClaims) claimText {
 	where := lateTestText("where", fmt.Sprintf("The rate of late cliffs in IP %s runs of the main recipe (*Late events and the gate*) without an intervention must exceed that of IP %s runs and that of SP %s runs of the main recipe, each by a one-sided Fisher exact test below %.3g; by the power rule the test is against only when either of them exceeds it by the same test.", sameRoleAnd(), analysis.OneAgentPerRoleWorkflowsText("and"), sameRoleAnd(), a), c.Where, a)
 	sig := lateTestText("signature", fmt.Sprintf("In each IP run of the main recipe without an intervention with a late cliff, the amplification signature (a role's sustained gradient amplification, as in the short-run rule) must begin %d or more steps before the fall; in IP runs without a cliff it must be rare. "+
 		"Holds when a strict majority of cliff runs lead and at most %[2]g of the runs without a cliff carry it; by the power rule against only when a one-sided exact binomial test (p below %[3]g) finds significantly fewer than half leading or significantly more than %[2]g of the runs without a cliff carrying it; undecided between.", analysis.SignatureLead, analysis.RareShare, a), c.Signature, a)
+	if len(c.QuietSignature) > 0 {
+		var roles []string
+		for _, r := range c.QuietSignature {
+			how := "one agent: its gradient norm alone"
+			if r.SameRole {
+				how = "two or more agents: norm and same-role cosine"
+			}
+			roles = append(roles, fmt.Sprintf("%s %d (%s)", r.Role, r.Runs, how))
+		}
+		sig.evidence = append(sig.evidence, evidence{name: "IP runs without a cliff that carry the signature, by the role that carries it first", count: strings.Join(roles, ", ")})
+	}
 	for _, e := range lc.Gate.Runs {
 		if e.Condition != study.IP || !e.Plain() || !e.Events.Cliff.Late {
 			continue

@@ -132,18 +132,41 @@ func excludedCells(cl *analysis.Claims) string {
 
 // premiseFindings say, when claim c is not testable, why its premise is
 // absent (the same-role gradient cosine and the supervisors' value at
-// base), and, for a study with I6 runs, the regularizer's realised scales.
+// base); when its late signature test is against because the signature is
+// common without a cliff, which roles carry it and what the same-role
+// cosine was; and, for a study with I6 runs, the regularizer's realised
+// scales.
 func premiseFindings(st *analysis.Study, cl *analysis.Claims) []string {
 	var out []string
 	verdict := cl.Cliffs.Verdict
 	if cl.Late != nil {
 		verdict = cl.Late.Cliffs.Verdict
 	}
+	cosines := ""
+	if c := analysis.SameRoleCosines(st); c.Steps > 0 {
+		cosines = fmt.Sprintf("same-role agents' gradients do not point together (mean cosine %.3f over %d role-steps, above amp_cos %g in %.1f%% of them; the loss averages an adapter's turns, so same-role agents average rather than add)",
+			c.Mean, c.Steps, st.Params.AmpCos, 100*float64(c.Above)/float64(c.Steps))
+	}
+	if lc := cl.Late; lc != nil && lc.Cliffs.Signature.Outcome == analysis.Against && lc.Cliffs.Signature.Reason == analysis.CommonSignature && len(lc.Cliffs.QuietSignature) > 0 {
+		var roles []string
+		sole, all := 0, 0
+		for _, r := range lc.Cliffs.QuietSignature {
+			roles = append(roles, fmt.Sprintf("%s in %d", r.Role, r.Runs))
+			all += r.Runs
+			if !r.SameRole {
+				sole += r.Runs
+			}
+		}
+		s := fmt.Sprintf("What claim c's against on the signature rests on: in the IP runs without a cliff the signature sits first on %s; in %d of these %d runs on a role with one agent, which the rule tests on its gradient norm alone, so there it is not amplification between same-role agents", strings.Join(roles, ", "), sole, all)
+		if cosines != "" {
+			s += "; and " + cosines
+		}
+		out = append(out, s+".")
+	}
 	if verdict == analysis.NotTestable {
 		var parts []string
-		if c := analysis.SameRoleCosines(st); c.Steps > 0 {
-			parts = append(parts, fmt.Sprintf("same-role agents' gradients do not point together (mean cosine %.3f over %d role-steps, above amp_cos %g in %.1f%% of them; the loss averages an adapter's turns, so same-role agents average rather than add)",
-				c.Mean, c.Steps, st.Params.AmpCos, 100*float64(c.Above)/float64(c.Steps)))
+		if cosines != "" {
+			parts = append(parts, cosines)
 		}
 		var none int
 		var example string
