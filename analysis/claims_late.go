@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"maps"
 	"math"
 	"slices"
@@ -619,7 +620,8 @@ type SignatureRole struct {
 }
 
 // quietSignatureRoles are the roles that carry the signature first in the
-// signature test's IP runs without a cliff, most runs first (ties by role).
+// signature test's IP runs without a cliff, most runs first (ties by
+// role, then in the order the runs come).
 func quietSignatureRoles(g Gate) []SignatureRole {
 	var out []SignatureRole
 	for _, e := range g.Runs {
@@ -633,20 +635,8 @@ func quietSignatureRoles(g Gate) []SignatureRole {
 		}
 		out[i].Runs++
 	}
-	slices.SortFunc(out, func(a, b SignatureRole) int {
-		if a.Runs != b.Runs {
-			return b.Runs - a.Runs
-		}
-		if c := strings.Compare(a.Role, b.Role); c != 0 {
-			return c
-		}
-		if a.SameRole == b.SameRole {
-			return 0
-		}
-		if a.SameRole {
-			return -1
-		}
-		return 1
+	slices.SortStableFunc(out, func(a, b SignatureRole) int {
+		return cmp.Or(b.Runs-a.Runs, strings.Compare(a.Role, b.Role))
 	})
 	return out
 }

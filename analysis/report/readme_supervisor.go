@@ -142,9 +142,14 @@ func premiseFindings(st *analysis.Study, cl *analysis.Claims) []string {
 	if cl.Late != nil {
 		verdict = cl.Late.Cliffs.Verdict
 	}
-	cosines := ""
-	if c := analysis.SameRoleCosines(st); c.Steps > 0 {
-		cosines = fmt.Sprintf("same-role agents' gradients do not point together (mean cosine %.3f over %d role-steps, above amp_cos %g in %.1f%% of them; the loss averages an adapter's turns, so same-role agents average rather than add)",
+	// cosines reads every run's steps, so only the findings that print it
+	// call it.
+	cosines := func() string {
+		c := analysis.SameRoleCosines(st)
+		if c.Steps == 0 {
+			return ""
+		}
+		return fmt.Sprintf("same-role agents' gradients do not point together (mean cosine %.3f over %d role-steps, above amp_cos %g in %.1f%% of them; the loss averages an adapter's turns, so same-role agents average rather than add)",
 			c.Mean, c.Steps, st.Params.AmpCos, 100*float64(c.Above)/float64(c.Steps))
 	}
 	if lc := cl.Late; lc != nil && lc.Cliffs.Signature.Outcome == analysis.Against && lc.Cliffs.Signature.Reason == analysis.CommonSignature && len(lc.Cliffs.QuietSignature) > 0 {
@@ -158,15 +163,15 @@ func premiseFindings(st *analysis.Study, cl *analysis.Claims) []string {
 			}
 		}
 		s := fmt.Sprintf("What claim c's against on the signature rests on: in the IP runs without a cliff the signature sits first on %s; in %d of these %d runs on a role with one agent, which the rule tests on its gradient norm alone, so there it is not amplification between same-role agents", strings.Join(roles, ", "), sole, all)
-		if cosines != "" {
-			s += "; and " + cosines
+		if c := cosines(); c != "" {
+			s += "; and " + c
 		}
 		out = append(out, s+".")
 	}
 	if verdict == analysis.NotTestable {
 		var parts []string
-		if cosines != "" {
-			parts = append(parts, cosines)
+		if c := cosines(); c != "" {
+			parts = append(parts, c)
 		}
 		var none int
 		var example string
