@@ -338,7 +338,12 @@ type LateClaims struct {
 	Cliffs        LateCliffClaim
 	Capture       LateCaptureClaim
 	Interventions []InterventionCollapse // what I1 and I6 did to format collapses, beside claim c
-	Alpha         float64
+	// ByRate are the late cliffs of the main recipe (without the cells
+	// Excluded) per learning rate, from the lowest, and RateTrend the test
+	// of the highest rate over the lowest: nil and NaN without a rate rung.
+	ByRate    []RateCliffs
+	RateTrend RateTrend
+	Alpha     float64
 	// Excluded are the cells whose runs claims c and d leave out: their
 	// supervisor adds no value at base (SupervisorRule).
 	Excluded []CellKey
@@ -414,6 +419,7 @@ func compareLate(st *Study, valued map[CellKey]bool) *LateClaims {
 		lc.Capture.Verdict = combine(lc.Capture.SPOverIP.Outcome == Against, lc.Capture.SPOverIP, lc.Capture.NVotes)
 	}
 	lc.Interventions = interventionCollapses(lc.Gate, st.Params.CI)
+	lc.ByRate, lc.RateTrend = CliffsByRate(kept, st.Params.CI)
 	return lc
 }
 

@@ -563,3 +563,77 @@ func TestQuietSignatureRoles(t *testing.T) {
 		})
 	}
 }
+
+func TestCliffsByRate(t *testing.T) {
+	// ev is a run of the main recipe (unless off) at lr with a cliff at
+	// fall (0: none; late after step 200).
+	ev := func(cond, wf, lr string, fall int64, iv string, main bool) RunEvents {
+		e := RunEvents{Cell: CellKey{Workflow: wf, Task: "synth-math", Scale: "s"}, Condition: cond, MainRecipe: main,
+			Settings: RunSettings{LR: lr, Intervention: iv}}
+		if fall > 0 {
+			e.Events.Cliff = LateCliff{Found: true, FallStep: fall, Late: fall > 200}
+		}
+		return e
+	}
+	var ladder []RunEvents
+	for _, lr := range []string{"0.004", "1e-3", "0.002"} { // stored order is not rate order
+		for i := range 4 {
+			var fall int64
+			switch {
+			case lr == "0.004" && i < 3:
+				fall = 300 // three late cliffs at the top
+			case lr == "0.004":
+				fall = 100 // and one early
+			case lr == "0.002" && i == 0:
+				fall = 260
+			}
+			ladder = append(ladder, ev([]string{study.IP, study.SP}[i%2], study.Voting, lr, fall, NoIntervention, true))
+		}
+	}
+	cases := []struct {
+		name     string
+		runs     []RunEvents
+		lrs      []string
+		late     []int // pooled late cliffs per rate
+		anyTop   int   // any cliff at the highest rate, pooled
+		p        float64
+		noneWant bool
+	}{
+		{"three rates, sorted by value", ladder, []string{"1e-3", "0.002", "0.004"}, []int{0, 1, 3}, 4, FisherGreater(3, 4, 0, 4), false},
+		{"an intervention's and an arm's runs are left out", append(slices.Clone(ladder),
+			ev(study.IP, study.Voting, "0.004", 0, I6, true), ev(study.IP, study.Voting, "1e-3", 300, NoIntervention, false)),
+			[]string{"1e-3", "0.002", "0.004"}, []int{0, 1, 3}, 4, FisherGreater(3, 4, 0, 4), false},
+		{"one rate: nothing to compare", ladder[:4], nil, nil, 0, math.NaN(), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			by, trend := CliffsByRate(Gate{Runs: tc.runs}, 0.95)
+			if tc.noneWant {
+				if by != nil || !math.IsNaN(trend.P) {
+					t.Fatalf("got %d rates and p %v, want none", len(by), trend.P)
+				}
+				return
+			}
+			var lrs []string
+			var late []int
+			for _, r := range by {
+				lrs, late = append(lrs, r.LR), append(late, r.Late.K)
+				if r.Late.N != 4 {
+					t.Errorf("rate %s: %d runs, want 4", r.LR, r.Late.N)
+				}
+				if len(r.Groups) != 2 || r.Groups[0].Group != "ip voting" || r.Groups[1].Group != "sp voting" {
+					t.Errorf("rate %s: groups %+v, want ip voting and sp voting", r.LR, r.Groups)
+				}
+			}
+			if !slices.Equal(lrs, tc.lrs) || !slices.Equal(late, tc.late) {
+				t.Errorf("rates %v late %v, want %v %v", lrs, late, tc.lrs, tc.late)
+			}
+			if top := by[len(by)-1]; top.AnyAll.K != tc.anyTop {
+				t.Errorf("any cliff at the top %d, want %d", top.AnyAll.K, tc.anyTop)
+			}
+			if trend.Hi != "0.004" || trend.Lo != "1e-3" || math.Abs(trend.P-tc.p) > 1e-12 || math.IsNaN(trend.Detectable) {
+				t.Errorf("trend %+v, want 0.004 over 1e-3 with p %v", trend, tc.p)
+			}
+		})
+	}
+}

@@ -1,8 +1,11 @@
 package analysis
 
 import (
+	"cmp"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 
 	"github.com/marlowlab/marlow/harness/runlog"
 )
@@ -98,4 +101,93 @@ func isRung(main, arm map[gridPoint]map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// RateCliffs are the lasting cliffs of the main recipe's runs without an
+// intervention at one learning rate: how many of the runs of each group
+// (condition and workflow) fell off a late cliff, and off any cliff (early
+// or late). What a rate ladder adds to claim c's where test, which pools
+// the rates: whether the cliffs follow the rate, and in which groups.
+type RateCliffs struct {
+	LR     string     // grpo.lr as stored
+	Groups []LateRate // per condition and workflow ("ip voting"), sorted; K: runs with a late cliff
+	Any    []LateRate // the same groups; K: runs with a cliff, early or late
+	Late   LateRate   // every group together; K: runs with a late cliff
+	AnyAll LateRate   // every group together; K: runs with a cliff, early or late
+}
+
+// RateTrend is the one-sided test that late cliffs are more common at the
+// main recipe's highest rate than at its lowest, every group pooled: Fisher's
+// exact test at the study's alpha.
+type RateTrend struct {
+	Hi, Lo string  // the rates compared, as stored
+	P      float64 // one-sided Fisher exact p-value, highest over lowest
+	// Detectable is the smallest excess of the highest rate's late-cliff
+	// rate over the lowest's the test could detect at these numbers of
+	// runs (NaN: none could).
+	Detectable float64
+}
+
+// RateTrendRule states the rate trend's test; the report reads it from here.
+const RateTrendRule = "late cliffs at the main recipe's highest rate against its lowest, every condition and workflow pooled, by a one-sided Fisher exact test (runs without an intervention; a finding beside claim c, whose where test pools the rates)"
+
+// CliffsByRate groups the plain runs of the main recipe (RunEvents.Plain)
+// by learning rate, from the lowest: nil when the main recipe has one rate
+// (no rate rung). The trend compares the highest rate with the lowest.
+func CliffsByRate(g Gate, ci float64) ([]RateCliffs, RateTrend) {
+	type counts struct{ late, any, n int }
+	by := map[string]map[string]*counts{}
+	for _, e := range g.Runs {
+		if !e.Plain() || e.Settings.LR == "" {
+			continue
+		}
+		if by[e.Settings.LR] == nil {
+			by[e.Settings.LR] = map[string]*counts{}
+		}
+		group := e.Condition + " " + e.Cell.Workflow
+		c := by[e.Settings.LR][group]
+		if c == nil {
+			c = &counts{}
+			by[e.Settings.LR][group] = c
+		}
+		c.n++
+		if e.Events.Cliff.Found {
+			c.any++
+		}
+		if e.Events.Cliff.Late {
+			c.late++
+		}
+	}
+	trend := RateTrend{P: math.NaN(), Detectable: math.NaN()}
+	if len(by) < 2 {
+		return nil, trend
+	}
+	lrs := slices.Collect(maps.Keys(by))
+	val := func(s string) float64 {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return math.Inf(1)
+		}
+		return v
+	}
+	slices.SortFunc(lrs, func(a, b string) int { return cmp.Or(cmp.Compare(val(a), val(b)), cmp.Compare(a, b)) })
+	out := make([]RateCliffs, len(lrs))
+	for i, lr := range lrs {
+		rc := RateCliffs{LR: lr}
+		late, anyc, n := 0, 0, 0
+		for _, group := range slices.Sorted(maps.Keys(by[lr])) {
+			c := by[lr][group]
+			rc.Groups = append(rc.Groups, LateRate{Group: group, Rate: ClopperPearson(c.late, c.n, ci)})
+			rc.Any = append(rc.Any, LateRate{Group: group, Rate: ClopperPearson(c.any, c.n, ci)})
+			late, anyc, n = late+c.late, anyc+c.any, n+c.n
+		}
+		rc.Late = LateRate{Group: lr, Rate: ClopperPearson(late, n, ci)}
+		rc.AnyAll = LateRate{Group: lr, Rate: ClopperPearson(anyc, n, ci)}
+		out[i] = rc
+	}
+	lo, hi := out[0].Late, out[len(out)-1].Late
+	trend.Lo, trend.Hi = out[0].LR, out[len(out)-1].LR
+	trend.P = FisherGreater(hi.K, hi.N, lo.K, lo.N)
+	trend.Detectable = FisherDetectable(hi.N, lo.N, 1-ci)
+	return out, trend
 }

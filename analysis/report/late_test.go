@@ -182,3 +182,68 @@ func TestSignatureFinding(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteByRate: the late cliffs by learning rate, as the section's table
+// and the summary's line print them, and what the trend test's outcome
+// says; nothing in a study without rate rungs.
+func TestWriteByRate(t *testing.T) {
+	ev := func(cond, lr string, fall int64) analysis.RunEvents {
+		e := analysis.RunEvents{Cell: analysis.CellKey{Workflow: "voting", Task: "synth-math", Scale: "s"}, Condition: cond, MainRecipe: true,
+			Settings: analysis.RunSettings{LR: lr}}
+		if fall > 0 {
+			e.Events.Cliff = analysis.LateCliff{Found: true, FallStep: fall, Late: fall > 200}
+		}
+		return e
+	}
+	runs := func(lo, hi []int64) []analysis.RunEvents {
+		var out []analysis.RunEvents
+		for i, f := range lo {
+			out = append(out, ev([]string{"sp", "ip"}[i%2], "0.003", f))
+		}
+		for i, f := range hi {
+			out = append(out, ev([]string{"sp", "ip"}[i%2], "0.004", f))
+		}
+		return out
+	}
+	none := make([]int64, 8)
+	cases := []struct {
+		name      string
+		runs      []analysis.RunEvents
+		want      []string // in the section and the finding
+		noSection bool
+	}{
+		{name: "one rate", runs: runs(none, nil), noSection: true},
+		{name: "more at the higher rate", runs: runs(none, []int64{300, 300, 300, 300, 300, 0, 100, 0}),
+			want: []string{"0.003 0/8, 0.004 5/8", "at 0.004 by condition and workflow ip voting 2/4, sp voting 3/4", "p 0.0128, below 0.05: more common at the higher rate"}},
+		{name: "not significant", runs: runs(none[:4], []int64{300, 0, 0, 0}),
+			want: []string{"0.003 0/4, 0.004 1/4", "p 0.5, not below 0.05 (the smallest excess it could detect at these numbers of runs: 1.000)"}},
+		{name: "too few to tell", runs: runs(none[:2], []int64{300, 0}),
+			want: []string{"0.003 0/2, 0.004 1/2", "p 0.5, and no difference is detectable at these numbers of runs"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			lc := &analysis.LateClaims{Alpha: 0.05}
+			lc.ByRate, lc.RateTrend = analysis.CliffsByRate(analysis.Gate{Runs: tc.runs}, 0.95)
+			var b strings.Builder
+			writeByRate(func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }, lc)
+			got, f := b.String(), rateFinding(lc)
+			if tc.noSection {
+				if got != "" || f != "" {
+					t.Fatalf("section %q, finding %q; want none", got, f)
+				}
+				return
+			}
+			if !strings.Contains(got, "| 0.004 | all | 8 | 5/8 = 0.625") && tc.name == "more at the higher rate" {
+				t.Errorf("section lacks the pooled row:\n%s", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(f, w) {
+					t.Errorf("finding lacks %q:\n%s", w, f)
+				}
+			}
+			if !strings.Contains(got, rateTrendText(lc)) {
+				t.Errorf("section lacks the trend %q", rateTrendText(lc))
+			}
+		})
+	}
+}

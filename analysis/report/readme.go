@@ -98,8 +98,10 @@ func readmeClaims(st *analysis.Study, cl *analysis.Claims, figs []Figure, opts O
 	w("\n### Findings\n\n")
 	if cl.Late != nil {
 		w("- %s\n", gateSentence(cl.Late.Gate))
-		if f := interventionFinding(cl.Late); f != "" {
-			w("- %s\n", f)
+		for _, f := range []string{rateFinding(cl.Late), interventionFinding(cl.Late)} {
+			if f != "" {
+				w("- %s\n", f)
+			}
 		}
 	}
 	for _, s := range premiseFindings(st, cl) {

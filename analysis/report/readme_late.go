@@ -260,6 +260,7 @@ func writeLate(w md, lc *analysis.LateClaims) {
 			f3(c.Base), f3(c.Peak), cliff, strict, cellEsc(dashIfEmpty(strings.Join(cols, "; "))), sig, yesNo(e.Leads), captured)
 	}
 	w("\n")
+	writeByRate(w, lc)
 	writeInterventions(w, lc)
 }
 
@@ -419,4 +420,58 @@ func ungatedText(name string, t analysis.LateTest, alpha float64) string {
 		}
 	}
 	return s + ")"
+}
+
+// rateTrendText is the rate trend's p-value and what it says at alpha.
+func rateTrendText(lc *analysis.LateClaims) string {
+	t := lc.RateTrend
+	s := fmt.Sprintf("late cliffs at %s over %s, one-sided Fisher exact p %s", t.Hi, t.Lo, pText(t.P))
+	switch {
+	case analysis.Rejects(t.P, lc.Alpha):
+		s += fmt.Sprintf(", below %.3g: more common at the higher rate", lc.Alpha)
+	case math.IsNaN(t.Detectable):
+		s += ", and no difference is detectable at these numbers of runs"
+	default:
+		s += fmt.Sprintf(", not below %.3g (the smallest excess it could detect at these numbers of runs: %.3f)", lc.Alpha, t.Detectable)
+	}
+	return s
+}
+
+// rateFinding is the summary's line on late cliffs by learning rate ("" in
+// a study without rate rungs): the pooled count at each rate, the groups at
+// the highest, and the trend test.
+func rateFinding(lc *analysis.LateClaims) string {
+	if len(lc.ByRate) == 0 {
+		return ""
+	}
+	var at []string
+	for _, r := range lc.ByRate {
+		at = append(at, fmt.Sprintf("%s %d/%d", r.LR, r.Late.K, r.Late.N))
+	}
+	top := lc.ByRate[len(lc.ByRate)-1]
+	var groups []string
+	for _, g := range top.Groups {
+		groups = append(groups, fmt.Sprintf("%s %d/%d", g.Group, g.K, g.N))
+	}
+	return fmt.Sprintf("Late cliffs by learning rate (the main recipe's runs without an intervention): %s; at %s by condition and workflow %s; %s (*Cliffs by learning rate*, under *Late events and the gate*).",
+		strings.Join(at, ", "), top.LR, strings.Join(groups, ", "), rateTrendText(lc))
+}
+
+// writeByRate writes the late and all cliffs of the main recipe per
+// learning rate and group, with the trend test (nothing without rate
+// rungs).
+func writeByRate(w md, lc *analysis.LateClaims) {
+	if len(lc.ByRate) == 0 {
+		return
+	}
+	w("### Cliffs by learning rate\n\n")
+	w("The main recipe's runs without an intervention at each of its rates, by condition and workflow: how many fell off a late cliff (the runs claim c's where test counts, pooling the rates) and off any cliff, early or late, with exact intervals. The test: %s; %s.\n\n", analysis.RateTrendRule, rateTrendText(lc))
+	w("| lr | condition and workflow | runs | late cliff | any cliff |\n|---|---|---:|---|---|\n")
+	for _, r := range lc.ByRate {
+		for i, g := range r.Groups {
+			w("| %s | %s | %d | %s | %s |\n", r.LR, cellEsc(g.Group), g.N, rateText(g.Rate), rateText(r.Any[i].Rate))
+		}
+		w("| %s | all | %d | %s | %s |\n", r.LR, r.Late.N, rateText(r.Late.Rate), rateText(r.AnyAll.Rate))
+	}
+	w("\n")
 }
