@@ -209,12 +209,14 @@ func TestWriteByRate(t *testing.T) {
 	cases := []struct {
 		name      string
 		runs      []analysis.RunEvents
-		want      []string // in the section and the finding
+		want      []string // in the finding
+		row       string   // in the section ("" none checked)
 		noSection bool
 	}{
 		{name: "one rate", runs: runs(none, nil), noSection: true},
 		{name: "more at the higher rate", runs: runs(none, []int64{300, 300, 300, 300, 300, 0, 100, 0}),
-			want: []string{"0.003 0/8, 0.004 5/8", "at 0.004 by condition and workflow ip voting 2/4, sp voting 3/4", "p 0.0128, below 0.05: more common at the higher rate"}},
+			want: []string{"0.003 0/8, 0.004 5/8", "at 0.004 by condition and workflow ip voting 2/4, sp voting 3/4", "p 0.0128, below 0.05: more common at the higher rate"},
+			row:  "| 0.004 | all | 8 | 5/8 = 0.625 [0.245, 0.915] | 6/8 = 0.750 [0.349, 0.968] |"},
 		{name: "not significant", runs: runs(none[:4], []int64{300, 0, 0, 0}),
 			want: []string{"0.003 0/4, 0.004 1/4", "p 0.5, not below 0.05 (the smallest excess it could detect at these numbers of runs: 1.000)"}},
 		{name: "too few to tell", runs: runs(none[:2], []int64{300, 0}),
@@ -233,8 +235,8 @@ func TestWriteByRate(t *testing.T) {
 				}
 				return
 			}
-			if !strings.Contains(got, "| 0.004 | all | 8 | 5/8 = 0.625") && tc.name == "more at the higher rate" {
-				t.Errorf("section lacks the pooled row:\n%s", got)
+			if !strings.Contains(got, tc.row) {
+				t.Errorf("section lacks %q:\n%s", tc.row, got)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(f, w) {
