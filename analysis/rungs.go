@@ -135,34 +135,20 @@ const RateTrendRule = "late cliffs at the main recipe's highest rate against its
 // by learning rate, from the lowest: nil when the main recipe has one rate
 // (no rate rung). The trend compares the highest rate with the lowest.
 func CliffsByRate(g Gate, ci float64) ([]RateCliffs, RateTrend) {
-	type counts struct{ late, any, n int }
-	by := map[string]map[string]*counts{}
+	groupOf := func(e RunEvents) string { return e.Condition + " " + e.Cell.Workflow }
+	groups := map[string]map[string]bool{} // rate -> its groups
 	for _, e := range g.Runs {
-		if !e.Plain() || e.Settings.LR == "" {
-			continue
-		}
-		if by[e.Settings.LR] == nil {
-			by[e.Settings.LR] = map[string]*counts{}
-		}
-		group := e.Condition + " " + e.Cell.Workflow
-		c := by[e.Settings.LR][group]
-		if c == nil {
-			c = &counts{}
-			by[e.Settings.LR][group] = c
-		}
-		c.n++
-		if e.Events.Cliff.Found {
-			c.any++
-		}
-		if e.Events.Cliff.Late {
-			c.late++
+		if e.Plain() && e.Settings.LR != "" {
+			if groups[e.Settings.LR] == nil {
+				groups[e.Settings.LR] = map[string]bool{}
+			}
+			groups[e.Settings.LR][groupOf(e)] = true
 		}
 	}
 	trend := RateTrend{P: math.NaN(), Detectable: math.NaN()}
-	if len(by) < 2 {
+	if len(groups) < 2 {
 		return nil, trend
 	}
-	lrs := slices.Collect(maps.Keys(by))
 	val := func(s string) float64 {
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil {
@@ -170,19 +156,17 @@ func CliffsByRate(g Gate, ci float64) ([]RateCliffs, RateTrend) {
 		}
 		return v
 	}
-	slices.SortFunc(lrs, func(a, b string) int { return cmp.Or(cmp.Compare(val(a), val(b)), cmp.Compare(a, b)) })
+	lrs := slices.SortedFunc(maps.Keys(groups), func(a, b string) int { return cmp.Or(cmp.Compare(val(a), val(b)), cmp.Compare(a, b)) })
+	anyCliff := func(e RunEvents) bool { return e.Events.Cliff.Found }
 	out := make([]RateCliffs, len(lrs))
 	for i, lr := range lrs {
-		rc := RateCliffs{LR: lr}
-		late, anyc, n := 0, 0, 0
-		for _, group := range slices.Sorted(maps.Keys(by[lr])) {
-			c := by[lr][group]
-			rc.Groups = append(rc.Groups, LateRate{Group: group, Rate: ClopperPearson(c.late, c.n, ci)})
-			rc.Any = append(rc.Any, LateRate{Group: group, Rate: ClopperPearson(c.any, c.n, ci)})
-			late, anyc, n = late+c.late, anyc+c.any, n+c.n
+		at := func(e RunEvents) bool { return e.Plain() && e.Settings.LR == lr }
+		rc := RateCliffs{LR: lr, Late: rateOf(g, lr, ci, at, lateCliffHit), AnyAll: rateOf(g, lr, ci, at, anyCliff)}
+		for _, group := range slices.Sorted(maps.Keys(groups[lr])) {
+			in := func(e RunEvents) bool { return at(e) && groupOf(e) == group }
+			rc.Groups = append(rc.Groups, rateOf(g, group, ci, in, lateCliffHit))
+			rc.Any = append(rc.Any, rateOf(g, group, ci, in, anyCliff))
 		}
-		rc.Late = LateRate{Group: lr, Rate: ClopperPearson(late, n, ci)}
-		rc.AnyAll = LateRate{Group: lr, Rate: ClopperPearson(anyc, n, ci)}
 		out[i] = rc
 	}
 	lo, hi := out[0].Late, out[len(out)-1].Late
